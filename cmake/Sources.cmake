@@ -1,0 +1,34 @@
+# Two libraries:
+#  mcullm_core: freestanding (no exceptions, no RTTI, no iostream, no heap after init):
+#               src/core, src/quant, src/kernels, src/model, src/format (readers)
+#  mcullm_host: everything that needs an OS or the C++ library: files named *_host.cpp,
+#               src/tokenizer, src/host.
+file(GLOB_RECURSE MCULLM_ALL_SOURCES CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/src/*.cpp)
+set(MCULLM_CORE_SOURCES)
+set(MCULLM_HOST_SOURCES)
+set(MCULLM_AVX2_SOURCES)
+foreach(f IN LISTS MCULLM_ALL_SOURCES)
+  if(f MATCHES "_host\\.cpp$" OR f MATCHES "/src/(tokenizer|host)/")
+    list(APPEND MCULLM_HOST_SOURCES ${f})
+  elseif(f MATCHES "/src/kernels/x86/")
+    list(APPEND MCULLM_AVX2_SOURCES ${f})
+  else()
+    list(APPEND MCULLM_CORE_SOURCES ${f})
+  endif()
+endforeach()
+
+add_library(mcullm_core STATIC ${MCULLM_CORE_SOURCES})
+target_include_directories(mcullm_core PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+target_compile_options(mcullm_core PRIVATE -fno-exceptions -fno-rtti)
+
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND MCULLM_AVX2_SOURCES)
+  # Compiled for AVX2 but only called after a runtime CPU check (kernels/dispatch.cpp).
+  set_source_files_properties(${MCULLM_AVX2_SOURCES} PROPERTIES COMPILE_OPTIONS "-mavx2")
+  target_sources(mcullm_core PRIVATE ${MCULLM_AVX2_SOURCES})
+  target_compile_definitions(mcullm_core PRIVATE MCULLM_HAVE_AVX2=1)
+endif()
+
+find_package(Threads REQUIRED)
+add_library(mcullm_host STATIC ${MCULLM_HOST_SOURCES})
+target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads)

@@ -1,0 +1,33 @@
+// A fixed pool of threads that run one task at a time on every thread: task(ctx, ith, nth).
+// The caller is thread 0. Workers spin on a counter between tasks (hand-off in well under a
+// microsecond), then fall back to sleeping so that an idle pool does not burn a core.
+// Results never depend on nth: every task splits its work into fixed slices (see slice()).
+#pragma once
+
+namespace mcullm {
+
+using TaskFn = void (*)(void* ctx, int ith, int nth);
+
+// The [begin, end) share of `n` items that thread ith of nth computes: contiguous, deterministic.
+inline void slice(int n, int ith, int nth, int* begin, int* end) {
+  const int per = n / nth, extra = n % nth;
+  *begin = ith * per + (ith < extra ? ith : extra);
+  *end = *begin + per + (ith < extra ? 1 : 0);
+}
+
+class ThreadPool {
+ public:
+  virtual ~ThreadPool() = default;
+  virtual int size() const = 0;
+  // Runs task on every thread (the caller as thread 0) and returns when all have finished.
+  virtual void run(TaskFn task, void* ctx) = 0;
+};
+
+// One thread: run() calls task(ctx, 0, 1) directly. Freestanding.
+class SerialPool final : public ThreadPool {
+ public:
+  int size() const override { return 1; }
+  void run(TaskFn task, void* ctx) override { task(ctx, 0, 1); }
+};
+
+}  // namespace mcullm

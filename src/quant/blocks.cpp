@@ -1,0 +1,137 @@
+#include "quant/blocks.h"
+
+#include <string.h>
+
+#include "quant/f16.h"
+
+namespace mcullm {
+
+namespace {
+
+float abs_max(const float* x, int n) {
+  float m = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float a = x[i] < 0 ? -x[i] : x[i];
+    if (a > m) m = a;
+  }
+  return m;
+}
+
+void quantize_q8_0(const float* x, BlockQ8_0* out, int cols) {
+  for (int b = 0; b < cols / 32; ++b, x += 32) {
+    const float d = abs_max(x, 32) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out[b].d = f32_to_f16(d);
+    for (int j = 0; j < 32; ++j) out[b].qs[j] = static_cast<int8_t>(round_half_away(x[j] * id));
+  }
+}
+
+// llama.cpp's q4_0 rule: the value of largest magnitude maps to -8, so d = max / -8.
+void quantize_q4_0(const float* x, BlockQ4_0* out, int cols) {
+  for (int b = 0; b < cols / 32; ++b, x += 32) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      const float a = x[j] < 0 ? -x[j] : x[j];
+      if (a > amax) { amax = a; max = x[j]; }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out[b].d = f32_to_f16(d);
+    for (int j = 0; j < 16; ++j) {
+      int lo = static_cast<int>(x[j] * id + 8.5f);
+      int hi = static_cast<int>(x[j + 16] * id + 8.5f);
+      lo = lo > 15 ? 15 : lo;
+      hi = hi > 15 ? 15 : hi;
+      out[b].qs[j] = static_cast<uint8_t>(lo | hi << 4);
+    }
+  }
+}
+
+// Symmetric 4-bit groups (esp32-ai's rule): d = amax / 7, q = round(x / d) in [-7, 7].
+void quantize_q4g64(const float* x, BlockQ4G64* out, int cols) {
+  for (int b = 0; b * 64 < cols; ++b) {
+    float v[64];
+    const int n = cols - b * 64 < 64 ? cols - b * 64 : 64;
+    for (int j = 0; j < 64; ++j) v[j] = j < n ? x[b * 64 + j] : 0.0f;
+    const float d = abs_max(v, 64) / 7.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out[b].d = f32_to_f16(d);
+    for (int j = 0; j < 32; ++j) {
+      int lo = static_cast<int>(round_half_away(v[j] * id));
+      int hi = static_cast<int>(round_half_away(v[j + 32] * id));
+      lo = lo < -7 ? -7 : lo > 7 ? 7 : lo;
+      hi = hi < -7 ? -7 : hi > 7 ? 7 : hi;
+      out[b].qs[j] = static_cast<uint8_t>((lo + 8) | (hi + 8) << 4);
+    }
+  }
+}
+
+}  // namespace
+
+bool quantize_row(DType type, const float* src, void* dst, int cols) {
+  if (!dtype_row_fits(type, cols)) return false;
+  switch (type) {
+    case DType::kF32: memcpy(dst, src, static_cast<size_t>(cols) * 4); return true;
+    case DType::kF16: {
+      uint16_t* h = static_cast<uint16_t*>(dst);
+      for (int i = 0; i < cols; ++i) h[i] = f32_to_f16(src[i]);
+      return true;
+    }
+    case DType::kQ8_0: quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), cols); return true;
+    case DType::kQ4_0: quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), cols); return true;
+    case DType::kQ4G64: quantize_q4g64(src, static_cast<BlockQ4G64*>(dst), cols); return true;
+  }
+  return false;
+}
+
+bool dequantize_row(DType type, const void* src, float* dst, int cols) {
+  if (!dtype_row_fits(type, cols)) return false;
+  switch (type) {
+    case DType::kF32: memcpy(dst, src, static_cast<size_t>(cols) * 4); return true;
+    case DType::kF16: {
+      const uint16_t* h = static_cast<const uint16_t*>(src);
+      for (int i = 0; i < cols; ++i) dst[i] = f16_to_f32(h[i]);
+      return true;
+    }
+    case DType::kQ8_0: {
+      const BlockQ8_0* blk = static_cast<const BlockQ8_0*>(src);
+      for (int i = 0; i < cols; ++i) dst[i] = blk[i / 32].qs[i % 32] * f16_to_f32(blk[i / 32].d);
+      return true;
+    }
+    case DType::kQ4_0: {
+      const BlockQ4_0* blk = static_cast<const BlockQ4_0*>(src);
+      for (int i = 0; i < cols; ++i) {
+        const int j = i % 32;
+        const uint8_t byte = blk[i / 32].qs[j % 16];
+        const int code = j < 16 ? (byte & 0x0F) : (byte >> 4);
+        dst[i] = static_cast<float>(code - 8) * f16_to_f32(blk[i / 32].d);
+      }
+      return true;
+    }
+    case DType::kQ4G64: {
+      const BlockQ4G64* blk = static_cast<const BlockQ4G64*>(src);
+      for (int i = 0; i < cols; ++i) {
+        const int j = i % 64;
+        const uint8_t byte = blk[i / 64].qs[j % 32];
+        const int code = j < 32 ? (byte & 0x0F) : (byte >> 4);
+        dst[i] = static_cast<float>(code - 8) * f16_to_f32(blk[i / 64].d);
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+void quantize_activations(const float* x, int n, int block, int8_t* q, float* scales) {
+  for (int b = 0; b * block < n; ++b) {
+    const int start = b * block;
+    const int len = n - start < block ? n - start : block;
+    const float d = abs_max(x + start, len) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    scales[b] = d;
+    for (int j = 0; j < len; ++j) q[start + j] = static_cast<int8_t>(round_half_away(x[start + j] * id));
+    for (int j = len; j < block; ++j) q[start + j] = 0;  // pad so kernels may read whole blocks
+  }
+}
+
+}  // namespace mcullm

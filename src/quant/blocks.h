@@ -1,0 +1,38 @@
+// The one definition of each block packing (f16, q8_0, q4_0, q4g64) and of int8 activations.
+// Kernels read these layouts; converters write them; tests round-trip them.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant/dtype.h"
+
+namespace mcullm {
+
+struct BlockQ8_0 { uint16_t d; int8_t qs[32]; };
+struct BlockQ4_0 { uint16_t d; uint8_t qs[16]; };   // qs[j]: weight j low nibble, weight j+16 high
+struct BlockQ4G64 { uint16_t d; uint8_t qs[32]; };  // qs[j]: weight j low nibble, weight j+32 high
+static_assert(sizeof(BlockQ8_0) == 34, "q8_0 block");
+static_assert(sizeof(BlockQ4_0) == 18, "q4_0 block");
+static_assert(sizeof(BlockQ4G64) == 34, "q4g64 block");
+
+// Quantize one row of `cols` floats into `dst` (dtype_row_bytes(type, cols) bytes).
+// False when the type cannot hold such a row (dtype_row_fits).
+bool quantize_row(DType type, const float* src, void* dst, int cols);
+// Expand one stored row back to floats.
+bool dequantize_row(DType type, const void* src, float* dst, int cols);
+
+// Symmetric int8 activations, one f32 scale per `block` values (the last block may be short):
+// d = amax / 127, q = round-half-away(x / d) computed as x * (1 / d). One definition for all kernels.
+void quantize_activations(const float* x, int n, int block, int8_t* q, float* scales);
+
+// Round half away from zero, as C's roundf, without libm.
+inline float round_half_away(float v) {
+  const float a = v < 0 ? -v : v;
+  if (!(a < 8388608.0f)) return v;  // already an integer (or nan / inf)
+  float r = static_cast<float>(static_cast<int32_t>(a + 0.5f));
+  // a + 0.5f can round up when a is just below k + 0.5; correct it.
+  if (r - a > 0.5f) r -= 1.0f;
+  return v < 0 ? -r : r;
+}
+
+}  // namespace mcullm

@@ -1,0 +1,44 @@
+#include "quant/dtype.h"
+
+#include <string.h>
+
+namespace mcullm {
+
+namespace {
+const DTypeInfo kInfos[] = {
+    {DType::kF32, "f32", 1, 4, false, 0},
+    {DType::kF16, "f16", 1, 2, false, 0},
+    {DType::kQ4_0, "q4_0", 32, 18, false, 32},
+    {DType::kQ8_0, "q8_0", 32, 34, false, 32},
+    {DType::kQ4G64, "q4g64", 64, 34, true, 64},
+};
+}  // namespace
+
+const DTypeInfo* dtype_info(DType type) { return dtype_info_by_id(static_cast<uint32_t>(type)); }
+
+const DTypeInfo* dtype_info_by_id(uint32_t id) {
+  for (const DTypeInfo& info : kInfos)
+    if (static_cast<uint32_t>(info.type) == id) return &info;
+  return nullptr;
+}
+
+const DTypeInfo* dtype_info_by_name(const char* name) {
+  for (const DTypeInfo& info : kInfos)
+    if (strcmp(info.name, name) == 0) return &info;
+  return nullptr;
+}
+
+bool dtype_row_fits(DType type, int64_t cols) {
+  const DTypeInfo* info = dtype_info(type);
+  if (!info || cols <= 0) return false;
+  return info->pads_rows || cols % info->block == 0;
+}
+
+size_t dtype_row_bytes(DType type, int64_t cols) {
+  const DTypeInfo* info = dtype_info(type);
+  if (!info || cols <= 0) return 0;
+  const int64_t blocks = (cols + info->block - 1) / info->block;
+  return static_cast<size_t>(blocks) * static_cast<size_t>(info->block_bytes);
+}
+
+}  // namespace mcullm
