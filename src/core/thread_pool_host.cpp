@@ -45,7 +45,9 @@ void HostThreadPool::run(TaskFn task, void* ctx) {
 }
 
 void HostThreadPool::worker(int ith) {
-  unsigned seen = generation_.load(std::memory_order_acquire);
+  // Generation 0 is the pool's state at construction: a worker that starts late must still see
+  // the first task (reading the counter here would skip it).
+  unsigned seen = 0;
   for (;;) {
     unsigned now;
     int spins = 0;

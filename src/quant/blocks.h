@@ -26,7 +26,7 @@ bool dequantize_row(DType type, const void* src, float* dst, int cols);
 void quantize_activations(const float* x, int n, int block, int8_t* q, float* scales);
 
 // Round half away from zero, as C's roundf, without libm.
-inline float round_half_away(float v) {
+static inline float round_half_away(float v) {
   const float a = v < 0 ? -v : v;
   if (!(a < 8388608.0f)) return v;  // already an integer (or nan / inf)
   float r = static_cast<float>(static_cast<int32_t>(a + 0.5f));

@@ -1,14 +1,16 @@
 // IEEE half <-> float, bit-exact and portable (no F16C, no _Float16): the same bits on every target.
+// Internal linkage (static) on purpose: these helpers are also compiled into the AVX2 file, and a
+// shared inline definition could let the linker pick its AVX2 copy for a CPU without AVX2.
 #pragma once
 #include <stdint.h>
 #include <string.h>
 
 namespace mcullm {
 
-inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-inline float f32_from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float f32_from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-inline float f16_to_f32(uint16_t h) {
+static inline float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1Fu;
   uint32_t mant = h & 0x3FFu;
@@ -25,7 +27,7 @@ inline float f16_to_f32(uint16_t h) {
 }
 
 // Round to nearest, ties to even; overflow gives inf, NaN stays NaN.
-inline uint16_t f32_to_f16(float f) {
+static inline uint16_t f32_to_f16(float f) {
   const uint32_t u = f32_bits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7FFFFFFFu;

@@ -1,0 +1,58 @@
+// Matrix-vector kernels behind one table, with a scalar reference beside each optimized variant.
+//
+// The reduction-order contract (what makes every variant bit-exact with the reference):
+//  * f32 / f16 dot products use 16 lanes: acc[j % 16] += a[j] * b[j] in increasing j (a product is
+//    rounded, then added: no fma), then the lanes are folded as a tree: for s = 8, 4, 2, 1:
+//    acc[i] += acc[i + s] for i < s. The result is acc[0].
+//  * Quantized dot products (weights in blocks, activations int8 in blocks of the same size) form
+//    one exact int32 sum per block, then acc[b % 8] += (float)isum_b * (d_w_b * d_x_b) in increasing
+//    block order, folded as a tree for s = 4, 2, 1.
+// Rows are independent, so any split of rows among threads gives the same bits.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant/dtype.h"
+
+namespace mcullm {
+
+// A weight matrix stored row-major: `rows` rows of `cols` weights, `row_bytes` apart.
+struct MatRef {
+  DType type = DType::kF32;
+  const void* data = nullptr;
+  int rows = 0;
+  int cols = 0;
+  size_t row_bytes = 0;
+  const uint8_t* row(int r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes; }
+};
+
+// An input vector in the forms the kernels read: f32 always; int8 blocks when quantized weights need them.
+struct ActVec {
+  const float* f = nullptr;
+  const int8_t* q = nullptr;     // padded to whole blocks
+  const float* scales = nullptr;
+  int block = 0;                 // block size of q (0: not quantized)
+};
+
+struct KernelSet {
+  const char* name;
+  float (*dot_f32)(const float* a, const float* b, int n);
+  // y[r] = (row r of w) . x, for r in [r0, r1).
+  void (*matvec_f32)(const MatRef& w, const float* x, float* y, int r0, int r1);
+  void (*matvec_f16)(const MatRef& w, const float* x, float* y, int r0, int r1);
+  void (*matvec_q8_0)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+  void (*matvec_q4_0)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+  void (*matvec_q4g64)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+};
+
+const KernelSet& kernels_ref();
+// nullptr when not compiled in or when the CPU lacks AVX2.
+const KernelSet* kernels_avx2();
+// "ref", "avx2" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
+const KernelSet* kernels_by_name(const char* name);
+const KernelSet& kernels_best();
+
+// Rows [r0, r1) of w times x, whatever w's type (x.q must be filled when w is quantized).
+void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int r0, int r1);
+
+}  // namespace mcullm

@@ -1,0 +1,67 @@
+// Scalar reference kernels: the oracle every optimized variant must equal bit for bit.
+#include "kernels/kernels.h"
+#include "kernels/ref/dot_order.h"
+#include "quant/blocks.h"
+#include "quant/f16.h"
+
+namespace mcullm {
+
+namespace {
+
+float dot_f32_ref(const float* a, const float* b, int n) {
+  float acc[kF32Lanes] = {};
+  for (int j = 0; j < n; ++j) acc[j % kF32Lanes] += a[j] * b[j];
+  return fold_lanes16(acc);
+}
+
+void matvec_f32_ref(const MatRef& w, const float* x, float* y, int r0, int r1) {
+  for (int r = r0; r < r1; ++r) y[r] = dot_f32_ref(reinterpret_cast<const float*>(w.row(r)), x, w.cols);
+}
+
+void matvec_f16_ref(const MatRef& w, const float* x, float* y, int r0, int r1) {
+  for (int r = r0; r < r1; ++r) {
+    const uint16_t* row = reinterpret_cast<const uint16_t*>(w.row(r));
+    float acc[kF32Lanes] = {};
+    for (int j = 0; j < w.cols; ++j) acc[j % kF32Lanes] += f16_to_f32(row[j]) * x[j];
+    y[r] = fold_lanes16(acc);
+  }
+}
+
+// Integer value of weight j of a block (block-local index).
+inline int weight_q8_0(const BlockQ8_0& b, int j) { return b.qs[j]; }
+inline int weight_q4_0(const BlockQ4_0& b, int j) { return (j < 16 ? (b.qs[j] & 0x0F) : (b.qs[j - 16] >> 4)) - 8; }
+inline int weight_q4g64(const BlockQ4G64& b, int j) { return (j < 32 ? (b.qs[j] & 0x0F) : (b.qs[j - 32] >> 4)) - 8; }
+
+template <typename Block, int kBlock, int (*Weight)(const Block&, int)>
+void matvec_blocks_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  const int nb = (w.cols + kBlock - 1) / kBlock;
+  for (int r = r0; r < r1; ++r) {
+    const Block* blocks = reinterpret_cast<const Block*>(w.row(r));
+    float acc[kBlockLanes] = {};
+    for (int b = 0; b < nb; ++b) {
+      int32_t isum = 0;
+      for (int j = 0; j < kBlock; ++j) isum += Weight(blocks[b], j) * xq[b * kBlock + j];
+      acc[b % kBlockLanes] += static_cast<float>(isum) * (f16_to_f32(blocks[b].d) * xs[b]);
+    }
+    y[r] = fold_lanes8(acc);
+  }
+}
+
+}  // namespace
+
+namespace {
+// Constant-initialised (no guard variable: the MCU builds have no C++ runtime).
+constexpr KernelSet kRef = {
+      "ref",
+      dot_f32_ref,
+      matvec_f32_ref,
+      matvec_f16_ref,
+      matvec_blocks_ref<BlockQ8_0, 32, weight_q8_0>,
+      matvec_blocks_ref<BlockQ4_0, 32, weight_q4_0>,
+      matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>,
+};
+}  // namespace
+
+const KernelSet& kernels_ref() { return kRef; }
+
+}  // namespace mcullm

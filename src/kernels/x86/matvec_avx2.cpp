@@ -1,0 +1,171 @@
+// AVX2 kernels. Same reduction order as the reference (kernels.h): the 16 f32 lanes live in two
+// 8-wide registers, the 8 block lanes in one; products are rounded before the add (no FMA).
+#include <immintrin.h>
+
+#include "kernels/kernels.h"
+#include "kernels/ref/dot_order.h"
+#include "quant/blocks.h"
+#include "quant/f16.h"
+
+namespace mcullm {
+
+namespace {
+
+// Folds lanes lo[0..7], hi[0..7] (= acc[0..15]) in the contract's tree order.
+inline float fold16(__m256 lo, __m256 hi) {
+  const __m256 s8 = _mm256_add_ps(lo, hi);                                              // acc[i] += acc[i+8]
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));  // acc[i] += acc[i+4]
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));                              // acc[i] += acc[i+2]
+  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));                                // acc[0] += acc[1]
+  return _mm_cvtss_f32(s1);
+}
+
+inline float fold8(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// Lanes of a row's dot product after the whole 16-chunks, finished by scalar tail code.
+inline float finish16(__m256 lo, __m256 hi, const float* a, const float* b, int j, int n) {
+  if (j == n) return fold16(lo, hi);
+  alignas(32) float acc[kF32Lanes];
+  _mm256_store_ps(acc, lo);
+  _mm256_store_ps(acc + 8, hi);
+  for (; j < n; ++j) acc[j % kF32Lanes] += a[j] * b[j];
+  return fold_lanes16(acc);
+}
+
+float dot_f32_avx2(const float* a, const float* b, int n) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 16 <= n; j += 16) {
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + j + 8), _mm256_loadu_ps(b + j + 8)));
+  }
+  return finish16(lo, hi, a, b, j, n);
+}
+
+// Four rows at a time so that the eight add chains hide the add latency.
+void matvec_f32_avx2(const MatRef& w, const float* x, float* y, int r0, int r1) {
+  const int n = w.cols;
+  int r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const float* row[4];
+    __m256 lo[4], hi[4];
+    for (int k = 0; k < 4; ++k) {
+      row[k] = reinterpret_cast<const float*>(w.row(r + k));
+      lo[k] = _mm256_setzero_ps();
+      hi[k] = _mm256_setzero_ps();
+    }
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+      const __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + 8);
+      for (int k = 0; k < 4; ++k) {
+        lo[k] = _mm256_add_ps(lo[k], _mm256_mul_ps(_mm256_loadu_ps(row[k] + j), x0));
+        hi[k] = _mm256_add_ps(hi[k], _mm256_mul_ps(_mm256_loadu_ps(row[k] + j + 8), x1));
+      }
+    }
+    for (int k = 0; k < 4; ++k) y[r + k] = finish16(lo[k], hi[k], row[k], x, j, n);
+  }
+  for (; r < r1; ++r) y[r] = dot_f32_avx2(reinterpret_cast<const float*>(w.row(r)), x, n);
+}
+
+// Sum of 32 int8 x int8 products as one int32 (exact: |sum| < 2^21).
+inline int32_t dot32_i8(__m256i w, __m256i x) {
+  // maddubs needs an unsigned operand: |w| times x carrying w's sign.
+  const __m256i prod16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  const __m256i prod32 = _mm256_madd_epi16(prod16, _mm256_set1_epi16(1));
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(prod32), _mm256_extracti128_si256(prod32, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Weights of one block as int8 vectors of 32, in block order.
+inline __m256i load_q8_0(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+inline __m256i unpack_nibbles16(const uint8_t* qs) {  // 16 bytes -> 32 codes - 8: low nibbles, then high
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+  return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
+}
+
+struct Q8_0Traits {
+  using Block = BlockQ8_0;
+  static constexpr int kBlock = 32;
+  static int32_t dot(const Block& b, const int8_t* x) {
+    return dot32_i8(load_q8_0(b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+  }
+};
+struct Q4_0Traits {
+  using Block = BlockQ4_0;
+  static constexpr int kBlock = 32;
+  static int32_t dot(const Block& b, const int8_t* x) {
+    return dot32_i8(unpack_nibbles16(b.qs), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+  }
+};
+struct Q4G64Traits {
+  using Block = BlockQ4G64;
+  static constexpr int kBlock = 64;
+  static int32_t dot(const Block& b, const int8_t* x) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+    const __m256i mask = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
+    const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(raw, mask), eight);                        // weights 0..31
+    const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask), eight);  // weights 32..63
+    return dot32_i8(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))) +
+           dot32_i8(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32)));
+  }
+};
+
+template <typename T>
+void matvec_blocks_avx2(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  constexpr int kBlock = T::kBlock;
+  const int nb = (w.cols + kBlock - 1) / kBlock;
+  for (int r = r0; r < r1; ++r) {
+    const typename T::Block* blocks = reinterpret_cast<const typename T::Block*>(w.row(r));
+    __m256 acc = _mm256_setzero_ps();
+    int b = 0;
+    for (; b + kBlockLanes <= nb; b += kBlockLanes) {
+      alignas(32) int32_t isum[kBlockLanes];
+      alignas(32) float dw[kBlockLanes];
+      for (int k = 0; k < kBlockLanes; ++k) {
+        isum[k] = T::dot(blocks[b + k], xq + (b + k) * kBlock);
+        dw[k] = f16_to_f32(blocks[b + k].d);
+      }
+      const __m256 scale = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_loadu_ps(xs + b));
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(isum))), scale));
+    }
+    if (b == nb) {
+      y[r] = fold8(acc);
+      continue;
+    }
+    alignas(32) float lanes[kBlockLanes];
+    _mm256_store_ps(lanes, acc);
+    for (; b < nb; ++b) {
+      const int32_t isum = T::dot(blocks[b], xq + b * kBlock);
+      lanes[b % kBlockLanes] += static_cast<float>(isum) * (f16_to_f32(blocks[b].d) * xs[b]);
+    }
+    y[r] = fold_lanes8(lanes);
+  }
+}
+
+void matvec_f16_avx2(const MatRef& w, const float* x, float* y, int r0, int r1) {
+  // f16 rows are rare here (embeddings); the reference is fast enough and defines the bits.
+  kernels_ref().matvec_f16(w, x, y, r0, r1);
+}
+
+constexpr KernelSet kAvx2 = {
+    "avx2",
+    dot_f32_avx2,
+    matvec_f32_avx2,
+    matvec_f16_avx2,
+    matvec_blocks_avx2<Q8_0Traits>,
+    matvec_blocks_avx2<Q4_0Traits>,
+    matvec_blocks_avx2<Q4G64Traits>,
+};
+
+}  // namespace
+
+const KernelSet* kernels_avx2_table() { return &kAvx2; }
+
+}  // namespace mcullm
