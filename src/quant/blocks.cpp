@@ -122,6 +122,38 @@ bool dequantize_row(DType type, const void* src, float* dst, int cols) {
   return false;
 }
 
+bool dequantize_row_any(DType type, const void* src, float* dst, int cols) {
+  if (!dtype_row_fits(type, cols)) return false;
+  if (type == DType::kF32) {
+    memcpy(dst, src, static_cast<size_t>(cols) * 4);
+    return true;
+  }
+  // Every other layout is read byte- or u16-wise; copy u16 values through memcpy when unaligned.
+  if (reinterpret_cast<uintptr_t>(src) % 2 == 0) return dequantize_row(type, src, dst, cols);
+  const size_t bytes = dtype_row_bytes(type, cols);
+  uint16_t chunk[512];  // 1 KiB at a time, aligned
+  if (type == DType::kF16) {
+    const uint8_t* p = static_cast<const uint8_t*>(src);
+    for (int i = 0; i < cols;) {
+      const int n = cols - i < 512 ? cols - i : 512;
+      memcpy(chunk, p + static_cast<size_t>(i) * 2, static_cast<size_t>(n) * 2);
+      for (int j = 0; j < n; ++j) dst[i + j] = f16_to_f32(chunk[j]);
+      i += n;
+    }
+    return true;
+  }
+  const DTypeInfo* info = dtype_info(type);
+  const uint8_t* p = static_cast<const uint8_t*>(src);
+  for (size_t off = 0, col = 0; off < bytes; off += static_cast<size_t>(info->block_bytes), col += static_cast<size_t>(info->block)) {
+    memcpy(chunk, p + off, static_cast<size_t>(info->block_bytes));
+    const int n = cols - static_cast<int>(col) < info->block ? cols - static_cast<int>(col) : info->block;
+    float tmp[64];
+    dequantize_row(type, chunk, tmp, info->pads_rows ? info->block : n);
+    memcpy(dst + col, tmp, static_cast<size_t>(n) * 4);
+  }
+  return true;
+}
+
 void quantize_activations(const float* x, int n, int block, int8_t* q, float* scales) {
   for (int b = 0; b * block < n; ++b) {
     const int start = b * block;

@@ -18,8 +18,10 @@ static_assert(sizeof(BlockQ4G64) == 34, "q4g64 block");
 // Quantize one row of `cols` floats into `dst` (dtype_row_bytes(type, cols) bytes).
 // False when the type cannot hold such a row (dtype_row_fits).
 bool quantize_row(DType type, const float* src, void* dst, int cols);
-// Expand one stored row back to floats.
+// Expand one stored row back to floats (src aligned for its type: 4 bytes for f32, 2 otherwise).
 bool dequantize_row(DType type, const void* src, float* dst, int cols);
+// Same for a source of any alignment (file bytes); slower, for load-time use.
+bool dequantize_row_any(DType type, const void* src, float* dst, int cols);
 
 // Symmetric int8 activations, one f32 scale per `block` values (the last block may be short):
 // d = amax / 127, q = round-half-away(x / d) computed as x * (1 / d). One definition for all kernels.

@@ -1,0 +1,54 @@
+// `mcullm convert`: any model we read -> GGUF (f32, f16, q8_0, q4_0 or our q4g64).
+#include <cstdio>
+#include <memory>
+
+#include "cli.h"
+#include "format/llama_gguf_writer_host.h"
+#include "host/model_loader.h"
+
+namespace mcullm::cli {
+
+namespace {
+
+struct ConvertOptions {
+  std::string input, output, tokenizer, type = "f32";
+};
+
+int convert(const ConvertOptions& o) {
+  std::unique_ptr<LoadedModel> lm;
+  if (Status st = load_model(o.input, &lm); !st.ok()) return report(st);
+  Llama2cTokenizer tok;
+  std::string tok_source;
+  Status tok_status = load_tokenizer(*lm, o.tokenizer, &tok, &tok_source);
+  if (!tok_status.ok()) {
+    if (!o.tokenizer.empty()) return report(tok_status);
+    std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the GGUF will have no vocabulary\n", tok_status.message());
+  }
+  LlamaExportOptions opt;
+  opt.weight_type = dtype_info_by_name(o.type.c_str())->type;
+  opt.source = lm->format + " " + o.input;
+  GgufWriter writer;
+  LlamaExportReport rep;
+  if (Status st = export_llama_gguf(lm->model, tok_status.ok() ? &tok : nullptr, opt, &writer, &rep); !st.ok()) return report(st);
+  if (Status st = writer.write_file(o.output); !st.ok()) return report(st);
+  for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
+  std::fprintf(stderr, "mcullm: wrote %s: %d matrices as %s (%d kept f32), %.2f MiB of weights, tokenizer %s\n",
+               o.output.c_str(), rep.matrices, o.type.c_str(), rep.kept_f32, rep.weight_bytes / 1048576.0,
+               tok_status.ok() ? tok_source.c_str() : "none");
+  return 0;
+}
+
+}  // namespace
+
+void add_convert_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<ConvertOptions>();
+  CLI::App* cmd = app.add_subcommand("convert", "Convert a model (llama2.c .bin or GGUF) to GGUF, optionally quantized");
+  cmd->add_option("input", o->input, "Model to read")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", o->output, "GGUF file to write")->required();
+  cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer to embed (default: the model's own, or one beside it)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--type", o->type, "Weight type of the matrices")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
+  cmd->callback([o, exit_code] { *exit_code = convert(*o); });
+}
+
+}  // namespace mcullm::cli

@@ -1,0 +1,164 @@
+// `mcullm dummy`: writes a small deterministic llama model (random weights from a seed) with a word
+// vocabulary, so that the engine can be run and measured with no download. Its text is word salad:
+// the weights are random, but every run with the same seed writes the same file.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "cli.h"
+#include "format/llama_gguf_writer_host.h"
+#include "model/sampler.h"
+
+namespace mcullm::cli {
+
+namespace {
+
+struct DummyOptions {
+  std::string output;
+  std::string type = "f32";
+  int dim = 64, hidden = 172, layers = 5, heads = 8, kv_heads = 4, seq_len = 512;
+  uint64_t seed = 1234;
+};
+
+// Common words of children's stories: the dummy's vocabulary beyond the byte tokens.
+const char* const kWords =
+    "the a and to was he she it they in on of his her with for that said day one big little time "
+    "was happy sad play friend mom dad went saw had very but so could not all ball tree dog cat "
+    "bird fish park sun sky home girl boy name lily tim ben sue max sam toy box red blue green "
+    "yellow small fun run jump look find help like love want make see go come up down out over "
+    "under again then when there here what who how why because did do get got give good bad nice "
+    "kind new old long short fast slow hot cold warm soft loud quiet pretty funny scary brave "
+    "strong tired hungry car boat bike book cake apple water rain snow wind flower garden house "
+    "room bed door window school teacher baby sister brother family animal bear lion rabbit duck "
+    "frog mouse horse cow pig sheep hat shoe dress coat star moon cloud river sea sand hill "
+    "forest road shop door key bag cup plate spoon bread milk egg cookie candy smile laugh cry "
+    "sing dance read draw paint build share learn think know feel hear tell ask say talk walk "
+    "climb swim fly sleep eat drink open close push pull throw catch hold carry pick found lost "
+    "gave took made came ran jumped looked played smiled laughed cried wanted liked loved "
+    "thought knew felt heard told asked walked climbed";
+
+std::vector<std::string> dummy_vocab() {
+  std::vector<std::string> v = {"<unk>", "\n<s>\n", "\n</s>\n"};
+  char buf[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    v.push_back(buf);
+  }
+  std::istringstream in(kWords);
+  std::string w;
+  for (const char* p : {" ", ".", ",", "!", "\n", "\"", "?"}) v.push_back(p);
+  while (in >> w) {
+    v.push_back(" " + w);
+    v.push_back(std::string(1, static_cast<char>(w[0] - 32)) + w.substr(1));  // Capitalised, sentence start
+  }
+  // drop duplicates, keep the first
+  std::vector<std::string> out;
+  for (const std::string& s : v) {
+    bool seen = false;
+    for (const std::string& t : out) seen = seen || t == s;
+    if (!seen) out.push_back(s);
+  }
+  return out;
+}
+
+// Weights ~ uniform(-a, a) from llama2.c's xorshift generator: the same on every machine.
+struct Filler {
+  uint64_t state;
+  std::vector<std::vector<float>> store;
+  const float* fill(size_t n, float a) {
+    store.emplace_back(n);
+    for (float& x : store.back()) x = (xorshift_f32(&state) * 2.0f - 1.0f) * a;
+    return store.back().data();
+  }
+  const float* ones(size_t n) {
+    store.emplace_back(n, 1.0f);
+    return store.back().data();
+  }
+};
+
+MatRef mat(const float* data, int rows, int cols) {
+  MatRef m;
+  m.type = DType::kF32;
+  m.data = data;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_bytes = static_cast<size_t>(cols) * 4;
+  return m;
+}
+
+int dummy(const DummyOptions& o) {
+  const std::vector<std::string> vocab = dummy_vocab();
+  LlamaModel m;
+  LlamaConfig& c = m.cfg;
+  c.dim = o.dim;
+  c.hidden_dim = o.hidden;
+  c.n_layers = o.layers;
+  c.n_heads = o.heads;
+  c.n_kv_heads = o.kv_heads;
+  c.vocab_size = static_cast<int>(vocab.size());
+  c.seq_len = o.seq_len;
+  if (Status st = c.validate(); !st.ok()) return report(Status::Error(Code::kInvalidArgument, "%s", st.message()));
+
+  Filler f{o.seed ? o.seed : 1, {}};
+  const size_t d = static_cast<size_t>(c.dim), kv = static_cast<size_t>(c.kv_dim()), h = static_cast<size_t>(c.hidden_dim);
+  const float wa = 1.0f / std::sqrt(static_cast<float>(c.dim));
+  // Byte tokens get small embeddings so that the tied head prefers whole words.
+  std::vector<float> emb(static_cast<size_t>(c.vocab_size) * d);
+  for (size_t i = 0; i < emb.size(); ++i) {
+    const size_t token = i / d;
+    emb[i] = (xorshift_f32(&f.state) * 2.0f - 1.0f) * (token >= 3 && token < 259 ? 0.05f : 1.0f);
+  }
+  m.tok_emb = mat(emb.data(), c.vocab_size, c.dim);
+  m.output = m.tok_emb;
+  m.out_norm = f.ones(d);
+  std::vector<LlamaLayer> layers(static_cast<size_t>(c.n_layers));
+  for (LlamaLayer& L : layers) {
+    L.attn_norm = f.ones(d);
+    L.ffn_norm = f.ones(d);
+    L.wq = mat(f.fill(d * d, wa), c.dim, c.dim);
+    L.wk = mat(f.fill(kv * d, wa), c.kv_dim(), c.dim);
+    L.wv = mat(f.fill(kv * d, wa), c.kv_dim(), c.dim);
+    L.wo = mat(f.fill(d * d, wa), c.dim, c.dim);
+    L.w1 = mat(f.fill(h * d, wa), c.hidden_dim, c.dim);
+    L.w2 = mat(f.fill(d * h, 1.0f / std::sqrt(static_cast<float>(c.hidden_dim))), c.dim, c.hidden_dim);
+    L.w3 = mat(f.fill(h * d, wa), c.hidden_dim, c.dim);
+  }
+  m.layers = layers.data();
+
+  Llama2cTokenizer tok;
+  std::vector<float> scores(vocab.size());
+  for (size_t i = 0; i < vocab.size(); ++i) scores[i] = i < 259 ? 0.0f : -static_cast<float>(i);
+  if (Status st = tok.load_vocab(vocab, scores); !st.ok()) return report(st);
+
+  LlamaExportOptions opt;
+  opt.weight_type = dtype_info_by_name(o.type.c_str())->type;
+  opt.name = "mcullm dummy";
+  opt.source = "mcullm dummy seed " + std::to_string(o.seed);
+  GgufWriter w;
+  LlamaExportReport rep;
+  if (Status st = export_llama_gguf(m, &tok, opt, &w, &rep); !st.ok()) return report(st);
+  if (Status st = w.write_file(o.output); !st.ok()) return report(st);
+  std::fprintf(stderr, "mcullm: wrote %s: dummy llama, dim %d, %d layers, vocab %d, %s, %.2f MiB of weights\n",
+               o.output.c_str(), c.dim, c.n_layers, c.vocab_size, o.type.c_str(), rep.weight_bytes / 1048576.0);
+  return 0;
+}
+
+}  // namespace
+
+void add_dummy_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<DummyOptions>();
+  CLI::App* cmd = app.add_subcommand("dummy", "Write a small deterministic llama model (random weights, word vocabulary) as GGUF");
+  cmd->add_option("-o,--output", o->output, "GGUF file to write")->required();
+  cmd->add_option("--type", o->type, "Weight type")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
+  cmd->add_option("--dim", o->dim, "Model width")->check(CLI::Range(2, 8192));
+  cmd->add_option("--hidden", o->hidden, "Feed-forward width")->check(CLI::Range(1, 32768));
+  cmd->add_option("--layers", o->layers, "Layers")->check(CLI::Range(1, 256));
+  cmd->add_option("--heads", o->heads, "Attention heads")->check(CLI::Range(1, 256));
+  cmd->add_option("--kv-heads", o->kv_heads, "Key/value heads")->check(CLI::Range(1, 256));
+  cmd->add_option("--seq-len", o->seq_len, "Context length")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--seed", o->seed, "Weight seed");
+  cmd->callback([o, exit_code] { *exit_code = dummy(*o); });
+}
+
+}  // namespace mcullm::cli

@@ -1,0 +1,256 @@
+// `mcullm run`: load a model and a tokenizer, feed a prompt, stream the generated text, report speed.
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "cli.h"
+#include "core/thread_pool_host.h"
+#include "host/model_loader.h"
+#include "kernels/kernels.h"
+#include "model/generate.h"
+
+namespace mcullm::cli {
+
+namespace {
+
+struct RunOptions {
+  std::string model, tokenizer, prompt, prompt_file, prompt_ids, dump_tokens, dump_logits, kernels = "auto", sampler = "default";
+  int n_predict = 256, ctx = 0, threads = 1;
+  int64_t seed = 42;
+  float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
+  int top_k = 40, repeat_last_n = 64;
+  bool fingerprint = false, no_bos = false, quiet = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+Status parse_ids(const std::string& text, int vocab, std::vector<int>* ids) {
+  std::string s = text;
+  for (char& c : s)
+    if (c == ',') c = ' ';
+  std::istringstream in(s);
+  std::string item;
+  while (in >> item) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v >= vocab)
+      return Status::Error(Code::kInvalidArgument, "--prompt-ids: '%s' is not a token id below %d", item.c_str(), vocab);
+    ids->push_back(static_cast<int>(v));
+  }
+  if (ids->empty()) return Status::Error(Code::kInvalidArgument, "--prompt-ids is empty");
+  return Status::Ok();
+}
+
+struct StepPrinter {
+  const Llama2cTokenizer* tok;
+  Utf8StreamDecoder utf8;
+  std::FILE* dump = nullptr;
+  std::FILE* logits = nullptr;
+  Clock::time_point start;
+  double prompt_ms = 0;
+  int n_prompt = 0;
+  bool quiet = false;
+};
+
+void on_logits(void* user, int, const float* logits, int n) {
+  auto* p = static_cast<StepPrinter*>(user);
+  if (p->logits) std::fwrite(logits, sizeof(float), static_cast<size_t>(n), p->logits);
+}
+
+bool on_step(void* user, const GenerateStep& s) {
+  auto* p = static_cast<StepPrinter*>(user);
+  if (s.pos == p->n_prompt - 1) p->prompt_ms = ms_since(p->start);
+  if (p->dump) std::fprintf(p->dump, "TOK %d %d %d\n", s.pos, s.token, s.next);
+  if (!p->quiet && p->tok) {
+    const std::string text = p->utf8.push(p->tok->decode_step(s.token, s.next));
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+  return true;
+}
+
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+void print_memory(const Arena& tables, const Arena& work) {
+  std::string mapped;
+  for (int c = 0; c < kClassCount; ++c) {
+    const size_t b = tables.stats().mapped_by_class[c];
+    if (b) mapped += std::string(mapped.empty() ? "" : ", ") + tensor_class_name(static_cast<TensorClass>(c)) + " " + mib(b);
+  }
+  std::string used;
+  for (const Arena* a : {&tables, &work})
+    for (int c = 0; c < kClassCount; ++c) {
+      const size_t b = a->stats().by_class[c];
+      if (b) used += std::string(used.empty() ? "" : ", ") + tensor_class_name(static_cast<TensorClass>(c)) + " " + mib(b);
+    }
+  std::fprintf(stderr, "mcullm: weights in place  = %s (%s)\n", mib(tables.stats().mapped_total()).c_str(), mapped.c_str());
+  std::fprintf(stderr, "mcullm: arena peak        = %s (%s)\n", mib(tables.stats().peak + work.stats().peak).c_str(), used.c_str());
+}
+
+int run(const RunOptions& o) {
+  const Clock::time_point t_load = Clock::now();
+  std::unique_ptr<LoadedModel> lm;
+  if (Status st = load_model(o.model, &lm); !st.ok()) return report(st);
+  const LlamaConfig& cfg = lm->model.cfg;
+
+  Llama2cTokenizer tok;
+  std::string tok_source;
+  const bool need_tokenizer = o.prompt_ids.empty() || !o.quiet;
+  Status tok_status = load_tokenizer(*lm, o.tokenizer, &tok, &tok_source);
+  if (!tok_status.ok() && (need_tokenizer || !o.tokenizer.empty())) return report(tok_status);
+  const bool have_tok = tok_status.ok();
+
+  const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
+  if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
+
+  // Prompt ids: BOS + the encoded text (as llama2.c), or the ids given.
+  std::vector<int> prompt;
+  if (!o.prompt_ids.empty()) {
+    if (!o.prompt.empty() || !o.prompt_file.empty())
+      return report(Status::Error(Code::kInvalidArgument, "give either --prompt-ids or a text prompt (-p / -f), not both"));
+    if (Status st = parse_ids(o.prompt_ids, cfg.vocab_size, &prompt); !st.ok()) return report(st);
+  } else {
+    std::string text = o.prompt;
+    if (!o.prompt_file.empty()) {
+      if (!o.prompt.empty()) return report(Status::Error(Code::kInvalidArgument, "give either -p or -f, not both"));
+      std::ifstream f(o.prompt_file, std::ios::binary);
+      if (!f) return report(Status::Error(Code::kIo, "cannot read prompt file %s", o.prompt_file.c_str()));
+      std::stringstream ss;
+      ss << f.rdbuf();
+      text = ss.str();
+    }
+    if (Status st = tok.encode(text, !o.no_bos, false, &prompt); !st.ok()) return report(st);
+    if (prompt.empty()) return report(Status::Error(Code::kInvalidArgument, "the prompt is empty and --no-bos leaves no token"));
+  }
+
+  const int ctx_len = o.ctx > 0 ? o.ctx : cfg.seq_len;
+  if (ctx_len > cfg.seq_len)
+    return report(Status::Error(Code::kInvalidArgument, "-c %d is longer than the model's context of %d", ctx_len, cfg.seq_len));
+  if (static_cast<int>(prompt.size()) > ctx_len)
+    return report(Status::Error(Code::kOutOfRange, "the prompt has %zu tokens, the context holds %d (-c)", prompt.size(), ctx_len));
+
+  // The work arena: KV cache, activations, sampler scratch.
+  const size_t kv = 2ull * cfg.n_layers * ctx_len * cfg.kv_dim() * sizeof(float);
+  const size_t work_bytes = kv + 16ull * (cfg.vocab_size + cfg.hidden_dim + cfg.dim) * sizeof(float) +
+                            4ull * cfg.n_heads * ctx_len * sizeof(float) + (1u << 20);
+  std::unique_ptr<uint8_t[]> work_mem(new uint8_t[work_bytes]);
+  Arena work(Tier::kHost, work_mem.get(), work_bytes);
+
+  HostThreadPool pool(o.threads);
+  LlamaContext ctx;
+  if (Status st = ctx.init(&lm->model, ctx_len, work, &pool, kernels); !st.ok()) return report(st);
+
+  SamplerConfig sc;
+  sc.temperature = o.temp;
+  sc.top_k = o.top_k;
+  sc.top_p = o.top_p;
+  sc.min_p = o.min_p;
+  sc.repeat_penalty = o.repeat_penalty;
+  sc.repeat_last_n = o.repeat_last_n;
+  sc.seed = static_cast<uint64_t>(o.seed >= 0 ? o.seed : std::chrono::system_clock::now().time_since_epoch().count());
+  sc.llama2c = o.sampler == "llama2c";
+  Sampler sampler;
+  if (Status st = sampler.init(sc, cfg.vocab_size, work); !st.ok()) return report(st);
+  const double load_ms = ms_since(t_load);
+
+  StepPrinter printer;
+  printer.tok = have_tok ? &tok : nullptr;
+  printer.quiet = o.quiet;
+  printer.n_prompt = static_cast<int>(prompt.size());
+  if (!o.dump_tokens.empty()) {
+    printer.dump = std::fopen(o.dump_tokens.c_str(), "w");
+    if (!printer.dump) return report(Status::Error(Code::kIo, "cannot write %s", o.dump_tokens.c_str()));
+    std::fprintf(printer.dump, "PROMPT");
+    for (int id : prompt) std::fprintf(printer.dump, " %d", id);
+    std::fprintf(printer.dump, "\n");
+  }
+  if (!o.dump_logits.empty()) {
+    printer.logits = std::fopen(o.dump_logits.c_str(), "wb");
+    if (!printer.logits) return report(Status::Error(Code::kIo, "cannot write %s", o.dump_logits.c_str()));
+  }
+  if (!o.quiet && have_tok && prompt[0] != tok.bos_id()) {
+    const std::string first = printer.utf8.push(tok.decode_step(-1, prompt[0]));
+    std::fwrite(first.data(), 1, first.size(), stdout);
+  }
+
+  GenerateOptions go;
+  go.n_predict = o.n_predict;
+  go.stop_a = have_tok ? tok.bos_id() : -1;  // llama2.c models end a story with BOS
+  go.stop_b = have_tok ? tok.eos_id() : -1;
+  std::vector<int> history(prompt.size() + static_cast<size_t>(o.n_predict) + 1);
+  Fingerprint fp;
+  GenerateHooks hooks{&printer, on_logits, on_step};
+  GenerateResult result;
+  printer.start = Clock::now();
+  const Status st = generate(ctx, sampler, prompt.data(), static_cast<int>(prompt.size()), go, history.data(), &fp, hooks, &result);
+  const double total_ms = ms_since(printer.start);
+  if (printer.dump) std::fclose(printer.dump);
+  if (printer.logits) std::fclose(printer.logits);
+  if (!o.quiet) {
+    const std::string rest = printer.utf8.finish();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+  if (!st.ok()) return report(st);
+
+  const double gen_ms = total_ms - printer.prompt_ms;
+  const int gen_runs = result.n_sampled - 1;  // the first sampled token comes out of the prompt's last step
+  std::fprintf(stderr, "\nmcullm: model             = %s (%s), tokenizer %s\n", o.model.c_str(), lm->format.c_str(),
+               have_tok ? tok_source.c_str() : "none");
+  std::fprintf(stderr, "mcullm: kernels           = %s, %d thread%s, context %d\n", kernels->name, o.threads, o.threads == 1 ? "" : "s", ctx_len);
+  std::fprintf(stderr, "mcullm: load time         = %10.2f ms\n", load_ms);
+  std::fprintf(stderr, "mcullm: prompt eval time  = %10.2f ms / %5d tokens (%8.3f ms per token, %10.2f tokens per second)\n",
+               printer.prompt_ms, result.n_prompt, printer.prompt_ms / result.n_prompt, 1000.0 * result.n_prompt / printer.prompt_ms);
+  if (gen_runs > 0)
+    std::fprintf(stderr, "mcullm:        eval time  = %10.2f ms / %5d runs   (%8.3f ms per token, %10.2f tokens per second)\n",
+                 gen_ms, gen_runs, gen_ms / gen_runs, 1000.0 * gen_runs / gen_ms);
+  std::fprintf(stderr, "mcullm:       total time  = %10.2f ms / %5d tokens\n", total_ms + load_ms, result.n_prompt + result.n_sampled);
+  print_memory(lm->tables, work);
+  if (result.context_full) std::fprintf(stderr, "mcullm: stopped: the context of %d tokens is full\n", ctx_len);
+  if (o.fingerprint)
+    std::printf("fingerprint %016" PRIx64 " tokens %016" PRIx64 " logits %016" PRIx64 "\n", fp.combined(), fp.tokens(), fp.logits());
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Generate text with a model");
+  cmd->add_option("-m,--model", o->model, "Model file (GGUF or llama2.c .bin)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer (llama2.c tokenizer.bin or a GGUF); default: the model's own, or one beside it")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
+  cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file")->check(CLI::ExistingFile);
+  cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, e.g. 1,403,407 (no BOS is added)");
+  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 256));
+  cmd->add_option("-s,--seed", o->seed, "Sampling seed (-1: from the clock)")->check(CLI::Range(int64_t{-1}, INT64_MAX));
+  cmd->add_option("--temp", o->temp, "Temperature (0 = greedy); -temp also works")->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-k", o->top_k, "Top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--top-p", o->top_p, "Top-p (1 = off)")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--min-p", o->min_p, "Min-p (0 = off)")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--repeat-penalty", o->repeat_penalty, "Repeat penalty (1 = off)")->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--repeat-last-n", o->repeat_last_n, "Tokens the repeat penalty looks back (-1 = all)")->check(CLI::Range(-1, 1 << 24));
+  cmd->add_option("--sampler", o->sampler, "default, or llama2c (llama2.c's RNG and top-p: same seed, same text)")
+      ->check(CLI::IsMember({"default", "llama2c"}));
+  cmd->add_option("--kernels", o->kernels, "ref, avx2 or auto")->check(CLI::IsMember({"ref", "avx2", "auto"}));
+  cmd->add_flag("--fingerprint", o->fingerprint, "Print the run's fingerprint (hash of token ids and logits)");
+  cmd->add_option("--dump-tokens", o->dump_tokens, "Write PROMPT / TOK lines (the format of ../shared/models/*/ref)");
+  cmd->add_option("--dump-logits", o->dump_logits, "Write every step's logits as little-endian f32");
+  cmd->add_flag("--no-bos", o->no_bos, "Do not put BOS before the encoded prompt");
+  cmd->add_flag("-q,--quiet", o->quiet, "Do not print the generated text");
+  cmd->callback([o, exit_code] { *exit_code = run(*o); });
+}
+
+}  // namespace mcullm::cli

@@ -1,0 +1,115 @@
+#include "format/llama_gguf_writer_host.h"
+
+#include "format/llama_gguf.h"
+#include "quant/blocks.h"
+
+namespace mcullm {
+
+namespace {
+
+std::string to_spm_spaces(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == ' ') out += "\xE2\x96\x81";
+    else out.push_back(c);
+  }
+  return out;
+}
+
+bool is_byte_piece(const std::string& p) {
+  return p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>';
+}
+
+Status add_matrix(GgufWriter* w, const std::string& name, const MatRef& m, DType want, LlamaExportReport* report) {
+  DType type = want;
+  if (!dtype_row_fits(type, m.cols)) {
+    report->notes.push_back(name + ": " + std::to_string(m.cols) + " columns do not fill whole " +
+                            dtype_info(want)->name + " blocks, kept f32");
+    ++report->kept_f32;
+    type = DType::kF32;
+  }
+  const size_t row_bytes = dtype_row_bytes(type, m.cols);
+  std::vector<uint8_t> data(row_bytes * static_cast<size_t>(m.rows));
+  std::vector<float> row(static_cast<size_t>(m.cols));
+  for (int r = 0; r < m.rows; ++r) {
+    if (!dequantize_row_any(m.type, m.row(r), row.data(), m.cols) ||
+        !quantize_row(type, row.data(), data.data() + row_bytes * static_cast<size_t>(r), m.cols))
+      return Status::Error(Code::kUnsupported, "%s: cannot convert rows of type %u", name.c_str(), static_cast<unsigned>(m.type));
+  }
+  ++report->matrices;
+  report->weight_bytes += data.size();
+  return w->add_tensor(name, type, {m.cols, m.rows}, data.data(), data.size());
+}
+
+Status add_vector(GgufWriter* w, const std::string& name, const float* v, int n) {
+  return w->add_tensor(name, DType::kF32, {n}, v, static_cast<size_t>(n) * 4);
+}
+
+}  // namespace
+
+Status export_llama_gguf(const LlamaModel& model, const Llama2cTokenizer* tok, const LlamaExportOptions& opt,
+                         GgufWriter* w, LlamaExportReport* report) {
+  MC_TRY(model.check_shapes());
+  *report = LlamaExportReport();
+  const LlamaConfig& c = model.cfg;
+  w->set_string("general.architecture", "llama");
+  w->set_string("general.name", opt.name);
+  w->set_u32("general.quantization_version", 2);
+  w->set_u32("llama.context_length", static_cast<uint32_t>(c.seq_len));
+  w->set_u32("llama.embedding_length", static_cast<uint32_t>(c.dim));
+  w->set_u32("llama.feed_forward_length", static_cast<uint32_t>(c.hidden_dim));
+  w->set_u32("llama.block_count", static_cast<uint32_t>(c.n_layers));
+  w->set_u32("llama.attention.head_count", static_cast<uint32_t>(c.n_heads));
+  w->set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
+  w->set_u32("llama.rope.dimension_count", static_cast<uint32_t>(c.head_dim()));
+  w->set_f32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
+  w->set_f32("llama.rope.freq_base", c.rope_theta);
+  w->set_u32("llama.vocab_size", static_cast<uint32_t>(c.vocab_size));
+  w->set_string("mcullm.weight_type", dtype_info(opt.weight_type)->name);
+  if (!opt.source.empty()) w->set_string("mcullm.source", opt.source);
+
+  if (tok) {
+    if (tok->vocab_size() != c.vocab_size)
+      return Status::Error(Code::kInvalidArgument, "tokenizer has %d tokens, the model %d", tok->vocab_size(), c.vocab_size);
+    std::vector<std::string> pieces;
+    std::vector<float> scores;
+    std::vector<int32_t> types;
+    for (int i = 0; i < tok->vocab_size(); ++i) {
+      pieces.push_back(to_spm_spaces(tok->piece(i)));
+      scores.push_back(tok->score(i));
+      // llama.cpp token types: 1 normal, 2 unknown, 3 control, 6 byte
+      types.push_back(i == 0 ? 2 : (i == tok->bos_id() || i == tok->eos_id()) ? 3 : is_byte_piece(tok->piece(i)) ? 6 : 1);
+    }
+    w->set_string("tokenizer.ggml.model", "llama");
+    w->set_string_array("tokenizer.ggml.tokens", pieces);
+    w->set_f32_array("tokenizer.ggml.scores", scores);
+    w->set_i32_array("tokenizer.ggml.token_type", types);
+    w->set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(tok->bos_id()));
+    w->set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tok->eos_id()));
+    w->set_u32("tokenizer.ggml.unknown_token_id", 0);
+    w->set_bool("tokenizer.ggml.add_bos_token", true);
+  }
+
+  MC_TRY(add_matrix(w, "token_embd.weight", model.tok_emb, opt.weight_type, report));
+  if (!model.tied_output) MC_TRY(add_matrix(w, "output.weight", model.output, opt.weight_type, report));
+  MC_TRY(add_vector(w, "output_norm.weight", model.out_norm, c.dim));
+  char name[64];
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LlamaLayer& L = model.layers[l];
+    const struct { const char* suffix; const MatRef* m; } mats[] = {
+        {"attn_q.weight", &L.wq}, {"attn_k.weight", &L.wk},   {"attn_v.weight", &L.wv},  {"attn_output.weight", &L.wo},
+        {"ffn_gate.weight", &L.w1}, {"ffn_down.weight", &L.w2}, {"ffn_up.weight", &L.w3},
+    };
+    for (const auto& m : mats) {
+      llama_tensor_name(name, sizeof name, l, m.suffix);
+      MC_TRY(add_matrix(w, name, *m.m, opt.weight_type, report));
+    }
+    llama_tensor_name(name, sizeof name, l, "attn_norm.weight");
+    MC_TRY(add_vector(w, name, L.attn_norm, c.dim));
+    llama_tensor_name(name, sizeof name, l, "ffn_norm.weight");
+    MC_TRY(add_vector(w, name, L.ffn_norm, c.dim));
+  }
+  return Status::Ok();
+}
+
+}  // namespace mcullm

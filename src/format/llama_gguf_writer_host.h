@@ -1,0 +1,29 @@
+// Writes a LlamaModel (from any reader) as a llama.cpp-style GGUF, optionally quantized.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "format/gguf_writer_host.h"
+#include "model/llama.h"
+#include "tokenizer/llama2c_tokenizer.h"
+
+namespace mcullm {
+
+struct LlamaExportOptions {
+  DType weight_type = DType::kF32;     // matrices, including the embedding (norms stay f32)
+  std::string name = "mcullm model";
+  std::string source;                  // recorded as mcullm.source
+};
+
+struct LlamaExportReport {
+  int matrices = 0;
+  int kept_f32 = 0;                     // matrices whose rows the chosen type cannot hold
+  std::vector<std::string> notes;       // one line per matrix kept in f32, with the reason
+  size_t weight_bytes = 0;
+};
+
+// Fills `w` with the model's keys, tensors and (when given) the tokenizer's vocabulary.
+Status export_llama_gguf(const LlamaModel& model, const Llama2cTokenizer* tok, const LlamaExportOptions& opt,
+                         GgufWriter* w, LlamaExportReport* report);
+
+}  // namespace mcullm

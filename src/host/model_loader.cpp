@@ -1,0 +1,147 @@
+#include "host/model_loader.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "format/llama2c.h"
+#include "format/llama_gguf.h"
+
+namespace mcullm {
+
+namespace {
+
+bool file_exists(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string dir_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+bool is_gguf(const uint8_t* data, size_t size) { return size >= 4 && std::memcmp(data, "GGUF", 4) == 0; }
+
+// U+2581 (SentencePiece's visible space) <-> ' '
+std::string from_spm_spaces(const char* s, size_t n) {
+  std::string out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 2 < n && static_cast<uint8_t>(s[i]) == 0xE2 && static_cast<uint8_t>(s[i + 1]) == 0x96 &&
+        static_cast<uint8_t>(s[i + 2]) == 0x81) {
+      out.push_back(' ');
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status load_model(const std::string& path, std::unique_ptr<LoadedModel>* out) {
+  auto m = std::make_unique<LoadedModel>();
+  m->path = path;
+  MC_TRY(m->file.open(path));
+  const uint8_t* data = m->file.data();
+  const size_t size = m->file.size();
+  // Tables are small; llama2.c v2 files expand to f32 (4 bytes per stored byte at most).
+  const size_t table_bytes = (size_t{16} << 20) + (is_gguf(data, size) ? size / 8 : 4 * size);
+  m->table_memory.reset(new uint8_t[table_bytes]);
+  m->tables.reset(Tier::kHost, m->table_memory.get(), table_bytes);
+  Status st;
+  if (is_gguf(data, size)) {
+    m->format = "gguf";
+    st = m->gguf.open(data, size, m->tables);
+    if (st.ok()) st = llama_from_gguf(m->gguf, m->tables, &m->model);
+  } else {
+    Llama2cInfo info;
+    st = llama2c_read_header(data, size, &info);
+    if (st.ok()) {
+      m->format = info.version == Llama2cVersion::kLegacy ? "llama2.c legacy"
+                  : info.version == Llama2cVersion::kV1F32 ? "llama2.c ak42 v1"
+                                                            : "llama2.c ak42 v2";
+      st = llama2c_load(data, size, m->tables, &m->model);
+    }
+  }
+  if (!st.ok()) return st.prefix("%s: ", path.c_str());
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+Status tokenizer_from_gguf(const GgufFile& file, Arena& scratch, Llama2cTokenizer* tok) {
+  GgufStr kind;
+  MC_TRY(file.get_string("tokenizer.ggml.model", &kind));
+  if (!kind.equals("llama"))
+    return Status::Error(Code::kUnsupported, "tokenizer.ggml.model '%.*s' (the llama2.c-style tokenizer reads 'llama')",
+                         static_cast<int>(kind.size < 32 ? kind.size : 32), kind.data);
+  const Arena::Mark mark = scratch.mark();
+  GgufStr* tokens = nullptr;
+  uint64_t count = 0;
+  Status st = file.get_string_array("tokenizer.ggml.tokens", scratch, &tokens, &count);
+  if (!st.ok()) return st;
+  const uint8_t* score_bytes = nullptr;
+  uint64_t score_count = 0;
+  st = file.get_array("tokenizer.ggml.scores", GgufType::kF32, &score_bytes, &score_count);
+  if (st.ok() && score_count != count)
+    st = Status::Error(Code::kCorrupt, "tokenizer.ggml.scores has %llu entries for %llu tokens",
+                       static_cast<unsigned long long>(score_count), static_cast<unsigned long long>(count));
+  if (st.ok()) {
+    std::vector<std::string> pieces(count);
+    std::vector<float> scores(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      pieces[i] = from_spm_spaces(tokens[i].data, tokens[i].size);
+      std::memcpy(&scores[i], score_bytes + 4 * i, 4);
+    }
+    st = tok->load_vocab(std::move(pieces), std::move(scores));
+  }
+  scratch.rollback(mark);
+  return st;
+}
+
+Status load_tokenizer(const LoadedModel& model, const std::string& explicit_path, Llama2cTokenizer* tok,
+                      std::string* source) {
+  const int vocab = model.model.cfg.vocab_size;
+  auto check_vocab = [&](const std::string& where) {
+    if (tok->vocab_size() != vocab)
+      return Status::Error(Code::kInvalidArgument, "tokenizer %s has %d tokens, the model %d", where.c_str(),
+                           tok->vocab_size(), vocab);
+    *source = where;
+    return Status::Ok();
+  };
+  if (!explicit_path.empty()) {
+    MappedFile f;
+    MC_TRY(f.open(explicit_path));
+    if (is_gguf(f.data(), f.size())) {
+      std::vector<uint8_t> mem(size_t{8} << 20);
+      Arena scratch(Tier::kHost, mem.data(), mem.size());
+      GgufFile g;
+      MC_TRY(g.open(f.data(), f.size(), scratch));
+      Status st = tokenizer_from_gguf(g, scratch, tok);
+      if (!st.ok()) return st.prefix("%s: ", explicit_path.c_str());
+    } else {
+      Status st = tok->load_bytes(f.data(), f.size(), vocab);
+      if (!st.ok()) return st.prefix("%s: ", explicit_path.c_str());
+    }
+    return check_vocab(explicit_path);
+  }
+  if (model.format == "gguf" && model.gguf.find_kv("tokenizer.ggml.tokens")) {
+    Arena& scratch = const_cast<Arena&>(model.tables);  // rolled back after use
+    MC_TRY(tokenizer_from_gguf(model.gguf, scratch, tok));
+    return check_vocab("embedded in " + model.path);
+  }
+  const std::string dir = dir_of(model.path);
+  for (const std::string& name : {std::string("tokenizer.bin"), "tok" + std::to_string(vocab) + ".bin"}) {
+    const std::string candidate = dir + "/" + name;
+    if (!file_exists(candidate)) continue;
+    Status st = tok->load_file(candidate, vocab);
+    if (st.ok()) return check_vocab(candidate);
+  }
+  return Status::Error(Code::kNotFound,
+                       "no tokenizer for %s: none embedded, no tokenizer.bin or tok%d.bin beside it (give one with -z)",
+                       model.path.c_str(), vocab);
+}
+
+}  // namespace mcullm

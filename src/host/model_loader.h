@@ -1,0 +1,36 @@
+// Opens a model file of any format we read (GGUF, llama2.c legacy / ak42 v1 / v2) and its tokenizer.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/arena.h"
+#include "format/gguf.h"
+#include "host/mapped_file.h"
+#include "model/llama.h"
+#include "tokenizer/llama2c_tokenizer.h"
+
+namespace mcullm {
+
+struct LoadedModel {
+  std::string path;
+  std::string format;  // "gguf", "llama2.c legacy", "llama2.c ak42 v1", "llama2.c ak42 v2"
+  MappedFile file;
+  std::unique_ptr<uint8_t[]> table_memory;  // backs `tables`
+  Arena tables;                             // tensor tables, expanded weights, GGUF indexes
+  GgufFile gguf;                            // valid when format == "gguf"
+  LlamaModel model;
+};
+
+// The object holds pointers into itself, so it is created on the heap and never moved.
+Status load_model(const std::string& path, std::unique_ptr<LoadedModel>* out);
+
+// The tokenizer: `explicit_path` when given (a llama2.c tokenizer.bin or a GGUF with a vocabulary),
+// else the model's own GGUF vocabulary, else tokenizer.bin / tok<vocab>.bin beside the model.
+// *source says which was used.
+Status load_tokenizer(const LoadedModel& model, const std::string& explicit_path, Llama2cTokenizer* tok,
+                      std::string* source);
+
+// The llama vocabulary (tokenizer.ggml.model = "llama") of a GGUF file.
+Status tokenizer_from_gguf(const GgufFile& file, Arena& scratch, Llama2cTokenizer* tok);
+
+}  // namespace mcullm

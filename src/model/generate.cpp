@@ -1,0 +1,52 @@
+#include "model/generate.h"
+
+namespace mcullm {
+
+Status generate(LlamaContext& ctx, Sampler& sampler, const int* prompt, int n_prompt, const GenerateOptions& opt,
+                int* history, Fingerprint* fp, const GenerateHooks& hooks, GenerateResult* result) {
+  *result = GenerateResult();
+  if (n_prompt <= 0) return Status::Error(Code::kInvalidArgument, "the prompt needs at least one token (BOS)");
+  if (n_prompt > ctx.ctx_len())
+    return Status::Error(Code::kOutOfRange, "the prompt has %d tokens, the context holds %d", n_prompt, ctx.ctx_len());
+  if (opt.n_predict < 0) return Status::Error(Code::kInvalidArgument, "n_predict %d is negative", opt.n_predict);
+  const int n_vocab = ctx.model().cfg.vocab_size;
+  int n_history = 0;
+  for (int i = 0; i < n_prompt; ++i) {
+    history[n_history++] = prompt[i];
+    if (fp) fp->add_token(prompt[i]);
+  }
+  result->n_prompt = n_prompt;
+  int token = prompt[0];
+  for (int pos = 0;; ++pos) {
+    const bool in_prompt = pos < n_prompt - 1;
+    if (!in_prompt && result->n_sampled >= opt.n_predict) break;
+    if (pos >= ctx.ctx_len()) {
+      result->context_full = true;
+      break;
+    }
+    const float* logits_c = nullptr;
+    MC_TRY(ctx.forward(token, pos, &logits_c));
+    if (fp) fp->add_logits(logits_c, static_cast<size_t>(n_vocab));
+    if (hooks.on_logits) hooks.on_logits(hooks.user, pos, logits_c, n_vocab);
+    GenerateStep step{pos, token, 0, !in_prompt};
+    if (in_prompt) {
+      step.next = prompt[pos + 1];
+    } else {
+      // The context owns the logits buffer and recomputes it on the next forward: sampling may edit it.
+      step.next = sampler.sample(const_cast<float*>(logits_c), history, n_history);
+      history[n_history++] = step.next;
+      ++result->n_sampled;
+      if (fp) fp->add_token(step.next);
+    }
+    const bool keep_going = hooks.on_step ? hooks.on_step(hooks.user, step) : true;
+    if (step.sampled && (step.next == opt.stop_a || step.next == opt.stop_b)) {
+      result->stopped_by_token = true;
+      break;
+    }
+    if (!keep_going) break;
+    token = step.next;
+  }
+  return Status::Ok();
+}
+
+}  // namespace mcullm
