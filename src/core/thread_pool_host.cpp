@@ -10,7 +10,7 @@
 namespace mcullm {
 
 namespace {
-constexpr int kSpinsBeforeSleep = 1 << 16;  // ~ tens of microseconds of spinning
+constexpr int kSpinsBeforeSleep = 1 << 12;  // ~100 us of pause-spinning, then sleep
 }
 
 HostThreadPool::HostThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {

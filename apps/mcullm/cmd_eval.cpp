@@ -1,0 +1,248 @@
+// `mcullm eval`: how well a model predicts held-out text (nats/token, bits/byte, perplexity).
+//
+// Method (FACTS.md section 2; it reproduces the figures there):
+//  * Chunks. The text is cut into paragraphs at every blank line: a paragraph ends where a "\n\n"
+//    begins (the file is scanned left to right; "\n\n\n" ends a paragraph at its first two newlines
+//    and the next one starts with the third). Paragraphs that are empty (e.g. after the file's final
+//    "\n\n") are dropped. Consecutive paragraphs are packed greedily into chunks, joined by "\n\n",
+//    while the chunk stays at most --max-chunk-bytes long; a paragraph longer than that on its own
+//    becomes a chunk of its own (never split). A chunk has no leading or trailing separator.
+//  * Tokens. Each chunk is encoded on its own as BOS + encode(chunk) (llama2.c: the tokenizer puts
+//    the dummy-prefix " " before the text), and scored from position 0 with a fresh KV cache:
+//    every token after BOS costs -log softmax(logits)[token], computed in double from the f32 logits
+//    with a stable log-sum-exp (the project's own exp/log, so the figures are the same everywhere).
+//    A chunk longer than the context keeps only its first ctx+1 tokens (ctx predictions); the
+//    output says how many chunks were cut.
+//  * Bytes. The UTF-8 bytes of the chunks' text: the paragraphs and the "\n\n" between paragraphs
+//    of the same chunk; neither the separators between chunks nor the dummy-prefix space count.
+//    A cut chunk counts only the bytes of the text its scored tokens stand for.
+//  * Figures. nats/token = total nats / tokens scored; bits/byte = total nats / ln 2 / bytes;
+//    perplexity = exp(nats/token).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "core/fmath.h"
+#include "core/thread_pool_host.h"
+#include "host/model_loader.h"
+#include "kernels/kernels.h"
+#include "model/llama.h"
+
+namespace mcullm::cli {
+
+namespace {
+
+struct EvalOptions {
+  std::string model, tokenizer, text_file, kernels = "auto";
+  long long chunks = -1;  // -1: all
+  long long max_chunk_bytes = 1000;
+  int threads = 1;
+  bool json = false;
+  bool chunks_given = false;
+};
+
+// See the comment at the top of the file.
+std::vector<std::string> split_chunks(const std::string& text, size_t limit) {
+  std::vector<std::string> paragraphs;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find("\n\n", start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) paragraphs.push_back(text.substr(start, end - start));
+    start = end + 2;
+  }
+  std::vector<std::string> chunks;
+  std::string cur;
+  for (const std::string& p : paragraphs) {
+    if (!cur.empty() && cur.size() + 2 + p.size() <= limit) {
+      cur += "\n\n";
+      cur += p;
+      continue;
+    }
+    if (!cur.empty()) chunks.push_back(std::move(cur));
+    cur = p;
+  }
+  if (!cur.empty()) chunks.push_back(std::move(cur));
+  return chunks;
+}
+
+struct EvalTotals {
+  long long chunks_in_text = 0, chunks = 0, tokens = 0, bytes = 0, truncated = 0;
+  double nats = 0.0, seconds = 0.0;
+};
+
+// -log softmax(logits)[target] in double: max + log(sum exp(l - max)) - l[target].
+double token_nats(const float* logits, int n, int target) {
+  double mx = logits[0];
+  for (int i = 1; i < n; ++i)
+    if (logits[i] > mx) mx = logits[i];
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += mc_exp(static_cast<double>(logits[i]) - mx);
+  return mx + mc_log(sum) - static_cast<double>(logits[target]);
+}
+
+// Bytes that the tokens ids[1..n) stand for: their pieces, byte tokens as one byte, without the
+// dummy-prefix space of the first text token.
+long long piece_bytes(const Llama2cTokenizer& tok, const std::vector<int>& ids, size_t n) {
+  long long bytes = 0;
+  for (size_t i = 1; i < n; ++i) bytes += static_cast<long long>(tok.decode_step(i == 1 ? -1 : ids[i - 1], ids[i]).size());
+  if (n > 1 && !tok.piece(ids[1]).empty() && tok.piece(ids[1])[0] == ' ') bytes -= 1;
+  return bytes;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v, const char* fmt) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+int eval(const EvalOptions& o) {
+  if (o.max_chunk_bytes <= 0)
+    return report(Status::Error(Code::kInvalidArgument, "--max-chunk-bytes must be at least 1 (got %lld)", o.max_chunk_bytes));
+  if (o.chunks_given && o.chunks <= 0)
+    return report(Status::Error(Code::kInvalidArgument, "--chunks must be at least 1 (got %lld)", o.chunks));
+  std::ifstream f(o.text_file, std::ios::binary);
+  if (!f) return report(Status::Error(Code::kIo, "cannot read the text file %s", o.text_file.c_str()));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  const std::vector<std::string> all_chunks = split_chunks(text, static_cast<size_t>(o.max_chunk_bytes));
+  if (all_chunks.empty())
+    return report(Status::Error(Code::kInvalidArgument, "the text file %s has no text to score (%zu bytes, only blank lines)",
+                                o.text_file.c_str(), text.size()));
+
+  std::unique_ptr<LoadedModel> lm;
+  if (Status st = load_model(o.model, &lm); !st.ok()) return report(st);
+  const LlamaConfig& cfg = lm->model.cfg;
+  Llama2cTokenizer tok;
+  std::string tok_source;
+  if (Status st = load_tokenizer(*lm, o.tokenizer, &tok, &tok_source); !st.ok()) return report(st);
+  if (tok.vocab_size() != cfg.vocab_size)
+    return report(Status::Error(Code::kInvalidArgument, "the tokenizer has %d tokens, the model %d", tok.vocab_size(), cfg.vocab_size));
+  const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
+  if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
+
+  const int ctx_len = cfg.seq_len;
+  const size_t kv = 2ull * cfg.n_layers * ctx_len * cfg.kv_dim() * sizeof(float);
+  const size_t work_bytes = kv + 16ull * (cfg.vocab_size + cfg.hidden_dim + cfg.dim) * sizeof(float) +
+                            4ull * cfg.n_heads * ctx_len * sizeof(float) + (1u << 20);
+  std::unique_ptr<uint8_t[]> work_mem(new uint8_t[work_bytes]);
+  Arena work(Tier::kHost, work_mem.get(), work_bytes);
+  const Arena::Mark fresh = work.mark();
+  HostThreadPool pool(o.threads);
+
+  EvalTotals t;
+  t.chunks_in_text = static_cast<long long>(all_chunks.size());
+  const long long n_chunks = o.chunks_given && o.chunks < t.chunks_in_text ? o.chunks : t.chunks_in_text;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> ids;
+  for (long long c = 0; c < n_chunks; ++c) {
+    const std::string& chunk = all_chunks[static_cast<size_t>(c)];
+    if (Status st = tok.encode(chunk, true, false, &ids); !st.ok()) return report(st);
+    size_t n = ids.size();
+    long long bytes = static_cast<long long>(chunk.size());
+    if (n > static_cast<size_t>(ctx_len) + 1) {
+      n = static_cast<size_t>(ctx_len) + 1;
+      bytes = piece_bytes(tok, ids, n);
+      ++t.truncated;
+    }
+    // A fresh context per chunk: the KV cache and activations start again from an empty arena.
+    work.rollback(fresh);
+    LlamaContext ctx;
+    if (Status st = ctx.init(&lm->model, ctx_len, work, &pool, kernels); !st.ok()) return report(st);
+    for (size_t pos = 0; pos + 1 < n; ++pos) {
+      const float* logits = nullptr;
+      if (Status st = ctx.forward(ids[pos], static_cast<int>(pos), &logits); !st.ok()) return report(st);
+      t.nats += token_nats(logits, cfg.vocab_size, ids[pos + 1]);
+    }
+    t.tokens += static_cast<long long>(n) - 1;
+    t.bytes += bytes;
+    ++t.chunks;
+  }
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  const double nats_per_token = t.tokens > 0 ? t.nats / static_cast<double>(t.tokens) : 0.0;
+  const double bits_per_byte = t.bytes > 0 ? t.nats / mc_log(2.0) / static_cast<double>(t.bytes) : 0.0;
+  const double perplexity = mc_exp(nats_per_token);
+  const double tok_per_s = t.seconds > 0 ? static_cast<double>(t.tokens) / t.seconds : 0.0;
+
+  std::FILE* summary = o.json ? stderr : stdout;
+  std::fprintf(summary, "eval: model %s (%s), tokenizer %s, kernels %s, %d thread%s, context %d\n", o.model.c_str(),
+               lm->format.c_str(), tok_source.c_str(), kernels->name, o.threads, o.threads == 1 ? "" : "s", ctx_len);
+  std::fprintf(summary, "eval: text %s: %lld of %lld chunks (<= %lld bytes, cut at blank lines)\n", o.text_file.c_str(), t.chunks,
+               t.chunks_in_text, o.max_chunk_bytes);
+  if (t.truncated > 0)
+    std::fprintf(summary, "eval: %lld chunk%s longer than the context of %d tokens: only the first %d predictions scored\n", t.truncated,
+                 t.truncated == 1 ? " was" : "s were", ctx_len, ctx_len);
+  std::fprintf(summary, "eval: tokens scored %lld, bytes %lld\n", t.tokens, t.bytes);
+  std::fprintf(summary, "eval: nats/token %.4f, bits/byte %.4f, perplexity %.4f\n", nats_per_token, bits_per_byte, perplexity);
+  std::fprintf(summary, "eval: time %.2f s (%.1f tokens per second)\n", t.seconds, tok_per_s);
+
+  if (o.json) {
+    std::printf("{\"model\": %s, \"tokenizer\": %s, \"text\": %s, \"kernels\": %s, \"threads\": %d, \"context\": %d, "
+                "\"max_chunk_bytes\": %lld, \"chunks\": %lld, \"chunks_in_text\": %lld, \"truncated_chunks\": %lld, "
+                "\"tokens\": %lld, \"bytes\": %lld, \"nats\": %s, \"nats_per_token\": %s, \"bits_per_byte\": %s, "
+                "\"perplexity\": %s, \"seconds\": %s, \"tokens_per_second\": %s}\n",
+                json_string(o.model).c_str(), json_string(tok_source).c_str(), json_string(o.text_file).c_str(),
+                json_string(kernels->name).c_str(), o.threads, ctx_len, o.max_chunk_bytes, t.chunks, t.chunks_in_text, t.truncated,
+                t.tokens, t.bytes, json_number(t.nats, "%.17g").c_str(), json_number(nats_per_token, "%.17g").c_str(),
+                json_number(bits_per_byte, "%.17g").c_str(), json_number(perplexity, "%.17g").c_str(),
+                json_number(t.seconds, "%.3f").c_str(), json_number(tok_per_s, "%.1f").c_str());
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<EvalOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval",
+      "Score held-out text: nats/token, bits/byte, perplexity.\n"
+      "The text is cut at blank lines (\"\\n\\n\") into paragraphs, packed greedily into chunks of at most\n"
+      "--max-chunk-bytes bytes joined by \"\\n\\n\" (a longer paragraph is a chunk of its own). Each chunk is\n"
+      "scored on its own as BOS + encode(chunk) from position 0; chunks longer than the context keep their\n"
+      "first context+1 tokens. Bytes = the chunks' UTF-8 bytes (with the \"\\n\\n\" inside a chunk, without\n"
+      "those between chunks and without the tokenizer's dummy-prefix space).");
+  cmd->add_option("-m,--model", o->model, "Model file (GGUF or llama2.c .bin)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer (llama2.c tokenizer.bin or a GGUF); default: the model's own, or one beside it")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-f,--file", o->text_file, "The text to score (UTF-8)")->required();
+  CLI::Option* chunks = cmd->add_option("--chunks", o->chunks, "Score only the first N chunks (N >= 1; default: all)");
+  cmd->add_option("--max-chunk-bytes", o->max_chunk_bytes, "Largest chunk in bytes (>= 1)")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 256));
+  cmd->add_option("--kernels", o->kernels, "ref, avx2 or auto")->check(CLI::IsMember({"ref", "avx2", "auto"}));
+  cmd->add_flag("--json", o->json, "Print one JSON object with the figures on stdout (the summary goes to stderr)");
+  cmd->callback([o, exit_code, chunks] {
+    o->chunks_given = chunks->count() > 0;
+    *exit_code = eval(*o);
+  });
+}
+
+}  // namespace mcullm::cli
