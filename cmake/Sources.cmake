@@ -32,3 +32,9 @@ endif()
 find_package(Threads REQUIRED)
 add_library(mcullm_host STATIC ${MCULLM_HOST_SOURCES})
 target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads)
+
+# The freestanding contract, checked at build time: the core also compiles with no C++ standard
+# library headers at all (-nostdinc++), as the Xtensa emulator build needs (C headers only).
+add_library(mcullm_core_freestanding_check OBJECT ${MCULLM_CORE_SOURCES})
+target_include_directories(mcullm_core_freestanding_check PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+target_compile_options(mcullm_core_freestanding_check PRIVATE -nostdinc++ -fno-exceptions -fno-rtti -fno-threadsafe-statics)
