@@ -43,6 +43,15 @@ struct KernelSet {
   void (*matvec_q8_0)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
   void (*matvec_q4_0)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
   void (*matvec_q4g64)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+
+  // Attention over one head. scores[t] = dot_f32(q, keys + t * stride, hs) / scale for t < n.
+  void (*attn_scores)(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores);
+  // out[i] = sum over t < n, in increasing t, of att[t] * values[t * stride + i], for i < hs.
+  void (*attn_values)(const float* att, const float* values, size_t stride, int n, int hs, float* out);
+  // x[i] = mc_expf(x[i] - sub): the elementwise part of a softmax (core/fmath.h defines the bits).
+  void (*exp_sub)(float* x, int n, float sub);
+  // gate[i] = mc_silu(gate[i]) * up[i]: the SwiGLU product.
+  void (*silu_mul)(float* gate, const float* up, int n);
 };
 
 const KernelSet& kernels_ref();

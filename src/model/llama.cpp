@@ -29,14 +29,13 @@ void rmsnorm(const KernelSet& k, float* out, const float* x, const float* w, int
   for (int i = 0; i < n; ++i) out[i] = w[i] * (ss * x[i]);
 }
 
-void softmax(float* x, int n) {
+// In place; the exponentials run through the kernel table, the sum stays sequential.
+void softmax(const KernelSet& k, float* x, int n) {
   float max = x[0];
   for (int i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  k.exp_sub(x, n, max);
   float sum = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    x[i] = mc_expf(x[i] - max);
-    sum += x[i];
-  }
+  for (int i = 0; i < n; ++i) sum += x[i];
   for (int i = 0; i < n; ++i) x[i] /= sum;
 }
 
@@ -180,20 +179,14 @@ void attention_task(void* p, int ith, int nth) {
   int h0, h1;
   slice(j.cfg->n_heads, ith, nth, &h0, &h1);
   for (int h = h0; h < h1; ++h) {
-    const float* q = j.q + h * hs;
     float* att = j.att + static_cast<size_t>(h) * j.ctx_len;
     const int kv_off = (h / group) * hs;
-    for (int t = 0; t <= j.pos; ++t) att[t] = j.kernels->dot_f32(q, j.key_rows + static_cast<size_t>(t) * kv_dim + kv_off, hs) / scale;
-    softmax(att, j.pos + 1);
-    float* out = j.out + h * hs;
-    for (int i = 0; i < hs; ++i) out[i] = 0.0f;
-    for (int t = 0; t <= j.pos; ++t) {
-      const float* v = j.value_rows + static_cast<size_t>(t) * kv_dim + kv_off;
-      const float a = att[t];
-      for (int i = 0; i < hs; ++i) out[i] += a * v[i];
-    }
+    j.kernels->attn_scores(j.q + h * hs, j.key_rows + kv_off, static_cast<size_t>(kv_dim), j.pos + 1, hs, scale, att);
+    softmax(*j.kernels, att, j.pos + 1);
+    j.kernels->attn_values(att, j.value_rows + kv_off, static_cast<size_t>(kv_dim), j.pos + 1, hs, j.out + h * hs);
   }
 }
+
 }  // namespace
 
 void LlamaContext::attention(int layer, int pos) {
@@ -264,7 +257,7 @@ Status LlamaContext::forward(int token, int pos, const float** logits) {
       float* outs[2] = {hb_, hb2_};
       run_matvecs(mats, outs, 2, xb_, dim);
     }
-    for (int i = 0; i < hidden; ++i) hb_[i] = mc_silu(hb_[i]) * hb2_[i];
+    kernels_->silu_mul(hb_, hb2_, hidden);
     {
       const MatRef* mats[1] = {&L.w2};
       float* outs[1] = {xb_};

@@ -1,4 +1,5 @@
 // Scalar reference kernels: the oracle every optimized variant must equal bit for bit.
+#include "core/fmath.h"
 #include "kernels/kernels.h"
 #include "kernels/ref/dot_order.h"
 #include "quant/blocks.h"
@@ -47,6 +48,26 @@ void matvec_blocks_ref(const MatRef& w, const int8_t* xq, const float* xs, float
   }
 }
 
+void attn_scores_ref(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores) {
+  for (int t = 0; t < n; ++t) scores[t] = dot_f32_ref(q, keys + static_cast<size_t>(t) * stride, hs) / scale;
+}
+
+void attn_values_ref(const float* att, const float* values, size_t stride, int n, int hs, float* out) {
+  for (int i = 0; i < hs; ++i) out[i] = 0.0f;
+  for (int t = 0; t < n; ++t) {
+    const float* v = values + static_cast<size_t>(t) * stride;
+    for (int i = 0; i < hs; ++i) out[i] += att[t] * v[i];
+  }
+}
+
+void exp_sub_ref(float* x, int n, float sub) {
+  for (int i = 0; i < n; ++i) x[i] = mc_expf(x[i] - sub);
+}
+
+void silu_mul_ref(float* gate, const float* up, int n) {
+  for (int i = 0; i < n; ++i) gate[i] = mc_silu(gate[i]) * up[i];
+}
+
 }  // namespace
 
 namespace {
@@ -59,6 +80,10 @@ constexpr KernelSet kRef = {
       matvec_blocks_ref<BlockQ8_0, 32, weight_q8_0>,
       matvec_blocks_ref<BlockQ4_0, 32, weight_q4_0>,
       matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>,
+      attn_scores_ref,
+      attn_values_ref,
+      exp_sub_ref,
+      silu_mul_ref,
 };
 }  // namespace
 

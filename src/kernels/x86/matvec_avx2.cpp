@@ -2,52 +2,17 @@
 // 8-wide registers, the 8 block lanes in one; products are rounded before the add (no FMA).
 #include <immintrin.h>
 
-#include "kernels/kernels.h"
+#include "kernels/x86/avx2_kernels.h"
 #include "kernels/ref/dot_order.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"
 
-namespace mcullm {
+namespace mcullm::avx2 {
 
-namespace {
-
-// Folds lanes lo[0..7], hi[0..7] (= acc[0..15]) in the contract's tree order.
-inline float fold16(__m256 lo, __m256 hi) {
-  const __m256 s8 = _mm256_add_ps(lo, hi);                                              // acc[i] += acc[i+8]
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));  // acc[i] += acc[i+4]
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));                              // acc[i] += acc[i+2]
-  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));                                // acc[0] += acc[1]
-  return _mm_cvtss_f32(s1);
-}
-
-inline float fold8(__m256 v) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-
-// Lanes of a row's dot product after the whole 16-chunks, finished by scalar tail code.
-inline float finish16(__m256 lo, __m256 hi, const float* a, const float* b, int j, int n) {
-  if (j == n) return fold16(lo, hi);
-  alignas(32) float acc[kF32Lanes];
-  _mm256_store_ps(acc, lo);
-  _mm256_store_ps(acc + 8, hi);
-  for (; j < n; ++j) acc[j % kF32Lanes] += a[j] * b[j];
-  return fold_lanes16(acc);
-}
-
-float dot_f32_avx2(const float* a, const float* b, int n) {
-  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-  int j = 0;
-  for (; j + 16 <= n; j += 16) {
-    lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
-    hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + j + 8), _mm256_loadu_ps(b + j + 8)));
-  }
-  return finish16(lo, hi, a, b, j, n);
-}
+float dot_f32(const float* a, const float* b, int n) { return dot16(a, b, n); }
 
 // Four rows at a time so that the eight add chains hide the add latency.
-void matvec_f32_avx2(const MatRef& w, const float* x, float* y, int r0, int r1) {
+void matvec_f32(const MatRef& w, const float* x, float* y, int r0, int r1) {
   const int n = w.cols;
   int r = r0;
   for (; r + 4 <= r1; r += 4) {
@@ -66,10 +31,21 @@ void matvec_f32_avx2(const MatRef& w, const float* x, float* y, int r0, int r1) 
         hi[k] = _mm256_add_ps(hi[k], _mm256_mul_ps(_mm256_loadu_ps(row[k] + j + 8), x1));
       }
     }
-    for (int k = 0; k < 4; ++k) y[r + k] = finish16(lo[k], hi[k], row[k], x, j, n);
+    const int rem = n - j;
+    if (rem > 0) {  // masked tail: see dot16
+      const __m256i m0 = lane_mask(rem), m1 = lane_mask(rem - 8);
+      const __m256 x0 = _mm256_maskload_ps(x + j, m0), x1 = _mm256_maskload_ps(x + j + 8, m1);
+      for (int k = 0; k < 4; ++k) {
+        lo[k] = _mm256_add_ps(lo[k], _mm256_mul_ps(_mm256_maskload_ps(row[k] + j, m0), x0));
+        hi[k] = _mm256_add_ps(hi[k], _mm256_mul_ps(_mm256_maskload_ps(row[k] + j + 8, m1), x1));
+      }
+    }
+    for (int k = 0; k < 4; ++k) y[r + k] = fold16(lo[k], hi[k]);
   }
-  for (; r < r1; ++r) y[r] = dot_f32_avx2(reinterpret_cast<const float*>(w.row(r)), x, n);
+  for (; r < r1; ++r) y[r] = dot16(reinterpret_cast<const float*>(w.row(r)), x, n);
 }
+
+namespace {
 
 // Sum of 32 int8 x int8 products as one int32 (exact: |sum| < 2^21).
 inline int32_t dot32_i8(__m256i w, __m256i x) {
@@ -118,7 +94,7 @@ struct Q4G64Traits {
 };
 
 template <typename T>
-void matvec_blocks_avx2(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+void matvec_blocks(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
   constexpr int kBlock = T::kBlock;
   const int nb = (w.cols + kBlock - 1) / kBlock;
   for (int r = r0; r < r1; ++r) {
@@ -149,23 +125,21 @@ void matvec_blocks_avx2(const MatRef& w, const int8_t* xq, const float* xs, floa
   }
 }
 
-void matvec_f16_avx2(const MatRef& w, const float* x, float* y, int r0, int r1) {
+}  // namespace
+
+void matvec_f16(const MatRef& w, const float* x, float* y, int r0, int r1) {
   // f16 rows are rare here (embeddings); the reference is fast enough and defines the bits.
   kernels_ref().matvec_f16(w, x, y, r0, r1);
 }
 
-constexpr KernelSet kAvx2 = {
-    "avx2",
-    dot_f32_avx2,
-    matvec_f32_avx2,
-    matvec_f16_avx2,
-    matvec_blocks_avx2<Q8_0Traits>,
-    matvec_blocks_avx2<Q4_0Traits>,
-    matvec_blocks_avx2<Q4G64Traits>,
-};
+void matvec_q8_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  matvec_blocks<Q8_0Traits>(w, xq, xs, y, r0, r1);
+}
+void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  matvec_blocks<Q4_0Traits>(w, xq, xs, y, r0, r1);
+}
+void matvec_q4g64(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  matvec_blocks<Q4G64Traits>(w, xq, xs, y, r0, r1);
+}
 
-}  // namespace
-
-const KernelSet* kernels_avx2_table() { return &kAvx2; }
-
-}  // namespace mcullm
+}  // namespace mcullm::avx2

@@ -1,0 +1,59 @@
+// The AVX2 kernel functions, gathered into one KernelSet by table_avx2.cpp. Compiled with -mavx2;
+// called only after a runtime CPU check.
+#pragma once
+#include <immintrin.h>
+
+#include "kernels/kernels.h"
+
+namespace mcullm::avx2 {
+
+float dot_f32(const float* a, const float* b, int n);
+void matvec_f32(const MatRef& w, const float* x, float* y, int r0, int r1);
+void matvec_f16(const MatRef& w, const float* x, float* y, int r0, int r1);
+void matvec_q8_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matvec_q4g64(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void attn_scores(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores);
+void attn_values(const float* att, const float* values, size_t stride, int n, int hs, float* out);
+void exp_sub(float* x, int n, float sub);
+void silu_mul(float* gate, const float* up, int n);
+
+// Lanes [0, n) set, the rest clear (n may be <= 0 or >= 8).
+static inline __m256i lane_mask(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Folds lanes lo[0..7], hi[0..7] (= acc[0..15]) in the contract's tree order (kernels.h).
+static inline float fold16(__m256 lo, __m256 hi) {
+  const __m256 s8 = _mm256_add_ps(lo, hi);                                                 // acc[i] += acc[i+8]
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));  // acc[i] += acc[i+4]
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));                                 // acc[i] += acc[i+2]
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));                               // acc[0] += acc[1]
+}
+
+static inline float fold8(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// The 16-lane dot product of the contract. The last partial chunk uses masked loads: a masked lane
+// adds +0 * +0 = +0, which never changes an accumulator (it starts at +0 and a round-to-nearest sum
+// is -0 only when both terms are -0), so the bits equal the scalar reference's.
+static inline float dot16(const float* a, const float* b, int n) {
+  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 16 <= n; j += 16) {
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + j + 8), _mm256_loadu_ps(b + j + 8)));
+  }
+  const int rem = n - j;
+  if (rem > 0) {
+    const __m256i m0 = lane_mask(rem), m1 = lane_mask(rem - 8);
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_maskload_ps(a + j, m0), _mm256_maskload_ps(b + j, m0)));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_maskload_ps(a + j + 8, m1), _mm256_maskload_ps(b + j + 8, m1)));
+  }
+  return fold16(lo, hi);
+}
+
+}  // namespace mcullm::avx2

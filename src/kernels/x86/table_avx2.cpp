@@ -1,0 +1,16 @@
+// The AVX2 kernel table (constant-initialised, no guard variables).
+#include "kernels/x86/avx2_kernels.h"
+
+namespace mcullm {
+
+namespace {
+constexpr KernelSet kAvx2 = {
+    "avx2",          avx2::dot_f32,     avx2::matvec_f32,  avx2::matvec_f16, avx2::matvec_q8_0,
+    avx2::matvec_q4_0, avx2::matvec_q4g64, avx2::attn_scores, avx2::attn_values, avx2::exp_sub,
+    avx2::silu_mul,
+};
+}  // namespace
+
+const KernelSet* kernels_avx2_table() { return &kAvx2; }
+
+}  // namespace mcullm
