@@ -77,16 +77,6 @@ struct Filler {
   }
 };
 
-MatRef mat(const float* data, int rows, int cols) {
-  MatRef m;
-  m.type = DType::kF32;
-  m.data = data;
-  m.rows = rows;
-  m.cols = cols;
-  m.row_bytes = static_cast<size_t>(cols) * 4;
-  return m;
-}
-
 int dummy(const DummyOptions& o) {
   const std::vector<std::string> vocab = dummy_vocab();
   LlamaModel m;
@@ -109,20 +99,20 @@ int dummy(const DummyOptions& o) {
     const size_t token = i / d;
     emb[i] = (xorshift_f32(&f.state) * 2.0f - 1.0f) * (token >= 3 && token < 259 ? 0.05f : 1.0f);
   }
-  m.tok_emb = mat(emb.data(), c.vocab_size, c.dim);
+  m.tok_emb = f32_matrix(emb.data(), c.vocab_size, c.dim);
   m.output = m.tok_emb;
   m.out_norm = f.ones(d);
   std::vector<LlamaLayer> layers(static_cast<size_t>(c.n_layers));
   for (LlamaLayer& L : layers) {
     L.attn_norm = f.ones(d);
     L.ffn_norm = f.ones(d);
-    L.wq = mat(f.fill(d * d, wa), c.dim, c.dim);
-    L.wk = mat(f.fill(kv * d, wa), c.kv_dim(), c.dim);
-    L.wv = mat(f.fill(kv * d, wa), c.kv_dim(), c.dim);
-    L.wo = mat(f.fill(d * d, wa), c.dim, c.dim);
-    L.w1 = mat(f.fill(h * d, wa), c.hidden_dim, c.dim);
-    L.w2 = mat(f.fill(d * h, 1.0f / std::sqrt(static_cast<float>(c.hidden_dim))), c.dim, c.hidden_dim);
-    L.w3 = mat(f.fill(h * d, wa), c.hidden_dim, c.dim);
+    L.wq = f32_matrix(f.fill(d * d, wa), c.dim, c.dim);
+    L.wk = f32_matrix(f.fill(kv * d, wa), c.kv_dim(), c.dim);
+    L.wv = f32_matrix(f.fill(kv * d, wa), c.kv_dim(), c.dim);
+    L.wo = f32_matrix(f.fill(d * d, wa), c.dim, c.dim);
+    L.w1 = f32_matrix(f.fill(h * d, wa), c.hidden_dim, c.dim);
+    L.w2 = f32_matrix(f.fill(d * h, 1.0f / std::sqrt(static_cast<float>(c.hidden_dim))), c.dim, c.hidden_dim);
+    L.w3 = f32_matrix(f.fill(h * d, wa), c.hidden_dim, c.dim);
   }
   m.layers = layers.data();
 

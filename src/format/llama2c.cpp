@@ -52,16 +52,6 @@ struct Cursor {
   }
 };
 
-MatRef f32_mat(const float* data, int rows, int cols) {
-  MatRef m;
-  m.type = DType::kF32;
-  m.data = data;
-  m.rows = rows;
-  m.cols = cols;
-  m.row_bytes = static_cast<size_t>(cols) * 4;
-  return m;
-}
-
 // Per-layer matrices stored back to back for all layers: hand out layer l's slice.
 const float* layer_slice(const float* all, int l, int rows, int cols) {
   return all + static_cast<size_t>(l) * static_cast<size_t>(rows) * static_cast<size_t>(cols);
@@ -223,20 +213,20 @@ Status llama2c_load(const uint8_t* data, size_t size, Arena& arena, LlamaModel* 
   }
   arena.note_mapped(4 * (n.layers * n.dim * 2 + n.dim), TensorClass::kNorm);
 
-  model->tok_emb = f32_mat(emb, V, d);
-  model->output = cls ? f32_mat(cls, V, d) : model->tok_emb;
+  model->tok_emb = f32_matrix(emb, V, d);
+  model->output = cls ? f32_matrix(cls, V, d) : model->tok_emb;
   model->out_norm = out_norm;
   for (int l = 0; l < L; ++l) {
     LlamaLayer& ly = model->layers[l];
     ly.attn_norm = att_norm + static_cast<size_t>(l) * d;
     ly.ffn_norm = ffn_norm + static_cast<size_t>(l) * d;
-    ly.wq = f32_mat(layer_slice(wq, l, d, d), d, d);
-    ly.wk = f32_mat(layer_slice(wk, l, kv, d), kv, d);
-    ly.wv = f32_mat(layer_slice(wv, l, kv, d), kv, d);
-    ly.wo = f32_mat(layer_slice(wo, l, d, d), d, d);
-    ly.w1 = f32_mat(layer_slice(w1, l, h, d), h, d);
-    ly.w2 = f32_mat(layer_slice(w2, l, d, h), d, h);
-    ly.w3 = f32_mat(layer_slice(w3, l, h, d), h, d);
+    ly.wq = f32_matrix(layer_slice(wq, l, d, d), d, d);
+    ly.wk = f32_matrix(layer_slice(wk, l, kv, d), kv, d);
+    ly.wv = f32_matrix(layer_slice(wv, l, kv, d), kv, d);
+    ly.wo = f32_matrix(layer_slice(wo, l, d, d), d, d);
+    ly.w1 = f32_matrix(layer_slice(w1, l, h, d), h, d);
+    ly.w2 = f32_matrix(layer_slice(w2, l, d, h), d, h);
+    ly.w3 = f32_matrix(layer_slice(w3, l, h, d), h, d);
   }
   return model->check_shapes();
 }

@@ -26,6 +26,17 @@ struct MatRef {
   const uint8_t* row(int r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes; }
 };
 
+// A dense row-major f32 matrix.
+static inline MatRef f32_matrix(const float* data, int rows, int cols) {
+  MatRef m;
+  m.type = DType::kF32;
+  m.data = data;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_bytes = static_cast<size_t>(cols) * 4;
+  return m;
+}
+
 // An input vector in the forms the kernels read: f32 always; int8 blocks when quantized weights need them.
 struct ActVec {
   const float* f = nullptr;
