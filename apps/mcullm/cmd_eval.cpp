@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -126,6 +127,11 @@ int eval(const EvalOptions& o) {
     return report(Status::Error(Code::kInvalidArgument, "--max-chunk-bytes must be at least 1 (got %lld)", o.max_chunk_bytes));
   if (o.chunks_given && o.chunks <= 0)
     return report(Status::Error(Code::kInvalidArgument, "--chunks must be at least 1 (got %lld)", o.chunks));
+  std::error_code ec;
+  if (!std::filesystem::exists(o.text_file, ec))
+    return report(Status::Error(Code::kNotFound, "the text file %s does not exist", o.text_file.c_str()));
+  if (!std::filesystem::is_regular_file(o.text_file, ec))
+    return report(Status::Error(Code::kInvalidArgument, "the text file %s is not a regular file", o.text_file.c_str()));
   std::ifstream f(o.text_file, std::ios::binary);
   if (!f) return report(Status::Error(Code::kIo, "cannot read the text file %s", o.text_file.c_str()));
   std::stringstream ss;
@@ -161,6 +167,38 @@ int eval(const EvalOptions& o) {
   const long long n_chunks = o.chunks_given && o.chunks < t.chunks_in_text ? o.chunks : t.chunks_in_text;
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> ids;
+  if (const char* in_path = std::getenv("MCULLM_EVAL_IDS")) {  // TEMP
+    std::FILE* df = std::fopen(std::getenv("MCULLM_EVAL_OUT"), "w");
+    std::ifstream in(in_path);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::vector<int> v;
+      int x;
+      while (ls >> x) v.push_back(x);
+      work.rollback(fresh);
+      LlamaContext c2;
+      (void)c2.init(&lm->model, ctx_len, work, &pool, kernels);
+      for (size_t pos = 0; pos + 1 < v.size() && pos < static_cast<size_t>(ctx_len); ++pos) {
+        const float* lg = nullptr;
+        (void)c2.forward(v[pos], static_cast<int>(pos), &lg);
+        std::fprintf(df, "%.9g ", token_nats(lg, cfg.vocab_size, v[pos + 1]));
+      }
+      std::fprintf(df, "\n");
+    }
+    std::fclose(df);
+    return 0;
+  }
+  if (const char* ids_out = std::getenv("MCULLM_EVAL_DUMP_IDS")) {  // TEMP
+    std::FILE* df = std::fopen(ids_out, "w");
+    for (const std::string& chunk : all_chunks) {
+      (void)tok.encode(chunk, true, false, &ids);
+      for (int x : ids) std::fprintf(df, "%d ", x);
+      std::fprintf(df, "\n");
+    }
+    std::fclose(df);
+    return 0;
+  }
   for (long long c = 0; c < n_chunks; ++c) {
     const std::string& chunk = all_chunks[static_cast<size_t>(c)];
     if (Status st = tok.encode(chunk, true, false, &ids); !st.ok()) return report(st);

@@ -190,7 +190,7 @@ int run(const RunOptions& o) {
   GenerateHooks hooks{&printer, on_logits, on_step};
   GenerateResult result;
   printer.start = Clock::now();
-  const Status st = generate(ctx, sampler, prompt.data(), static_cast<int>(prompt.size()), go, history.data(), &fp, hooks, &result);
+  const Status st = generate(ctx, sampler, prompt.data(), static_cast<int>(prompt.size()), go, history.data(), o.fingerprint ? &fp : nullptr, hooks, &result);
   const double total_ms = ms_since(printer.start);
   if (printer.dump) std::fclose(printer.dump);
   if (printer.logits) std::fclose(printer.logits);

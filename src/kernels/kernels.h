@@ -59,8 +59,9 @@ struct KernelSet {
   void (*attn_scores)(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores);
   // out[i] = sum over t < n, in increasing t, of att[t] * values[t * stride + i], for i < hs.
   void (*attn_values)(const float* att, const float* values, size_t stride, int n, int hs, float* out);
-  // x[i] = mc_expf(x[i] - sub): the elementwise part of a softmax (core/fmath.h defines the bits).
-  void (*exp_sub)(float* x, int n, float sub);
+  // In-place softmax: m = running max (x[i] > m replaces m, so NaNs are never picked unless x[0]
+  // is one), x[i] = mc_expf(x[i] - m), sum in increasing i, then x[i] /= sum.
+  void (*softmax)(float* x, int n);
   // gate[i] = mc_silu(gate[i]) * up[i]: the SwiGLU product.
   void (*silu_mul)(float* gate, const float* up, int n);
 };

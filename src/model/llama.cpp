@@ -29,16 +29,6 @@ void rmsnorm(const KernelSet& k, float* out, const float* x, const float* w, int
   for (int i = 0; i < n; ++i) out[i] = w[i] * (ss * x[i]);
 }
 
-// In place; the exponentials run through the kernel table, the sum stays sequential.
-void softmax(const KernelSet& k, float* x, int n) {
-  float max = x[0];
-  for (int i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
-  k.exp_sub(x, n, max);
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += x[i];
-  for (int i = 0; i < n; ++i) x[i] /= sum;
-}
-
 }  // namespace
 
 Status LlamaConfig::validate() const {
@@ -182,7 +172,7 @@ void attention_task(void* p, int ith, int nth) {
     float* att = j.att + static_cast<size_t>(h) * j.ctx_len;
     const int kv_off = (h / group) * hs;
     j.kernels->attn_scores(j.q + h * hs, j.key_rows + kv_off, static_cast<size_t>(kv_dim), j.pos + 1, hs, scale, att);
-    softmax(*j.kernels, att, j.pos + 1);
+    j.kernels->softmax(att, j.pos + 1);
     j.kernels->attn_values(att, j.value_rows + kv_off, static_cast<size_t>(kv_dim), j.pos + 1, hs, j.out + h * hs);
   }
 }

@@ -60,8 +60,15 @@ void attn_values_ref(const float* att, const float* values, size_t stride, int n
   }
 }
 
-void exp_sub_ref(float* x, int n, float sub) {
-  for (int i = 0; i < n; ++i) x[i] = mc_expf(x[i] - sub);
+void softmax_ref(float* x, int n) {
+  float max = x[0];
+  for (int i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    x[i] = mc_expf(x[i] - max);
+    sum += x[i];
+  }
+  for (int i = 0; i < n; ++i) x[i] /= sum;
 }
 
 void silu_mul_ref(float* gate, const float* up, int n) {
@@ -82,7 +89,7 @@ constexpr KernelSet kRef = {
       matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>,
       attn_scores_ref,
       attn_values_ref,
-      exp_sub_ref,
+      softmax_ref,
       silu_mul_ref,
 };
 }  // namespace

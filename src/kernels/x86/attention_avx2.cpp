@@ -71,10 +71,36 @@ void attn_values(const float* att, const float* values, size_t stride, int n, in
   }
 }
 
-void exp_sub(float* x, int n, float sub) {
+void softmax(float* x, int n) {
+  // The running max per lane picks the same value as the scalar scan (a larger value always wins;
+  // NaNs never do unless x[0] is one, and then every lane holds it). Between +0 and -0 the winner
+  // may differ, which cannot change exp(x - max).
+  __m256 mv = _mm256_set1_ps(x[0]);
   int i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, expf8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(sub))));
-  for (; i < n; ++i) x[i] = mc_expf(x[i] - sub);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    mv = _mm256_blendv_ps(mv, v, _mm256_cmp_ps(v, mv, _CMP_GT_OQ));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, mv);
+  float max = lanes[0];
+  for (int k = 1; k < 8; ++k) max = lanes[k] > max ? lanes[k] : max;
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
+  // exponentials eight at a time; the sum stays sequential (the contract's order)
+  float sum = 0.0f;
+  const __m256 vmax = _mm256_set1_ps(max);
+  for (i = 0; i + 8 <= n; i += 8) {
+    _mm256_store_ps(lanes, expf8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)));
+    _mm256_storeu_ps(x + i, _mm256_load_ps(lanes));
+    for (int k = 0; k < 8; ++k) sum += lanes[k];
+  }
+  for (; i < n; ++i) {
+    x[i] = mc_expf(x[i] - max);
+    sum += x[i];
+  }
+  const __m256 vsum = _mm256_set1_ps(sum);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), vsum));
+  for (; i < n; ++i) x[i] /= sum;
 }
 
 void silu_mul(float* gate, const float* up, int n) {

@@ -15,7 +15,7 @@ void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, i
 void matvec_q4g64(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void attn_scores(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores);
 void attn_values(const float* att, const float* values, size_t stride, int n, int hs, float* out);
-void exp_sub(float* x, int n, float sub);
+void softmax(float* x, int n);
 void silu_mul(float* gate, const float* up, int n);
 
 // Lanes [0, n) set, the rest clear (n may be <= 0 or >= 8).

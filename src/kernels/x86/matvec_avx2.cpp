@@ -93,6 +93,14 @@ struct Q4G64Traits {
   }
 };
 
+// Exact half -> float on x86 (no flush-to-zero here): the half's bits shifted into a float's place
+// are the value times 2^-112, which one exact multiply by 2^112 undoes, subnormal halves included.
+inline float f16_scale(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  if ((h & 0x7C00u) == 0x7C00u) return f16_to_f32(h);  // inf / nan: rare, the portable path
+  return f32_from_bits(f32_bits(f32_from_bits(static_cast<uint32_t>(h & 0x7FFFu) << 13) * 0x1p112f) | sign);
+}
+
 template <typename T>
 void matvec_blocks(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
   constexpr int kBlock = T::kBlock;
@@ -100,28 +108,22 @@ void matvec_blocks(const MatRef& w, const int8_t* xq, const float* xs, float* y,
   for (int r = r0; r < r1; ++r) {
     const typename T::Block* blocks = reinterpret_cast<const typename T::Block*>(w.row(r));
     __m256 acc = _mm256_setzero_ps();
-    int b = 0;
-    for (; b + kBlockLanes <= nb; b += kBlockLanes) {
-      alignas(32) int32_t isum[kBlockLanes];
-      alignas(32) float dw[kBlockLanes];
-      for (int k = 0; k < kBlockLanes; ++k) {
+    for (int b = 0; b < nb; b += kBlockLanes) {
+      // Up to eight blocks into lanes b % 8. Missing blocks of the last chunk add (float)0 * 0 = +0,
+      // which leaves an accumulator unchanged (it starts at +0 and never becomes -0).
+      const int count = nb - b < kBlockLanes ? nb - b : kBlockLanes;
+      alignas(32) int32_t isum[kBlockLanes] = {};
+      alignas(32) float dw[kBlockLanes] = {};
+      alignas(32) float dx[kBlockLanes] = {};
+      for (int k = 0; k < count; ++k) {
         isum[k] = T::dot(blocks[b + k], xq + (b + k) * kBlock);
-        dw[k] = f16_to_f32(blocks[b + k].d);
+        dw[k] = f16_scale(blocks[b + k].d);
+        dx[k] = xs[b + k];
       }
-      const __m256 scale = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_loadu_ps(xs + b));
+      const __m256 scale = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_load_ps(dx));
       acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(isum))), scale));
     }
-    if (b == nb) {
-      y[r] = fold8(acc);
-      continue;
-    }
-    alignas(32) float lanes[kBlockLanes];
-    _mm256_store_ps(lanes, acc);
-    for (; b < nb; ++b) {
-      const int32_t isum = T::dot(blocks[b], xq + b * kBlock);
-      lanes[b % kBlockLanes] += static_cast<float>(isum) * (f16_to_f32(blocks[b].d) * xs[b]);
-    }
-    y[r] = fold_lanes8(lanes);
+    y[r] = fold8(acc);
   }
 }
 
