@@ -25,6 +25,7 @@ bool dequantize_row_any(DType type, const void* src, float* dst, int cols);
 
 // Symmetric int8 activations, one f32 scale per `block` values (the last block may be short):
 // d = amax / 127, q = round-half-away(x / d) computed as x * (1 / d). One definition for all kernels.
+// q is never -128: the AVX2 integer kernels negate activations (sign trick), which -128 would break.
 void quantize_activations(const float* x, int n, int block, int8_t* q, float* scales);
 
 // Round half away from zero, as C's roundf, without libm.
@@ -32,8 +33,9 @@ static inline float round_half_away(float v) {
   const float a = v < 0 ? -v : v;
   if (!(a < 8388608.0f)) return v;  // already an integer (or nan / inf)
   float r = static_cast<float>(static_cast<int32_t>(a + 0.5f));
-  // a + 0.5f can round up when a is just below k + 0.5; correct it.
-  if (r - a > 0.5f) r -= 1.0f;
+  // a + 0.5f rounds up when a is just below k + 0.5 (0.49999997f -> 1); r - 0.5f is exact here,
+  // so this comparison (unlike r - a > 0.5f, itself rounded) catches every such case.
+  if (a < r - 0.5f) r -= 1.0f;
   return v < 0 ? -r : r;
 }
 

@@ -1,0 +1,91 @@
+// Matvec micro benchmarks: reference vs AVX2 tables, one thread, for f32, q8_0, q4_0 and q4g64 at
+// the shapes that matter (stories260K's 512x64 head and 64x64 / 172x64 layers, 768x768, 2048x2048).
+// Bytes/s counts the weight bytes read; items/s counts weights (multiply-adds).
+//   build/release/bench/kernels_bench --benchmark_min_time=0.05
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+#include "quant/dtype.h"
+
+namespace mcullm {
+namespace {
+
+struct Shape {
+  int rows, cols;
+};
+const Shape kShapes[] = {{512, 64}, {64, 64}, {172, 64}, {768, 768}, {2048, 2048}};
+const DType kTypes[] = {DType::kF32, DType::kQ8_0, DType::kQ4_0, DType::kQ4G64};
+
+// A quantized weight matrix and activation vector in every form the kernels read.
+struct Problem {
+  std::vector<uint8_t> weights;
+  MatRef w;
+  std::vector<float> xf;
+  std::vector<int8_t> xq;
+  std::vector<float> xs;
+  ActVec x;
+  std::vector<float> y;
+
+  Problem(DType type, int rows, int cols) {
+    std::mt19937 rng(1234);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const size_t row_bytes = dtype_row_bytes(type, cols);
+    weights.resize(row_bytes * static_cast<size_t>(rows));
+    std::vector<float> src(static_cast<size_t>(cols));
+    for (int r = 0; r < rows; ++r) {
+      for (float& v : src) v = normal(rng);
+      quantize_row(type, src.data(), weights.data() + row_bytes * static_cast<size_t>(r), cols);
+    }
+    w = MatRef{type, weights.data(), rows, cols, row_bytes};
+    xf.resize(static_cast<size_t>(cols));
+    for (float& v : xf) v = normal(rng);
+    x.f = xf.data();
+    const int block = dtype_info(type)->act_block;
+    if (block > 0) {
+      const int nb = (cols + block - 1) / block;
+      xq.resize(static_cast<size_t>(nb) * block);
+      xs.resize(static_cast<size_t>(nb));
+      quantize_activations(xf.data(), cols, block, xq.data(), xs.data());
+      x.q = xq.data();
+      x.scales = xs.data();
+      x.block = block;
+    }
+    y.resize(static_cast<size_t>(rows));
+  }
+};
+
+void bench_matvec(benchmark::State& state, const KernelSet* k, DType type, Shape shape) {
+  Problem p(type, shape.rows, shape.cols);
+  for (auto _ : state) {
+    matvec(*k, p.w, p.x, p.y.data(), 0, shape.rows);
+    benchmark::DoNotOptimize(p.y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(p.weights.size()));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * shape.rows * shape.cols);
+  state.SetLabel(k->name);
+}
+
+// Registered at start-up: ref and avx2 side by side for each (type, shape).
+const bool kRegistered = [] {
+  for (DType type : kTypes) {
+    for (const Shape& s : kShapes) {
+      for (const KernelSet* k : {&kernels_ref(), kernels_avx2()}) {
+        if (k == nullptr) continue;  // no AVX2 on this CPU: the reference alone
+        const std::string name = std::string("matvec/") + dtype_info(type)->name + "/" + std::to_string(s.rows) + "x" +
+                                 std::to_string(s.cols) + "/" + k->name;
+        benchmark::RegisterBenchmark(name.c_str(), bench_matvec, k, type, s);
+      }
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace mcullm

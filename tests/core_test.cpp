@@ -1,0 +1,447 @@
+// Core: arenas, slice(), the host thread pool, the run fingerprint and Status.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/fingerprint.h"
+#include "core/thread_pool.h"
+#include "core/thread_pool_host.h"
+#include "mcullm/status.h"
+#include "test_support.h"
+
+namespace mcullm {
+namespace {
+
+// ---- Arena --------------------------------------------------------------------------------------
+
+TEST(CoreArena, AlignmentAndAccounting) {
+  alignas(64) static uint8_t buf[1024];
+  Arena a(Tier::kSram, buf + 1, 1000);  // a misaligned base: alignment is of the address, not the offset
+  EXPECT_EQ(a.tier(), Tier::kSram);
+  EXPECT_EQ(a.stats().capacity, 1000u);
+  void* p = a.alloc(3, 1, TensorClass::kNorm);
+  ASSERT_EQ(p, buf + 1);
+  void* q = a.alloc(10, 16, TensorClass::kFfn);
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % 16, 0u);
+  EXPECT_EQ(q, buf + 16);  // 3 used at offset 1..3, next 16-aligned address
+  void* r = a.alloc(1, 64, TensorClass::kFfn);
+  EXPECT_EQ(r, buf + 64);
+  EXPECT_EQ(a.stats().used, 64u);  // (buf+1) .. buf+65
+  EXPECT_EQ(a.stats().by_class[static_cast<int>(TensorClass::kNorm)], 3u);
+  EXPECT_EQ(a.stats().by_class[static_cast<int>(TensorClass::kFfn)], 61u);  // 12 pad + 10, 38 pad + 1
+  size_t total = 0;
+  for (size_t b : a.stats().by_class) total += b;
+  EXPECT_EQ(total, a.stats().used) << "every byte used is accounted to a class";
+  EXPECT_EQ(a.remaining(), 1000u - 64u);
+  EXPECT_EQ(a.alloc(1, 3, TensorClass::kOther), nullptr) << "non power-of-two alignment";
+  EXPECT_EQ(a.alloc(1, 0, TensorClass::kOther), nullptr);
+  EXPECT_EQ(a.stats().used, 64u) << "failed allocations take nothing";
+  // Distinct allocations do not overlap.
+  std::memset(p, 1, 3);
+  std::memset(q, 2, 10);
+  EXPECT_EQ(static_cast<uint8_t*>(p)[2], 1);
+}
+
+TEST(CoreArena, OutOfMemory) {
+  alignas(16) static uint8_t buf[256];
+  Arena a(Tier::kPsram, buf, 256);
+  ASSERT_NE(a.alloc(200, 16, TensorClass::kKvCache), nullptr);
+  EXPECT_EQ(a.alloc(57, 1, TensorClass::kKvCache), nullptr);
+  EXPECT_EQ(a.alloc(SIZE_MAX, 1, TensorClass::kKvCache), nullptr) << "no wrap-around";
+  EXPECT_NE(a.alloc(56, 1, TensorClass::kKvCache), nullptr) << "the exact remainder fits";
+  EXPECT_EQ(a.remaining(), 0u);
+  void* out = reinterpret_cast<void*>(1);
+  Status s = a.alloc_checked(100, 16, TensorClass::kActivations, &out);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::kOutOfMemory);
+  EXPECT_EQ(out, nullptr);
+  const std::string msg = s.message();
+  EXPECT_NE(msg.find("psram"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("activations"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("100"), std::string::npos) << msg;
+  // Alignment padding alone can exhaust it.
+  Arena b(Tier::kFlash, buf + 1, 20);
+  EXPECT_EQ(b.alloc(8, 16, TensorClass::kOther), nullptr);  // 15 pad + 8 > 20
+  EXPECT_NE(b.alloc(5, 16, TensorClass::kOther), nullptr);  // 15 pad + 5 == 20
+  // An arena without memory refuses everything but says why.
+  Arena none;
+  none.reset(Tier::kHost, nullptr, 4096);
+  EXPECT_EQ(none.stats().capacity, 0u);
+  EXPECT_EQ(none.alloc(1, 1, TensorClass::kOther), nullptr);
+  s = none.alloc_checked(8, 8, TensorClass::kHead, &out);
+  EXPECT_EQ(s.code(), Code::kOutOfMemory);
+  EXPECT_NE(std::string(s.message()).find("host"), std::string::npos) << s.message();
+  EXPECT_NE(std::string(s.message()).find("head"), std::string::npos) << s.message();
+}
+
+TEST(CoreArena, AllocArray) {
+  alignas(16) static uint8_t buf[512];
+  Arena a(Tier::kHost, buf, 512);
+  double* d = nullptr;
+  ASSERT_TRUE(a.alloc_array(10, TensorClass::kScratch, &d).ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % 16, 0u);
+  EXPECT_EQ(a.stats().by_class[static_cast<int>(TensorClass::kScratch)], 80u);
+  uint64_t* big = nullptr;
+  const Status s = a.alloc_array(SIZE_MAX / 4, TensorClass::kScratch, &big);
+  EXPECT_EQ(s.code(), Code::kOutOfMemory);
+  EXPECT_EQ(big, nullptr);
+  EXPECT_EQ(a.stats().used, 80u);
+}
+
+TEST(CoreArena, PeakMarkRollbackAndMapped) {
+  alignas(16) static uint8_t buf[1024];
+  Arena a(Tier::kSram, buf, 1024);
+  ASSERT_NE(a.alloc(100, 4, TensorClass::kAttention), nullptr);
+  const Arena::Mark m = a.mark();
+  void* s1 = a.alloc(300, 4, TensorClass::kScratch);
+  ASSERT_NE(s1, nullptr);
+  ASSERT_NE(a.alloc(50, 4, TensorClass::kAttention), nullptr);
+  EXPECT_EQ(a.stats().used, 450u);  // 100 + 300 + 50, all 4-aligned
+  EXPECT_EQ(a.stats().peak, 450u);
+  a.rollback(m);
+  EXPECT_EQ(a.stats().used, 100u);
+  EXPECT_EQ(a.stats().peak, 450u) << "the peak survives a rollback";
+  EXPECT_EQ(a.stats().by_class[static_cast<int>(TensorClass::kScratch)], 0u);
+  EXPECT_EQ(a.stats().by_class[static_cast<int>(TensorClass::kAttention)], 100u);
+  void* again = a.alloc(300, 4, TensorClass::kScratch);
+  EXPECT_EQ(again, s1) << "rolled-back memory is reused";
+  EXPECT_EQ(a.stats().peak, 450u);
+  ASSERT_NE(a.alloc(200, 4, TensorClass::kFfn), nullptr);
+  EXPECT_EQ(a.stats().peak, 600u);
+  // Mapped bytes: reported, never taken from the arena.
+  a.note_mapped(1u << 20, TensorClass::kEmbedding);
+  a.note_mapped(1000, TensorClass::kFfn);
+  a.note_mapped(24, TensorClass::kFfn);
+  EXPECT_EQ(a.stats().mapped_by_class[static_cast<int>(TensorClass::kEmbedding)], 1u << 20);
+  EXPECT_EQ(a.stats().mapped_by_class[static_cast<int>(TensorClass::kFfn)], 1024u);
+  EXPECT_EQ(a.stats().mapped_total(), (1u << 20) + 1024u);
+  EXPECT_EQ(a.stats().used, 600u);
+  // reset() forgets everything.
+  a.reset(Tier::kPsram, buf, 512);
+  EXPECT_EQ(a.stats().used, 0u);
+  EXPECT_EQ(a.stats().peak, 0u);
+  EXPECT_EQ(a.stats().mapped_total(), 0u);
+  EXPECT_EQ(a.tier(), Tier::kPsram);
+}
+
+TEST(CoreArena, Names) {
+  EXPECT_STREQ(tier_name(Tier::kSram), "sram");
+  EXPECT_STREQ(tier_name(Tier::kPsram), "psram");
+  EXPECT_STREQ(tier_name(Tier::kFlash), "flash");
+  EXPECT_STREQ(tier_name(Tier::kHost), "host");
+  EXPECT_STREQ(tier_name(static_cast<Tier>(99)), "?");
+  EXPECT_STREQ(tensor_class_name(TensorClass::kKvCache), "kv_cache");
+  EXPECT_STREQ(tensor_class_name(TensorClass::kEmbedding), "embedding");
+  EXPECT_STREQ(tensor_class_name(TensorClass::kOther), "other");
+  EXPECT_STREQ(tensor_class_name(TensorClass::kCount), "?");
+}
+
+// ---- slice() ------------------------------------------------------------------------------------
+
+TEST(CoreSlice, CoversEveryItemExactlyOnce) {
+  for (int n = 0; n <= 100; ++n) {
+    for (int nth = 1; nth <= 8; ++nth) {
+      std::vector<int> seen(static_cast<size_t>(n), 0);
+      int prev_end = 0, min_len = n + 1, max_len = -1;
+      for (int ith = 0; ith < nth; ++ith) {
+        int b = -1, e = -1;
+        slice(n, ith, nth, &b, &e);
+        ASSERT_EQ(b, prev_end) << "contiguous and in order: n=" << n << " nth=" << nth << " ith=" << ith;
+        ASSERT_LE(b, e);
+        ASSERT_LE(e, n);
+        for (int i = b; i < e; ++i) ++seen[i];
+        prev_end = e;
+        min_len = std::min(min_len, e - b);
+        max_len = std::max(max_len, e - b);
+      }
+      EXPECT_EQ(prev_end, n) << "n=" << n << " nth=" << nth;
+      for (int i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "item " << i << " n=" << n << " nth=" << nth;
+      EXPECT_LE(max_len - min_len, 1) << "balanced: n=" << n << " nth=" << nth;
+    }
+  }
+}
+
+// ---- HostThreadPool -----------------------------------------------------------------------------
+
+// Lost work shows up as a hang (run() waits for it forever): a generous watchdog turns that into a
+// failure with a message instead of a stuck test. It measures nothing.
+class Watchdog {
+ public:
+  Watchdog(const char* what, int seconds) : thread_([this, what, seconds] {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(seconds), [this] { return done_; })) {
+      std::fprintf(stderr, "FATAL: %s still running after %d s: the pool lost a task (hang)\n", what, seconds);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+struct PoolCounters {
+  std::atomic<int> calls[8] = {};
+  std::atomic<int> bad_nth{0};
+  std::atomic<int> bad_ith{0};
+  int nth = 0;
+  std::vector<int> shared;  // plain memory written by each thread: visible to the caller after run()
+};
+
+void count_task(void* p, int ith, int nth) {
+  PoolCounters* c = static_cast<PoolCounters*>(p);
+  if (nth != c->nth) c->bad_nth.fetch_add(1);
+  if (ith < 0 || ith >= 8 || ith >= nth) {
+    c->bad_ith.fetch_add(1);
+    return;
+  }
+  c->calls[ith].fetch_add(1);
+  c->shared[static_cast<size_t>(ith)] += 1;
+}
+
+TEST(CoreThreadPool, EveryThreadRunsEachTaskExactlyOnce) {
+  Watchdog watchdog("CoreThreadPool.EveryThreadRunsEachTaskExactlyOnce", 120);
+  for (int n : {1, 2, 3, 4}) {
+    HostThreadPool pool(n);
+    ASSERT_EQ(pool.size(), n);
+    PoolCounters c;
+    c.nth = n;
+    c.shared.assign(static_cast<size_t>(n), 0);
+    const int runs = n <= 2 ? 5000 : 2000;  // more threads than this machine's cores is slow
+    for (int run = 1; run <= runs; ++run) {
+      pool.run(count_task, &c);
+      // run() returns only when every thread has finished this task, once.
+      for (int t = 0; t < n; ++t) {
+        ASSERT_EQ(c.calls[t].load(), run) << "thread " << t << " of " << n << " after run " << run;
+        ASSERT_EQ(c.shared[static_cast<size_t>(t)], run) << "thread " << t << "'s writes not visible after run " << run;
+      }
+    }
+    EXPECT_EQ(c.bad_nth.load(), 0);
+    EXPECT_EQ(c.bad_ith.load(), 0);
+    for (int t = n; t < 8; ++t) EXPECT_EQ(c.calls[t].load(), 0);
+  }
+}
+
+TEST(CoreThreadPool, FirstRunRightAfterConstruction) {
+  // Workers may not even have started when the first task is posted: none may miss it.
+  Watchdog watchdog("CoreThreadPool.FirstRunRightAfterConstruction", 120);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 2 + trial % 3;
+    PoolCounters c;
+    c.nth = n;
+    c.shared.assign(static_cast<size_t>(n), 0);
+    HostThreadPool pool(n);
+    pool.run(count_task, &c);
+    for (int t = 0; t < n; ++t) ASSERT_EQ(c.calls[t].load(), 1) << "trial " << trial << " thread " << t;
+    pool.run(count_task, &c);
+    for (int t = 0; t < n; ++t) ASSERT_EQ(c.calls[t].load(), 2) << "trial " << trial << " thread " << t;
+  }
+}
+
+TEST(CoreThreadPool, WakesSleepingWorkersAndDestroysWhileIdle) {
+  Watchdog watchdog("CoreThreadPool.WakesSleepingWorkersAndDestroysWhileIdle", 120);
+  HostThreadPool pool(3);
+  PoolCounters c;
+  c.nth = 3;
+  c.shared.assign(3, 0);
+  for (int round = 1; round <= 3; ++round) {
+    // Long enough for the workers to give up spinning and block on the counter.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    pool.run(count_task, &c);
+    for (int t = 0; t < 3; ++t) ASSERT_EQ(c.calls[t].load(), round) << "thread " << t;
+  }
+  // Pools that never ran and pools left idle (sleeping) are destroyed cleanly (a hang fails by timeout).
+  for (int n : {1, 2, 4}) {
+    HostThreadPool never(n);
+  }
+  {
+    HostThreadPool idle(4);
+    PoolCounters d;
+    d.nth = 4;
+    d.shared.assign(4, 0);
+    idle.run(count_task, &d);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  HostThreadPool clamped(0);
+  EXPECT_EQ(clamped.size(), 1);
+}
+
+TEST(CoreThreadPool, SerialPoolRunsOnce) {
+  SerialPool pool;
+  PoolCounters c;
+  c.nth = 1;
+  c.shared.assign(1, 0);
+  pool.run(count_task, &c);
+  EXPECT_EQ(pool.size(), 1);
+  EXPECT_EQ(c.calls[0].load(), 1);
+}
+
+// ---- Fingerprint --------------------------------------------------------------------------------
+
+// FNV-1a 64 written from its definition (offset basis 14695981039346656037, prime 1099511628211).
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 14695981039346656037ull) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+void le32(uint32_t v, uint8_t out[4]) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t fbits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+float ffrom(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+TEST(CoreFingerprint, MatchesFnv1a64) {
+  // The helper against published FNV-1a 64 test vectors.
+  ASSERT_EQ(fnv1a("", 0), 0xcbf29ce484222325ull);
+  ASSERT_EQ(fnv1a("a", 1), 0xaf63dc4c8601ec8cull);
+  ASSERT_EQ(fnv1a("foobar", 6), 0x85944171f73967e8ull);
+
+  Fingerprint fp;
+  EXPECT_EQ(fp.tokens(), 0xcbf29ce484222325ull);
+  EXPECT_EQ(fp.logits(), 0xcbf29ce484222325ull);
+  std::vector<uint8_t> bytes;
+  for (int32_t id : {1, 0, 31999, -1, 0x12345678}) {
+    fp.add_token(id);
+    uint8_t b[4];
+    le32(static_cast<uint32_t>(id), b);
+    bytes.insert(bytes.end(), b, b + 4);
+  }
+  EXPECT_EQ(fp.tokens(), fnv1a(bytes.data(), bytes.size()));
+  // Token ids 'a','b','c','d' packed little-endian are the bytes "abcd".
+  Fingerprint abcd;
+  abcd.add_token(0x64636261);
+  EXPECT_EQ(abcd.tokens(), fnv1a("abcd", 4));
+
+  const float logits[4] = {1.0f, -2.5f, 3.25e-8f, 1e30f};
+  fp.add_logits(logits, 4);
+  std::vector<uint8_t> lb;
+  for (float f : logits) {
+    uint8_t b[4];
+    le32(fbits(f), b);
+    lb.insert(lb.end(), b, b + 4);
+  }
+  EXPECT_EQ(fp.logits(), fnv1a(lb.data(), lb.size()));
+  // combined(): the token hash continued with the logit hash as two little-endian 32-bit words.
+  uint8_t c[8];
+  le32(static_cast<uint32_t>(fp.logits()), c);
+  le32(static_cast<uint32_t>(fp.logits() >> 32), c + 4);
+  EXPECT_EQ(fp.combined(), fnv1a(c, 8, fp.tokens()));
+}
+
+TEST(CoreFingerprint, OrderSensitive) {
+  Fingerprint a, b;
+  a.add_token(1);
+  a.add_token(2);
+  b.add_token(2);
+  b.add_token(1);
+  EXPECT_NE(a.tokens(), b.tokens());
+  EXPECT_NE(a.combined(), b.combined());
+  const float x[2] = {1.0f, 2.0f}, y[2] = {2.0f, 1.0f};
+  Fingerprint c, d;
+  c.add_logits(x, 2);
+  d.add_logits(y, 2);
+  EXPECT_NE(c.logits(), d.logits());
+  EXPECT_NE(c.combined(), d.combined());
+  // Split calls hash the same as one call.
+  Fingerprint e;
+  e.add_logits(x, 1);
+  e.add_logits(x + 1, 1);
+  EXPECT_EQ(e.logits(), c.logits());
+}
+
+TEST(CoreFingerprint, NanCanonicalisedButZerosAndInfinitiesDistinct) {
+  auto hash = [](float v) {
+    Fingerprint f;
+    f.add_logits(&v, 1);
+    return f.logits();
+  };
+  const uint64_t nan = hash(ffrom(0x7FC00000u));
+  EXPECT_EQ(hash(ffrom(0xFFC00000u)), nan) << "negative quiet NaN";
+  EXPECT_EQ(hash(ffrom(0x7FC12345u)), nan) << "NaN with a payload";
+  EXPECT_EQ(hash(ffrom(0x7F800001u)), nan) << "signalling NaN";
+  EXPECT_EQ(hash(ffrom(0xFFFFFFFFu)), nan);
+  EXPECT_NE(hash(INFINITY), nan);
+  EXPECT_NE(hash(-INFINITY), hash(INFINITY));
+  EXPECT_NE(hash(0.0f), hash(-0.0f)) << "+0 and -0 are different logits";
+  EXPECT_NE(hash(ffrom(0x00000001u)), hash(0.0f)) << "the smallest subnormal is not zero";
+}
+
+// ---- Status -------------------------------------------------------------------------------------
+
+TEST(CoreStatus, OkAndFormatting) {
+  const Status ok = Status::Ok();
+  EXPECT_TRUE(ok.ok());
+  EXPECT_EQ(ok.code(), Code::kOk);
+  EXPECT_STREQ(ok.message(), "");
+  const Status e = Status::Error(Code::kCorrupt, "tensor %s at %d of %zu", "wq", 7, size_t{9});
+  EXPECT_FALSE(e.ok());
+  EXPECT_EQ(e.code(), Code::kCorrupt);
+  EXPECT_STREQ(e.message(), "tensor wq at 7 of 9");
+  EXPECT_EQ(Status::Error(Code::kOk, "x").code(), Code::kInternal) << "an error is never ok";
+  EXPECT_FALSE(Status::Error(Code::kOk, "x").ok());
+  EXPECT_STREQ(code_name(Code::kOutOfMemory), "out of memory");
+  EXPECT_STREQ(code_name(Code::kIo), "i/o error");
+  EXPECT_STREQ(code_name(static_cast<Code>(200)), "unknown");
+}
+
+TEST(CoreStatus, LongMessagesAreTruncated) {
+  const std::string long_text(1000, 'x');
+  const Status e = Status::Error(Code::kIo, "%s!", long_text.c_str());
+  EXPECT_EQ(std::strlen(e.message()), Status::kMaxMessage - 1);
+  EXPECT_EQ(std::string(e.message()), long_text.substr(0, Status::kMaxMessage - 1));
+}
+
+Status fails_inside() {
+  MC_TRY(Status::Ok());
+  MC_TRY(Status::Error(Code::kNotFound, "missing %s", "tok_embeddings"));
+  return Status::Error(Code::kInternal, "not reached");
+}
+
+TEST(CoreStatus, PrefixAndTry) {
+  Status s = fails_inside();
+  EXPECT_EQ(s.code(), Code::kNotFound);
+  s.prefix("loading %s: ", "model.gguf");
+  EXPECT_STREQ(s.message(), "loading model.gguf: missing tok_embeddings");
+  EXPECT_EQ(s.code(), Code::kNotFound) << "prefix keeps the code";
+  s.prefix("[%d] ", 2).prefix("a ");
+  EXPECT_STREQ(s.message(), "a [2] loading model.gguf: missing tok_embeddings");
+  // A long prefix and a long message: cut to the limit, the prefix first.
+  Status l = Status::Error(Code::kCorrupt, "%s", std::string(200, 'm').c_str());
+  l.prefix("%s: ", std::string(100, 'p').c_str());
+  const std::string got = l.message();
+  ASSERT_EQ(got.size(), Status::kMaxMessage - 1);
+  EXPECT_EQ(got, std::string(100, 'p') + ": " + std::string(Status::kMaxMessage - 1 - 102, 'm'));
+  // A prefix longer than the whole limit.
+  Status h = Status::Error(Code::kCorrupt, "tail");
+  h.prefix("%s", std::string(500, 'h').c_str());
+  EXPECT_EQ(std::string(h.message()), std::string(Status::kMaxMessage - 1, 'h'));
+}
+
+}  // namespace
+}  // namespace mcullm
