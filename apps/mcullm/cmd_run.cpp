@@ -137,16 +137,10 @@ int run(const RunOptions& o) {
   if (static_cast<int>(prompt.size()) > ctx_len)
     return report(Status::Error(Code::kOutOfRange, "the prompt has %zu tokens, the context holds %d (-c)", prompt.size(), ctx_len));
 
-  // The work arena: KV cache, activations, sampler scratch.
-  const size_t kv = 2ull * cfg.n_layers * ctx_len * cfg.kv_dim() * sizeof(float);
-  const size_t work_bytes = kv + 16ull * (cfg.vocab_size + cfg.hidden_dim + cfg.dim) * sizeof(float) +
-                            4ull * cfg.n_heads * ctx_len * sizeof(float) + (1u << 20);
-  std::unique_ptr<uint8_t[]> work_mem(new uint8_t[work_bytes]);
-  Arena work(Tier::kHost, work_mem.get(), work_bytes);
-
   HostThreadPool pool(o.threads);
-  LlamaContext ctx;
-  if (Status st = ctx.init(&lm->model, ctx_len, work, &pool, kernels); !st.ok()) return report(st);
+  DecoderInstance dec;
+  if (Status st = make_decoder(*lm, ctx_len, &pool, kernels, 16ull * cfg.vocab_size, &dec); !st.ok()) return report(st);
+  Arena& work = dec.work;
 
   SamplerConfig sc;
   sc.temperature = o.temp;
@@ -190,7 +184,7 @@ int run(const RunOptions& o) {
   GenerateHooks hooks{&printer, on_logits, on_step};
   GenerateResult result;
   printer.start = Clock::now();
-  const Status st = generate(ctx, sampler, prompt.data(), static_cast<int>(prompt.size()), go, history.data(), o.fingerprint ? &fp : nullptr, hooks, &result);
+  const Status st = generate(*dec.decoder, sampler, prompt.data(), static_cast<int>(prompt.size()), go, history.data(), o.fingerprint ? &fp : nullptr, hooks, &result);
   const double total_ms = ms_since(printer.start);
   if (printer.dump) std::fclose(printer.dump);
   if (printer.logits) std::fclose(printer.logits);

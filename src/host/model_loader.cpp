@@ -71,6 +71,21 @@ Status load_model(const std::string& path, std::unique_ptr<LoadedModel>* out) {
   return Status::Ok();
 }
 
+Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const KernelSet* kernels, size_t extra_bytes,
+                    DecoderInstance* out) {
+  const LlamaConfig& c = m.model.cfg;
+  if (ctx_len <= 0) ctx_len = c.seq_len;
+  const size_t kv = 2ull * c.n_layers * static_cast<size_t>(ctx_len) * c.kv_dim() * sizeof(float);
+  const size_t bytes = kv + 16ull * (c.vocab_size + c.hidden_dim + c.dim) * sizeof(float) +
+                       4ull * c.n_heads * static_cast<size_t>(ctx_len) * sizeof(float) + extra_bytes + (1u << 20);
+  out->memory.reset(new uint8_t[bytes]);
+  out->work.reset(Tier::kHost, out->memory.get(), bytes);
+  auto ctx = std::make_shared<LlamaContext>();
+  MC_TRY(ctx->init(&m.model, ctx_len, out->work, pool, kernels));
+  out->decoder = ctx;
+  return Status::Ok();
+}
+
 Status tokenizer_from_gguf(const GgufFile& file, Arena& scratch, Llama2cTokenizer* tok) {
   GgufStr kind;
   MC_TRY(file.get_string("tokenizer.ggml.model", &kind));

@@ -6,6 +6,9 @@
 #include "core/arena.h"
 #include "format/gguf.h"
 #include "host/mapped_file.h"
+#include "core/thread_pool.h"
+#include "kernels/kernels.h"
+#include "model/decoder.h"
 #include "model/llama.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
@@ -23,6 +26,16 @@ struct LoadedModel {
 
 // The object holds pointers into itself, so it is created on the heap and never moved.
 Status load_model(const std::string& path, std::unique_ptr<LoadedModel>* out);
+
+// A ready-to-run decoder for the loaded model: its own work arena (KV cache, activations, plus
+// `extra_bytes` for the caller, e.g. the sampler's scratch) and the architecture's context.
+struct DecoderInstance {
+  std::unique_ptr<uint8_t[]> memory;
+  Arena work;
+  std::shared_ptr<Decoder> decoder;
+};
+Status make_decoder(const LoadedModel& model, int ctx_len, ThreadPool* pool, const KernelSet* kernels,
+                    size_t extra_bytes, DecoderInstance* out);
 
 // The tokenizer: `explicit_path` when given (a llama2.c tokenizer.bin or a GGUF with a vocabulary),
 // else the model's own GGUF vocabulary, else tokenizer.bin / tok<vocab>.bin beside the model.

@@ -2,14 +2,14 @@
 
 namespace mcullm {
 
-Status generate(LlamaContext& ctx, Sampler& sampler, const int* prompt, int n_prompt, const GenerateOptions& opt,
+Status generate(Decoder& ctx, Sampler& sampler, const int* prompt, int n_prompt, const GenerateOptions& opt,
                 int* history, Fingerprint* fp, const GenerateHooks& hooks, GenerateResult* result) {
   *result = GenerateResult();
   if (n_prompt <= 0) return Status::Error(Code::kInvalidArgument, "the prompt needs at least one token (BOS)");
   if (n_prompt > ctx.ctx_len())
     return Status::Error(Code::kOutOfRange, "the prompt has %d tokens, the context holds %d", n_prompt, ctx.ctx_len());
   if (opt.n_predict < 0) return Status::Error(Code::kInvalidArgument, "n_predict %d is negative", opt.n_predict);
-  const int n_vocab = ctx.model().cfg.vocab_size;
+  const int n_vocab = ctx.vocab_size();
   int n_history = 0;
   for (int i = 0; i < n_prompt; ++i) {
     history[n_history++] = prompt[i];

@@ -2,7 +2,7 @@
 // sample until n_predict tokens, an end token, a full context or the caller says stop.
 #pragma once
 #include "core/fingerprint.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "model/sampler.h"
 
 namespace mcullm {
@@ -38,7 +38,7 @@ struct GenerateResult {
 // history: a caller buffer of at least n_prompt + n_predict ints (prompt + sampled tokens, for
 // the repeat penalty). The fingerprint (may be null) receives every token fed or sampled and the
 // logits of every step.
-Status generate(LlamaContext& ctx, Sampler& sampler, const int* prompt, int n_prompt, const GenerateOptions& opt,
+Status generate(Decoder& ctx, Sampler& sampler, const int* prompt, int n_prompt, const GenerateOptions& opt,
                 int* history, Fingerprint* fp, const GenerateHooks& hooks, GenerateResult* result);
 
 }  // namespace mcullm

@@ -6,6 +6,7 @@
 #include "core/arena.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
+#include "model/decoder.h"
 #include "mcullm/status.h"
 
 namespace mcullm {
@@ -47,14 +48,15 @@ struct LlamaModel {
 };
 
 // The mutable state of one generation: KV cache and activations, all from one arena.
-class LlamaContext {
+class LlamaContext final : public Decoder {
  public:
   // ctx_len <= cfg.seq_len positions of KV cache (0 = seq_len).
   Status init(const LlamaModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels);
   // Feeds `token` at position `pos` (0 <= pos < ctx_len, positions fed in order) and computes
   // the logits of the next token; *logits stays valid until the next call.
-  Status forward(int token, int pos, const float** logits);
-  int ctx_len() const { return ctx_len_; }
+  Status forward(int token, int pos, const float** logits) override;
+  int vocab_size() const override { return model_->cfg.vocab_size; }
+  int ctx_len() const override { return ctx_len_; }
   const LlamaModel& model() const { return *model_; }
 
  private:
