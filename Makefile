@@ -21,7 +21,7 @@ build/release/dummy.gguf: release
 	./build/release/mcullm dummy -o $@
 
 run: release $(MODEL)
-	./build/release/mcullm run -m $(MODEL) -p "$(PROMPT)" -n 128 -t 2
+	./build/release/mcullm run -m $(MODEL) -p "$(PROMPT)" -n 128
 
 test-release: release
 	ctest --preset release

@@ -93,11 +93,12 @@ int dummy(const DummyOptions& o) {
   Filler f{o.seed ? o.seed : 1, {}};
   const size_t d = static_cast<size_t>(c.dim), kv = static_cast<size_t>(c.kv_dim()), h = static_cast<size_t>(c.hidden_dim);
   const float wa = 1.0f / std::sqrt(static_cast<float>(c.dim));
-  // Byte tokens get small embeddings so that the tied head prefers whole words.
+  // Small embeddings keep the tied head's logits within a few units, so sampling spreads over many
+  // words instead of locking onto one; byte tokens get smaller ones still, so whole words win.
   std::vector<float> emb(static_cast<size_t>(c.vocab_size) * d);
   for (size_t i = 0; i < emb.size(); ++i) {
     const size_t token = i / d;
-    emb[i] = (xorshift_f32(&f.state) * 2.0f - 1.0f) * (token >= 3 && token < 259 ? 0.05f : 1.0f);
+    emb[i] = (xorshift_f32(&f.state) * 2.0f - 1.0f) * (token >= 3 && token < 259 ? 0.01f : 0.15f);
   }
   m.tok_emb = f32_matrix(emb.data(), c.vocab_size, c.dim);
   m.output = m.tok_emb;
