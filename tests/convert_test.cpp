@@ -67,15 +67,6 @@ int common_prefix(const std::vector<int>& a, const std::vector<int>& b) {
   return static_cast<int>(n);
 }
 
-// "key": value of `eval --json`.
-std::string json_raw(const std::string& json, const std::string& key) {
-  const std::string tag = "\"" + key + "\": ";
-  const size_t at = json.find(tag);
-  if (at == std::string::npos) return "";
-  const size_t end = json.find_first_of(",}", at);
-  return json.substr(at + tag.size(), end - at - tag.size());
-}
-
 // Bits/byte of `model` on the first `chunks` chunks of `text`; the raw JSON in *json.
 double eval_bpb(const std::string& model, const std::string& text, int chunks, std::string* json = nullptr) {
   std::vector<std::string> args = {"eval", "-m", model, "-f", text, "--json"};
@@ -83,7 +74,7 @@ double eval_bpb(const std::string& model, const std::string& text, int chunks, s
   const test::CommandResult r = run_cli(args);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (json) *json = r.out;
-  const std::string v = json_raw(r.out, "bits_per_byte");
+  const std::string v = test::json_raw(r.out, "bits_per_byte");
   return v.empty() ? std::nan("") : std::strtod(v.c_str(), nullptr);
 }
 
@@ -133,9 +124,9 @@ TEST(ConvertF32, GgufEvaluatesToTheSameBits) {
   std::string a, b;
   eval_bpb(stories_bin(), val_text(), 5, &a);
   eval_bpb(gguf, val_text(), 5, &b);
-  EXPECT_FALSE(json_raw(a, "nats").empty()) << a;
-  EXPECT_EQ(json_raw(b, "nats"), json_raw(a, "nats"));
-  EXPECT_EQ(json_raw(b, "tokens"), json_raw(a, "tokens"));
+  EXPECT_FALSE(test::json_raw(a, "nats").empty()) << a;
+  EXPECT_EQ(test::json_raw(b, "nats"), test::json_raw(a, "nats"));
+  EXPECT_EQ(test::json_raw(b, "tokens"), test::json_raw(a, "tokens"));
 }
 
 TEST(ConvertF16, HalvesTheFileAndKeepsTheGreedyText) {

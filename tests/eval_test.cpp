@@ -21,15 +21,6 @@ double json_number(const std::string& json, const std::string& key) {
   return std::strtod(json.c_str() + at + tag.size(), nullptr);
 }
 
-// The raw text of a JSON number field (to compare two runs bit for bit).
-std::string json_raw(const std::string& json, const std::string& key) {
-  const std::string tag = "\"" + key + "\": ";
-  const size_t at = json.find(tag);
-  if (at == std::string::npos) return "";
-  const size_t end = json.find_first_of(",}", at);
-  return json.substr(at + tag.size(), end - at - tag.size());
-}
-
 test::CommandResult eval_json(std::vector<std::string> extra) {
   std::vector<std::string> args = {"eval", "-m", test::shared_path(kModel), "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
@@ -112,9 +103,9 @@ TEST(EvalGolden, SameBitsWithRefAndSimdKernelsAndTwoThreads) {
   const test::CommandResult b = eval_json({"-f", test::shared_path(kText), "--chunks", "3", "--kernels", simd, "-t", "2"});
   ASSERT_EQ(a.exit_code, 0) << a.err;
   ASSERT_EQ(b.exit_code, 0) << b.err;
-  EXPECT_FALSE(json_raw(a.out, "nats").empty());
-  EXPECT_EQ(json_raw(a.out, "nats"), json_raw(b.out, "nats"));
-  EXPECT_EQ(json_raw(a.out, "tokens"), json_raw(b.out, "tokens"));
+  EXPECT_FALSE(test::json_raw(a.out, "nats").empty());
+  EXPECT_EQ(test::json_raw(a.out, "nats"), test::json_raw(b.out, "nats"));
+  EXPECT_EQ(test::json_raw(a.out, "tokens"), test::json_raw(b.out, "tokens"));
 }
 
 TEST(EvalChunks, ParagraphsArePackedGreedilyAndALongOneStandsAlone) {

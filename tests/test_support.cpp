@@ -101,6 +101,14 @@ CommandResult run_cli(const std::vector<std::string>& args) {
   return r;
 }
 
+std::string json_raw(const std::string& json, const std::string& key) {
+  const std::string tag = "\"" + key + "\": ";
+  const size_t at = json.find(tag);
+  if (at == std::string::npos) return "";
+  const size_t end = json.find_first_of(",}", at);
+  return json.substr(at + tag.size(), end - at - tag.size());
+}
+
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -31,6 +31,10 @@ struct CommandResult {
 // Runs the mcullm CLI with the given arguments (each passed as one argv entry).
 CommandResult run_cli(const std::vector<std::string>& args);
 
+// The raw text of the value of a flat "key": value field in JSON the CLI printed (numbers are
+// compared as text so that two runs can be checked bit for bit), or "" when missing.
+std::string json_raw(const std::string& json, const std::string& key);
+
 std::vector<uint8_t> read_file(const std::string& path);
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 std::string read_text(const std::string& path);
