@@ -201,8 +201,8 @@ TEST_P(ConvertQuant, ConvertsRunsFluentlyAndStaysBitExactAcrossKernelsAndThreads
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ConvertQuant,
-                         ::testing::Values(QuantCase{"q8_0", 5, 45, 48, 0.005}, QuantCase{"q4_0", 5, 35, 16, 0.09},
-                                           QuantCase{"q4g64", 0, 16, 6, 0.18}),
+                         ::testing::Values(QuantCase{"q8_0", 5, 45, 48, 0.005}, QuantCase{"q4_0", 5, 36, 16, 0.06},
+                                           QuantCase{"q4g64", 0, 18, 6, 0.13}),
                          [](const auto& info) { return std::string(info.param.type); });
 
 TEST(ConvertErrors, UnknownTypeAndUnwritableOutput) {
@@ -215,6 +215,25 @@ TEST(ConvertErrors, UnknownTypeAndUnwritableOutput) {
   EXPECT_NE(b.exit_code, 0);
   EXPECT_LT(b.exit_code, 128);
   EXPECT_NE(b.err.find("no/such/dir"), std::string::npos) << b.err;
+}
+
+}  // namespace
+}  // namespace mcullm
+
+namespace mcullm {
+namespace {
+
+// 4-bit types keep the embedding / head at q8_0 unless told otherwise; that is most of their quality.
+TEST(ConvertEmbeddingType, FourBitKeepsAnEightBitHeadByDefault) {
+  MC_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir();
+  const std::string dflt = dir + "/default.gguf", all4 = dir + "/all4.gguf";
+  ASSERT_EQ(run_cli({"convert", stories_bin(), "-o", dflt, "--type", "q4g64"}).exit_code, 0);
+  ASSERT_EQ(run_cli({"convert", stories_bin(), "-o", all4, "--type", "q4g64", "--embd-type", "q4g64"}).exit_code, 0);
+  // 512 x 64 embedding: q8_0 is 34 bytes per 32 weights, q4g64 34 per 64
+  EXPECT_EQ(file_size(dflt) - file_size(all4), 512u * 64u / 32u * 34u - 512u * 64u / 64u * 34u);
+  EXPECT_LT(eval_bpb(dflt, val_text(), 20) + 0.02, eval_bpb(all4, val_text(), 20));
+  EXPECT_NE(run_cli({"convert", stories_bin(), "-o", dflt, "--embd-type", "q3"}).exit_code, 0);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace mcullm::cli {
 namespace {
 
 struct ConvertOptions {
-  std::string input, output, tokenizer, type = "f32";
+  std::string input, output, tokenizer, type = "f32", embd_type;
 };
 
 int convert(const ConvertOptions& o) {
@@ -26,6 +26,10 @@ int convert(const ConvertOptions& o) {
   }
   LlamaExportOptions opt;
   opt.weight_type = dtype_info_by_name(o.type.c_str())->type;
+  if (!o.embd_type.empty()) {
+    opt.has_embedding_type = true;
+    opt.embedding_type = dtype_info_by_name(o.embd_type.c_str())->type;
+  }
   opt.source = lm->format + " " + o.input;
   GgufWriter writer;
   LlamaExportReport rep;
@@ -47,7 +51,10 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-o,--output", o->output, "GGUF file to write")->required();
   cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer to embed (default: the model's own, or one beside it)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--type", o->type, "Weight type of the matrices")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
+  cmd->add_option("--type", o->type, "Weight type of the layers' matrices")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
+  cmd->add_option("--embd-type", o->embd_type,
+                  "Type of the token embedding and output head (default: --type, but q8_0 for the 4-bit types)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
   cmd->callback([o, exit_code] { *exit_code = convert(*o); });
 }
 

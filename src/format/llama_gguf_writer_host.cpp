@@ -90,8 +90,10 @@ Status export_llama_gguf(const LlamaModel& model, const Llama2cTokenizer* tok, c
     w->set_bool("tokenizer.ggml.add_bos_token", true);
   }
 
-  MC_TRY(add_matrix(w, "token_embd.weight", model.tok_emb, opt.weight_type, report));
-  if (!model.tied_output) MC_TRY(add_matrix(w, "output.weight", model.output, opt.weight_type, report));
+  const bool four_bit = opt.weight_type == DType::kQ4_0 || opt.weight_type == DType::kQ4G64;
+  const DType embd = opt.has_embedding_type ? opt.embedding_type : four_bit ? DType::kQ8_0 : opt.weight_type;
+  MC_TRY(add_matrix(w, "token_embd.weight", model.tok_emb, embd, report));
+  if (!model.tied_output) MC_TRY(add_matrix(w, "output.weight", model.output, embd, report));
   MC_TRY(add_vector(w, "output_norm.weight", model.out_norm, c.dim));
   char name[64];
   for (int l = 0; l < c.n_layers; ++l) {

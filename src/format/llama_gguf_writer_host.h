@@ -10,7 +10,12 @@
 namespace mcullm {
 
 struct LlamaExportOptions {
-  DType weight_type = DType::kF32;     // matrices, including the embedding (norms stay f32)
+  DType weight_type = DType::kF32;     // the layers' matrices (norms stay f32)
+  // The token embedding and the output head. Unset: the weight type, except that 4-bit weight types
+  // keep these at q8_0 (as llama.cpp keeps its output tensor at higher precision): on small models a
+  // 4-bit head costs most of the quality loss.
+  bool has_embedding_type = false;
+  DType embedding_type = DType::kF32;
   std::string name = "mcullm model";
   std::string source;                  // recorded as mcullm.source
 };
