@@ -209,13 +209,12 @@ int eval(const EvalOptions& o) {
       bytes = piece_bytes(tok, ids, n);
       ++t.truncated;
     }
-    // A fresh context per chunk: the KV cache and activations start again from an empty arena.
-    work.rollback(fresh);
-    LlamaContext ctx;
-    if (Status st = ctx.init(&lm->model, ctx_len, work, &pool, kernels); !st.ok()) return report(st);
+    // A fresh decoder per chunk (any architecture): the KV cache and activations start again.
+    DecoderInstance dec;
+    if (Status st = make_decoder(*lm, ctx_len, &pool, kernels, 0, &dec); !st.ok()) return report(st);
     for (size_t pos = 0; pos + 1 < n; ++pos) {
       const float* logits = nullptr;
-      if (Status st = ctx.forward(ids[pos], static_cast<int>(pos), &logits); !st.ok()) return report(st);
+      if (Status st = dec.decoder->forward(ids[pos], static_cast<int>(pos), &logits); !st.ok()) return report(st);
       t.nats += token_nats(logits, cfg.vocab_size, ids[pos + 1]);
     }
     t.tokens += static_cast<long long>(n) - 1;
