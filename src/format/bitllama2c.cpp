@@ -41,7 +41,10 @@ MatRef* layer_matrix(BitLlama2cLayer& L, int i) {
 
 }  // namespace
 
-Status bitllama2c_read_header(const uint8_t* data, size_t size, BitLlama2cInfo* info) {
+namespace {
+
+// Magic, version, config and the size a ternary file with this header has (not yet compared).
+Status parse_header(const uint8_t* data, size_t size, BitLlama2cInfo* info) {
   *info = BitLlama2cInfo();
   if (size < kHeaderBytes)
     return Status::Error(Code::kCorrupt, "file of %zu bytes is too short for a bitllama2.c header (256)", size);
@@ -62,9 +65,6 @@ Status bitllama2c_read_header(const uint8_t* data, size_t size, BitLlama2cInfo* 
   c.rope_theta = 10000.0f;
   Status st = c.validate();
   if (!st.ok()) return st.prefix("bitllama2.c header: ");
-  if (data[36] != 1)
-    return Status::Error(data[36] == 0 ? Code::kUnsupported : Code::kCorrupt,
-                         "bitllama2.c shared_classifier flag is %u (only tied classifiers, 1, exist)", data[36]);
   MatShape shapes[7];
   shapes_of(c, shapes);
   uint64_t bytes = kHeaderBytes + 4ull * static_cast<uint64_t>(c.dim) * (1ull + static_cast<uint64_t>(c.vocab_size));
@@ -75,15 +75,25 @@ Status bitllama2c_read_header(const uint8_t* data, size_t size, BitLlama2cInfo* 
     bytes += static_cast<uint64_t>(c.n_layers) * (4 + static_cast<uint64_t>(s.rows) * static_cast<uint64_t>(s.cols) / 4);
   }
   info->expected_size = bytes;
-  if (bytes != size)
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status bitllama2c_read_header(const uint8_t* data, size_t size, BitLlama2cInfo* info) {
+  MC_TRY(parse_header(data, size, info));
+  if (info->expected_size != size)
     return Status::Error(Code::kCorrupt, "bitllama2.c file has %zu bytes, its header implies %llu", size,
-                         static_cast<unsigned long long>(bytes));
+                         static_cast<unsigned long long>(info->expected_size));
+  if (data[36] != 1)
+    return Status::Error(data[36] == 0 ? Code::kUnsupported : Code::kCorrupt,
+                         "bitllama2.c shared_classifier flag is %u (only tied classifiers, 1, exist)", data[36]);
   return Status::Ok();
 }
 
 bool bitllama2c_is_ternary(const uint8_t* data, size_t size) {
   BitLlama2cInfo info;
-  return bitllama2c_read_header(data, size, &info).ok();
+  return parse_header(data, size, &info).ok() && info.expected_size == size;
 }
 
 Status bitllama2c_load(const uint8_t* data, size_t size, TernaryLayout order, Arena& arena, BitLlama2cModel* model) {

@@ -25,7 +25,8 @@ struct BitLlama2cInfo {
 // bytes (an f32 ak42 v1 file gets this error too: see bitllama2c_is_ternary).
 Status bitllama2c_read_header(const uint8_t* data, size_t size, BitLlama2cInfo* info);
 
-// True when the bytes are an ak42 v1 header whose size is the ternary layout's.
+// True when the bytes are an ak42 v1 header whose size is the ternary layout's (other fields, such
+// as the classifier flag, are checked by bitllama2c_read_header, which then names the problem).
 bool bitllama2c_is_ternary(const uint8_t* data, size_t size);
 
 // Builds `model` over the bytes with the given bit order (kBitllama2cMsb or kBitllama2cLsb).
