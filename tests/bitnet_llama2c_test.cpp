@@ -2,10 +2,12 @@
 // family's C reader token for token (greedy and seeded), greedy logits within a tight bound, the
 // MSB/LSB bit order (explicit and detected), the same fingerprint for every kernel table and thread
 // count, and clear errors for damaged files.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "format/bitllama2c.h"
+#include "format/gguf.h"
 #include "host/model_loader.h"
 #include "quant/ternary.h"
 #include "test_support.h"
@@ -230,6 +232,107 @@ TEST(BitLlama2cFormat, HeaderAndShapesChecks) {
   small.resize(si.expected_size);
   EXPECT_EQ(bitllama2c_load(small.data(), small.size(), TernaryLayout::kBitllama2cMsb, arena, &model).code(),
             Code::kUnsupported);
+}
+
+}  // namespace
+}  // namespace mcullm
+
+namespace mcullm {
+namespace {
+
+TEST(BitLlama2cGguf, ConvertToI2sKeepsTheFingerprint) {
+  MC_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir();
+  for (const char* model : {"bit1M_msb.bin", "bit3M_msb.bin"}) {
+    const std::string out = dir + "/" + model + ".gguf";
+    const auto c = test::run_cli({"convert", bit(model), "-z", tok512(), "-o", out});
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    EXPECT_NE(c.err.find("56 matrices as i2_s"), std::string::npos) << c.err;
+    const auto a = test::run_cli({"run", "-m", bit(model), "-z", tok512(), "-p", "Once upon a time", "-n", "64", "-s", "5",
+                                  "--fingerprint", "-q"});
+    const auto b = test::run_cli({"run", "-m", out, "-p", "Once upon a time", "-n", "64", "-s", "5", "--fingerprint", "-q",
+                                  "--kernels", "ref", "-t", "2"});  // the tokenizer is embedded
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_NE(a.out.find("fingerprint "), std::string::npos);
+    EXPECT_EQ(a.out, b.out) << model;
+  }
+  // The GGUF reproduces the reference too.
+  const std::string dump = dir + "/g.tokens";
+  const auto r = test::run_cli({"run", "-m", dir + "/bit1M_msb.bin.gguf", "--temp", "1", "--top-p", "0.9", "-s", "133742",
+                                "--sampler", "llama2c", "-n", "256", "--dump-tokens", dump, "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::read_text(dump), test::read_text(bit("ref/bit1M_t1_p09_s133742.tokens")));
+}
+
+TEST(BitLlama2cGguf, ConvertTypesAreChecked) {
+  MC_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir();
+  const auto a = test::run_cli({"convert", bit("bit1M_msb.bin"), "-z", tok512(), "-o", dir + "/a.gguf", "--type", "q8_0"});
+  EXPECT_EQ(a.exit_code, 2);  // invalid argument
+  EXPECT_NE(a.err.find("converts to i2_s"), std::string::npos) << a.err;
+  const auto b = test::run_cli({"convert", test::shared_path("models/stories260K/stories260K.bin"), "-o", dir + "/b.gguf",
+                                "--type", "i2_s"});
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_NE(b.err.find("BitLinear"), std::string::npos) << b.err;
+}
+
+TEST(BitLlama2cGguf, DamagedFilesGetClearErrors) {
+  MC_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir();
+  const std::string out = dir + "/m.gguf";
+  ASSERT_EQ(test::run_cli({"convert", bit("bit1M_msb.bin"), "-z", tok512(), "-o", out}).exit_code, 0);
+  const auto good = test::read_file(out);
+  std::vector<uint8_t> mem(8 << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  GgufFile g;
+  ASSERT_TRUE(g.open(good.data(), good.size(), arena).ok());
+  const GgufTensor* q = g.find_tensor("blk.3.attn_q.weight");
+  ASSERT_NE(q, nullptr);
+  const size_t scale_at = static_cast<size_t>(q->data - good.data()) + 128 * 128 / 4;
+  const size_t type_at = [&] {  // the type field of blk.3.attn_q.weight's tensor info
+    const std::string name = "blk.3.attn_q.weight";
+    const auto it = std::search(good.begin(), good.end(), name.begin(), name.end());
+    return static_cast<size_t>(it - good.begin()) + name.size() + 4 + 2 * 8;
+  }();
+  uint32_t type_id;
+  std::memcpy(&type_id, good.data() + type_at, 4);
+  ASSERT_EQ(type_id, 36u);
+  struct Case {
+    const char* what;
+    std::vector<uint8_t> bytes;
+    const char* expect;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"truncated", std::vector<uint8_t>(good.begin(), good.end() - 8), "past the end"});
+  {
+    auto b = good;
+    const float nan = NAN;
+    std::memcpy(b.data() + scale_at, &nan, 4);
+    cases.push_back({"nan scale", b, "blk.3.attn_q.weight has scale"});
+  }
+  {
+    auto b = good;
+    const uint32_t f16 = 1;  // same bytes read as f16: the shape no longer matches the data
+    std::memcpy(b.data() + type_at, &f16, 4);
+    cases.push_back({"f16 matrix", b, "blk.3.attn_q.weight is f16"});
+  }
+  {
+    auto b = good;
+    const std::string key = "bitllama2c.block_count";
+    auto it = std::search(b.begin(), b.end(), key.begin(), key.end());
+    ASSERT_NE(it, b.end());
+    *(it + 11) = 'X';  // bitllama2c.bXock_count: the key is missing
+    cases.push_back({"missing key", b, "bitllama2c.block_count"});
+  }
+  for (const Case& c : cases) {
+    const std::string f = dir + "/bad.gguf";
+    test::write_file(f, c.bytes);
+    const auto r = test::run_cli({"run", "-m", f, "-n", "4"});
+    EXPECT_EQ(r.exit_code, 1) << c.what << ": " << r.err;
+    EXPECT_NE(r.err.find("mcullm: error:"), std::string::npos) << c.what << ": " << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.what << ": " << r.err;
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "format/bitllama2c.h"
+#include "format/bitllama2c_gguf.h"
 #include "format/llama2c.h"
 #include "format/llama_gguf.h"
 
@@ -126,7 +127,15 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
   if (is_gguf(data, size)) {
     m->format = "gguf";
     st = m->gguf.open(data, size, m->tables);
-    if (st.ok()) st = llama_from_gguf(m->gguf, m->tables, &m->model);
+    GgufStr arch{"", 0};
+    if (st.ok() && m->gguf.find_kv("general.architecture")) st = m->gguf.get_string("general.architecture", &arch);
+    if (st.ok() && arch.equals(kBitLlama2cArch)) {
+      m->arch = "bitnet-llama2c";
+      st = bitllama2c_from_gguf(m->gguf, m->tables, &m->bitnet);
+      m->model.cfg = m->bitnet.cfg;
+    } else if (st.ok()) {
+      st = llama_from_gguf(m->gguf, m->tables, &m->model);
+    }
   } else if (bitllama2c_is_ternary(data, size)) {
     st = load_bitllama2c(m.get(), opt);
   } else {
