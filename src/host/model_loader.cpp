@@ -55,7 +55,7 @@ Status bitllama2c_greedy_confidence(const BitLlama2cModel& model, int steps, dou
   Arena arena(Tier::kHost, mem.data(), mem.size());
   SerialPool pool;
   BitLlama2cContext ctx;
-  MC_TRY(ctx.init(&model, steps, arena, &pool, &kernels_ref()));
+  MC_TRY(ctx.init(&model, steps, arena, &pool, &kernels_best()));  // any table: the same bits
   double total = 0;
   int token = 1;  // BOS
   for (int pos = 0; pos < steps; ++pos) {

@@ -40,7 +40,7 @@ Status load_model(const std::string& path, std::unique_ptr<LoadedModel>* out);
 Status load_model(const std::string& path, const LoadOptions& opt, std::unique_ptr<LoadedModel>* out);
 
 // How sure a bitllama2.c model is of its own greedy continuation of BOS: the mean log-probability
-// of the argmax over `steps` steps (reference kernels, one thread). The file does not say whether
+// of the argmax over `steps` steps (one thread; every kernel table gives the same bits). The file does not say whether
 // its weights are packed MSB- or LSB-first; the wrong order scrambles every group of four columns,
 // and the scrambled model is far less sure of itself, so "auto" picks the order that scores higher.
 Status bitllama2c_greedy_confidence(const BitLlama2cModel& model, int steps, double* mean_logprob);

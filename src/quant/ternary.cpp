@@ -34,15 +34,7 @@ const LayoutInfo* info_of(TernaryLayout layout) {
 
 // 2-bit codes of the byte layouts (4 weights a byte).
 inline int bitllama2c_code(int w) { return w == 0 ? 0 : w == 1 ? 1 : 3; }
-inline int bitllama2c_value(int code, bool* ok) {
-  if (code == 2) *ok = false;
-  return code == 1 ? 1 : code == 3 ? -1 : 0;
-}
 inline int cluster_code(int w) { return w == 0 ? 0 : w == 1 ? 1 : 2; }
-inline int cluster_value(int code, bool* ok) {
-  if (code == 3) *ok = false;
-  return code == 1 ? 1 : code == 2 ? -1 : 0;
-}
 inline int offset_value(int code, bool* ok) {  // code = w + 1 (i2_s, tq2_0)
   if (code == 3) *ok = false;
   return code - 1;
@@ -63,15 +55,24 @@ void pack_bytes(TernaryLayout layout, const int8_t* w, int cols, uint8_t* dst) {
   }
 }
 
+// Values of the four 2-bit codes of each byte layout (2 marks an invalid code).
+constexpr int8_t kBitllama2cValues[4] = {0, 1, 2, -1};
+constexpr int8_t kClusterValues[4] = {0, 1, -1, 2};
+
 bool unpack_bytes(TernaryLayout layout, const uint8_t* src, int cols, int8_t* w) {
-  bool ok = true;
-  for (int i = 0; i < cols / 4; ++i)
-    for (int j = 0; j < 4; ++j) {
-      const int code = (src[i] >> byte_shift(layout, j)) & 3;
-      w[4 * i + j] = static_cast<int8_t>(layout == TernaryLayout::kCluster2 ? cluster_value(code, &ok)
-                                                                            : bitllama2c_value(code, &ok));
-    }
-  return ok;
+  const int8_t* values = layout == TernaryLayout::kCluster2 ? kClusterValues : kBitllama2cValues;
+  const int s0 = byte_shift(layout, 0), s1 = byte_shift(layout, 1), s2 = byte_shift(layout, 2), s3 = byte_shift(layout, 3);
+  int bad = 0;
+  for (int i = 0; i < cols / 4; ++i) {
+    const unsigned b = src[i];
+    const int8_t v0 = values[(b >> s0) & 3], v1 = values[(b >> s1) & 3], v2 = values[(b >> s2) & 3], v3 = values[(b >> s3) & 3];
+    bad |= (v0 == 2) | (v1 == 2) | (v2 == 2) | (v3 == 2);
+    w[4 * i] = v0;
+    w[4 * i + 1] = v1;
+    w[4 * i + 2] = v2;
+    w[4 * i + 3] = v3;
+  }
+  return bad == 0;  // (w is unspecified when false)
 }
 
 // i2_s: per 128 weights, byte b holds weights b + 32k at bits 7-6 (k = 0) down to 1-0 (k = 3).

@@ -50,7 +50,8 @@ bool ternary_pack_row(TernaryLayout layout, const int8_t* w, int cols, void* dst
 
 // Unpacks a row into `w` (cols values in {-1, 0, 1}); for tq* layouts also the f16 block scales
 // into `d` when not nullptr. False when the row does not fit or holds an invalid code (bitllama2c:
-// 10, cluster2: 11, i2_s / tq2_0: 3). Any tq1_0 byte decodes to valid trits. src may be unaligned.
+// 10, cluster2: 11, i2_s / tq2_0: 3; w is then unspecified). Any tq1_0 byte decodes to valid trits.
+// src may be unaligned.
 bool ternary_unpack_row(TernaryLayout layout, const void* src, int cols, int8_t* w, uint16_t* d = nullptr);
 
 // Repacks one row from one layout to another; tq* block scales carry over between the tq*
