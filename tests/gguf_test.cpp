@@ -466,8 +466,18 @@ TEST(GgufHostile, TensorOffsets) {
 }
 
 TEST(GgufHostile, UnknownTensorType) {
-  const auto b = Bytes().header(1, 0).tensor("blk.0.attn_q.weight", {128, 2}, 36, 0).pad().zeros(128).b;
-  expect_error(b, Code::kUnsupported, "tensor 'blk.0.attn_q.weight' has unknown tensor type id 36");
+  // 37 is bitnet.cpp's TL1, which this reader does not know.
+  const auto b = Bytes().header(1, 0).tensor("blk.0.attn_q.weight", {128, 2}, 37, 0).pad().zeros(128).b;
+  expect_error(b, Code::kUnsupported, "tensor 'blk.0.attn_q.weight' has unknown tensor type id 37");
+}
+
+TEST(GgufHostile, I2sTensorNeedsItsScaleTail) {
+  // i2_s (id 36): 2 rows of 128 weights = 64 bytes, then 32 bytes holding the tensor's f32 scale.
+  Opened ok(Bytes().header(1, 0).tensor("w", {128, 2}, 36, 0).pad().zeros(96).b);
+  ASSERT_TRUE(ok.status.ok()) << ok.status.message();
+  EXPECT_EQ(ok.file.tensor(0)->nbytes, 96u);
+  expect_error(Bytes().header(1, 0).tensor("w", {128, 2}, 36, 0).pad().zeros(95).b, Code::kCorrupt, "end past the end");
+  expect_error(Bytes().header(1, 0).tensor("w", {100, 2}, 36, 0).pad().zeros(96).b, Code::kCorrupt, "100 columns");
 }
 
 TEST(GgufHostile, BadAlignment) {

@@ -1,8 +1,10 @@
-// `mcullm convert`: any model we read -> GGUF (f32, f16, q8_0, q4_0 or our q4g64).
+// `mcullm convert`: any model we read -> GGUF (f32, f16, q8_0, q4_0 or our q4g64; bitllama2.c ternary
+// models -> i2_s).
 #include <cstdio>
 #include <memory>
 
 #include "cli.h"
+#include "format/bitllama2c_gguf_writer_host.h"
 #include "format/llama_gguf_writer_host.h"
 #include "host/model_loader.h"
 
@@ -11,12 +13,14 @@ namespace mcullm::cli {
 namespace {
 
 struct ConvertOptions {
-  std::string input, output, tokenizer, type = "f32", embd_type;
+  std::string input, output, tokenizer, type, embd_type, bit_order = "auto";  // type "": f32, or i2_s for ternary models
 };
 
 int convert(const ConvertOptions& o) {
   std::unique_ptr<LoadedModel> lm;
-  if (Status st = load_model(o.input, &lm); !st.ok()) return report(st);
+  LoadOptions lo;
+  lo.bit_order = o.bit_order;
+  if (Status st = load_model(o.input, lo, &lm); !st.ok()) return report(st);
   Llama2cTokenizer tok;
   std::string tok_source;
   Status tok_status = load_tokenizer(*lm, o.tokenizer, &tok, &tok_source);
@@ -24,8 +28,25 @@ int convert(const ConvertOptions& o) {
     if (!o.tokenizer.empty()) return report(tok_status);
     std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the GGUF will have no vocabulary\n", tok_status.message());
   }
+  if (lm->arch == "bitnet-llama2c") {  // BitLinear layers: the ternary weights and scales as they are
+    if (!o.type.empty() && o.type != "i2_s")
+      return report(Status::Error(Code::kInvalidArgument, "--type %s: a bitllama2.c ternary model converts to i2_s",
+                                  o.type.c_str()));
+    GgufWriter writer;
+    BitLlama2cExportReport rep;
+    if (Status st = export_bitllama2c_gguf(lm->bitnet, tok_status.ok() ? &tok : nullptr, lm->format + " " + o.input, &writer, &rep);
+        !st.ok())
+      return report(st);
+    if (Status st = writer.write_file(o.output); !st.ok()) return report(st);
+    std::fprintf(stderr, "mcullm: wrote %s: %d matrices as i2_s, %.2f MiB of ternary weights, tokenizer %s\n", o.output.c_str(),
+                 rep.matrices, rep.weight_bytes / 1048576.0, tok_status.ok() ? tok_source.c_str() : "none");
+    return 0;
+  }
+  if (o.type == "i2_s")
+    return report(Status::Error(Code::kInvalidArgument, "--type i2_s holds BitLinear (ternary) models; this is %s",
+                                lm->format.c_str()));
   LlamaExportOptions opt;
-  opt.weight_type = dtype_info_by_name(o.type.c_str())->type;
+  opt.weight_type = dtype_info_by_name(o.type.empty() ? "f32" : o.type.c_str())->type;
   if (!o.embd_type.empty()) {
     opt.has_embedding_type = true;
     opt.embedding_type = dtype_info_by_name(o.embd_type.c_str())->type;
@@ -51,10 +72,13 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-o,--output", o->output, "GGUF file to write")->required();
   cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer to embed (default: the model's own, or one beside it)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--type", o->type, "Weight type of the layers' matrices")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
+  cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; i2_s for bitllama2.c ternary models)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s"}));
   cmd->add_option("--embd-type", o->embd_type,
                   "Type of the token embedding and output head (default: --type, but q8_0 for the 4-bit types)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
+  cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
+      ->check(CLI::IsMember({"msb", "lsb", "auto"}));
   cmd->callback([o, exit_code] { *exit_code = convert(*o); });
 }
 

@@ -17,7 +17,8 @@ namespace mcullm::cli {
 namespace {
 
 struct RunOptions {
-  std::string model, tokenizer, prompt, prompt_file, prompt_ids, dump_tokens, dump_logits, kernels = "auto", sampler = "default";
+  std::string model, tokenizer, prompt, prompt_file, prompt_ids, dump_tokens, dump_logits, kernels = "auto", sampler = "default",
+      bit_order = "auto";
   int n_predict = 256, ctx = 0, threads = 1;
   int64_t seed = 42;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
@@ -98,7 +99,9 @@ void print_memory(const Arena& tables, const Arena& work) {
 int run(const RunOptions& o) {
   const Clock::time_point t_load = Clock::now();
   std::unique_ptr<LoadedModel> lm;
-  if (Status st = load_model(o.model, &lm); !st.ok()) return report(st);
+  LoadOptions lo;
+  lo.bit_order = o.bit_order;
+  if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
   const LlamaConfig& cfg = lm->model.cfg;
 
   Llama2cTokenizer tok;
@@ -239,6 +242,8 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--sampler", o->sampler, "default, or llama2c (llama2.c's RNG and top-p: same seed, same text)")
       ->check(CLI::IsMember({"default", "llama2c"}));
   cmd->add_option("--kernels", o->kernels, "ref, avx2 or auto")->check(CLI::IsMember({"ref", "avx2", "auto"}));
+  cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
+      ->check(CLI::IsMember({"msb", "lsb", "auto"}));
   cmd->add_flag("--fingerprint", o->fingerprint, "Print the run's fingerprint (hash of token ids and logits)");
   cmd->add_option("--dump-tokens", o->dump_tokens, "Write PROMPT / TOK lines (the format of ../shared/models/*/ref)");
   cmd->add_option("--dump-logits", o->dump_logits, "Write every step's logits as little-endian f32");

@@ -222,7 +222,12 @@ Status parse_tensor_info(Reader& r, GgufTensor* t) {
   if (rows > r.size / row_bytes)
     return Status::Error(Code::kCorrupt, "tensor '%.*s': %llu rows of %llu bytes are larger than the file", nlen,
                          name, ull(rows), ull(row_bytes));
-  t->nbytes = rows * row_bytes;
+  // Types with data after the rows (i2_s: one f32 scale per tensor, padded to 32 bytes).
+  const uint64_t tail = static_cast<uint64_t>(info->tensor_tail_bytes);
+  if (rows * row_bytes > r.size - (tail < r.size ? tail : r.size))
+    return Status::Error(Code::kCorrupt, "tensor '%.*s': %llu rows of %llu bytes and a %llu-byte tail are larger than the file",
+                         nlen, name, ull(rows), ull(row_bytes), ull(tail));
+  t->nbytes = rows * row_bytes + tail;
   t->data = nullptr;
   return Status::Ok();
 }

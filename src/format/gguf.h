@@ -57,7 +57,7 @@ struct GgufTensor {
   DType type;
   uint64_t offset;        // relative to the data section
   const uint8_t* data;    // first byte of the tensor in the caller's buffer
-  uint64_t nbytes;        // rows() * dtype_row_bytes(type, ne[0])
+  uint64_t nbytes;        // rows() * dtype_row_bytes(type, ne[0]) + the type's tensor_tail_bytes
   int64_t rows() const;   // product of ne[1..]
 };
 

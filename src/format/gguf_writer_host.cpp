@@ -130,7 +130,8 @@ Status GgufWriter::add_tensor(const std::string& name, DType type, std::vector<i
   // A row holds at least ne[0] / block bytes: refuse shapes far larger than the data before
   // computing sizes that could overflow.
   const size_t row_bytes = ne[0] / info->block > static_cast<int64_t>(nbytes) ? 0 : dtype_row_bytes(type, ne[0]);
-  if (row_bytes == 0 || static_cast<uint64_t>(rows) > SIZE_MAX / row_bytes || static_cast<size_t>(rows) * row_bytes != nbytes)
+  const size_t tail = static_cast<size_t>(info->tensor_tail_bytes);
+  if (row_bytes == 0 || static_cast<uint64_t>(rows) > SIZE_MAX / row_bytes || static_cast<size_t>(rows) * row_bytes + tail != nbytes)
     return Status::Error(Code::kInvalidArgument, "tensor '%s': %zu bytes given, the %s shape needs %lld rows of %zu bytes",
                          name.c_str(), nbytes, info->name, static_cast<long long>(rows), row_bytes);
   if (nbytes > 0 && !data) return Status::Error(Code::kInvalidArgument, "tensor '%s': no data", name.c_str());

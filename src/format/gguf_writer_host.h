@@ -34,7 +34,7 @@ class GgufWriter {
   Status set_array(const std::string& key, GgufType elem_type, const void* elems, uint64_t count);
 
   // Copies the bytes. Checks: 1..4 dimensions, each >= 1, a known type that can store ne[0]
-  // columns, nbytes == rows * dtype_row_bytes(type, ne[0]), a name not used before.
+  // columns, nbytes == rows * dtype_row_bytes(type, ne[0]) + tensor_tail_bytes (i2_s: 32), a name not used before.
   Status add_tensor(const std::string& name, DType type, std::vector<int64_t> ne, const void* data, size_t nbytes);
 
   size_t kv_count() const { return kvs_.size(); }

@@ -4,6 +4,7 @@
 
 #include "quant/blocks.h"
 #include "quant/f16.h"
+#include "quant/ternary.h"
 
 namespace mcullm {
 
@@ -31,6 +32,7 @@ Status matrix(const GgufFile& f, const char* name, Arena& arena, TensorClass cls
   out->cols = static_cast<int>(t->ne[0]);
   out->rows = static_cast<int>(t->ne[1]);
   out->row_bytes = dtype_row_bytes(t->type, t->ne[0]);
+  if (t->type == DType::kI2_S) out->scale = i2s_tensor_scale(t->data, t->ne[1], t->ne[0]);  // after the rows
   arena.note_mapped(static_cast<size_t>(t->nbytes), cls);
   return Status::Ok();
 }

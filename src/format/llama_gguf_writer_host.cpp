@@ -47,6 +47,29 @@ Status add_vector(GgufWriter* w, const std::string& name, const float* v, int n)
 
 }  // namespace
 
+Status add_llama_vocab(GgufWriter* w, const Llama2cTokenizer& tok, int vocab_size) {
+  if (tok.vocab_size() != vocab_size)
+    return Status::Error(Code::kInvalidArgument, "tokenizer has %d tokens, the model %d", tok.vocab_size(), vocab_size);
+  std::vector<std::string> pieces;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (int i = 0; i < tok.vocab_size(); ++i) {
+    pieces.push_back(to_spm_spaces(tok.piece(i)));
+    scores.push_back(tok.score(i));
+    // llama.cpp token types: 1 normal, 2 unknown, 3 control, 6 byte
+    types.push_back(i == 0 ? 2 : (i == tok.bos_id() || i == tok.eos_id()) ? 3 : is_byte_piece(tok.piece(i)) ? 6 : 1);
+  }
+  w->set_string("tokenizer.ggml.model", "llama");
+  w->set_string_array("tokenizer.ggml.tokens", pieces);
+  w->set_f32_array("tokenizer.ggml.scores", scores);
+  w->set_i32_array("tokenizer.ggml.token_type", types);
+  w->set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(tok.bos_id()));
+  w->set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tok.eos_id()));
+  w->set_u32("tokenizer.ggml.unknown_token_id", 0);
+  w->set_bool("tokenizer.ggml.add_bos_token", true);
+  return Status::Ok();
+}
+
 Status export_llama_gguf(const LlamaModel& model, const Llama2cTokenizer* tok, const LlamaExportOptions& opt,
                          GgufWriter* w, LlamaExportReport* report) {
   MC_TRY(model.check_shapes());
@@ -68,27 +91,7 @@ Status export_llama_gguf(const LlamaModel& model, const Llama2cTokenizer* tok, c
   w->set_string("mcullm.weight_type", dtype_info(opt.weight_type)->name);
   if (!opt.source.empty()) w->set_string("mcullm.source", opt.source);
 
-  if (tok) {
-    if (tok->vocab_size() != c.vocab_size)
-      return Status::Error(Code::kInvalidArgument, "tokenizer has %d tokens, the model %d", tok->vocab_size(), c.vocab_size);
-    std::vector<std::string> pieces;
-    std::vector<float> scores;
-    std::vector<int32_t> types;
-    for (int i = 0; i < tok->vocab_size(); ++i) {
-      pieces.push_back(to_spm_spaces(tok->piece(i)));
-      scores.push_back(tok->score(i));
-      // llama.cpp token types: 1 normal, 2 unknown, 3 control, 6 byte
-      types.push_back(i == 0 ? 2 : (i == tok->bos_id() || i == tok->eos_id()) ? 3 : is_byte_piece(tok->piece(i)) ? 6 : 1);
-    }
-    w->set_string("tokenizer.ggml.model", "llama");
-    w->set_string_array("tokenizer.ggml.tokens", pieces);
-    w->set_f32_array("tokenizer.ggml.scores", scores);
-    w->set_i32_array("tokenizer.ggml.token_type", types);
-    w->set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(tok->bos_id()));
-    w->set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tok->eos_id()));
-    w->set_u32("tokenizer.ggml.unknown_token_id", 0);
-    w->set_bool("tokenizer.ggml.add_bos_token", true);
-  }
+  if (tok) MC_TRY(add_llama_vocab(w, *tok, c.vocab_size));
 
   const bool four_bit = opt.weight_type == DType::kQ4_0 || opt.weight_type == DType::kQ4G64;
   const DType embd = opt.has_embedding_type ? opt.embedding_type : four_bit ? DType::kQ8_0 : opt.weight_type;

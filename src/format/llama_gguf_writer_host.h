@@ -27,6 +27,9 @@ struct LlamaExportReport {
   size_t weight_bytes = 0;
 };
 
+// The llama2.c-style vocabulary as llama.cpp's tokenizer.ggml.* keys (U+2581 for spaces).
+Status add_llama_vocab(GgufWriter* w, const Llama2cTokenizer& tok, int vocab_size);
+
 // Fills `w` with the model's keys, tensors and (when given) the tokenizer's vocabulary.
 Status export_llama_gguf(const LlamaModel& model, const Llama2cTokenizer* tok, const LlamaExportOptions& opt,
                          GgufWriter* w, LlamaExportReport* report);

@@ -2,8 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstring>
+#include <vector>
 
+#include "format/bitllama2c.h"
+#include "format/bitllama2c_gguf.h"
 #include "format/llama2c.h"
 #include "format/llama_gguf.h"
 
@@ -41,7 +45,75 @@ std::string from_spm_spaces(const char* s, size_t n) {
 
 }  // namespace
 
+Status bitllama2c_greedy_confidence(const BitLlama2cModel& model, int steps, double* mean_logprob) {
+  const LlamaConfig& c = model.cfg;
+  if (steps > c.seq_len) steps = c.seq_len;
+  const size_t bytes = 2ull * c.n_layers * static_cast<size_t>(steps) * c.kv_dim() * sizeof(float) +
+                       16ull * (c.vocab_size + c.hidden_dim + c.dim) * sizeof(float) +
+                       4ull * c.n_heads * static_cast<size_t>(steps) * sizeof(float) + (1u << 16);
+  std::vector<uint8_t> mem(bytes);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  SerialPool pool;
+  BitLlama2cContext ctx;
+  MC_TRY(ctx.init(&model, steps, arena, &pool, &kernels_best()));  // any table: the same bits
+  double total = 0;
+  int token = 1;  // BOS
+  for (int pos = 0; pos < steps; ++pos) {
+    const float* logits = nullptr;
+    MC_TRY(ctx.forward(token, pos, &logits));
+    int best = 0;
+    for (int i = 1; i < c.vocab_size; ++i)
+      if (logits[i] > logits[best]) best = i;
+    double sum = 0;
+    for (int i = 0; i < c.vocab_size; ++i) sum += std::exp(static_cast<double>(logits[i]) - logits[best]);
+    total += -std::log(sum);  // log-probability of the argmax
+    token = best;
+  }
+  *mean_logprob = total / steps;
+  return Status::Ok();
+}
+
+namespace {
+
+Status load_bitllama2c(LoadedModel* m, const LoadOptions& opt) {
+  const uint8_t* data = m->file.data();
+  const size_t size = m->file.size();
+  m->arch = "bitnet-llama2c";
+  TernaryLayout order = TernaryLayout::kBitllama2cMsb;
+  bool detected = false;
+  if (opt.bit_order == "lsb") {
+    order = TernaryLayout::kBitllama2cLsb;
+  } else if (opt.bit_order == "auto") {
+    double score[2] = {0, 0};
+    const TernaryLayout orders[2] = {TernaryLayout::kBitllama2cMsb, TernaryLayout::kBitllama2cLsb};
+    for (int i = 0; i < 2; ++i) {
+      const Arena::Mark mark = m->tables.mark();
+      BitLlama2cModel trial;
+      Status st = bitllama2c_load(data, size, orders[i], m->tables, &trial);
+      if (st.ok()) st = bitllama2c_greedy_confidence(trial, 16, &score[i]);
+      m->tables.rollback(mark);
+      if (!st.ok()) return st;
+    }
+    order = score[1] > score[0] ? orders[1] : orders[0];
+    detected = true;
+  } else if (opt.bit_order != "msb") {
+    return Status::Error(Code::kInvalidArgument, "bit order '%s' (msb, lsb or auto)", opt.bit_order.c_str());
+  }
+  MC_TRY(bitllama2c_load(data, size, order, m->tables, &m->bitnet));
+  m->bit_order = order;
+  m->model.cfg = m->bitnet.cfg;
+  m->format = std::string("bitllama2.c ternary (") + (order == TernaryLayout::kBitllama2cMsb ? "msb" : "lsb") +
+              (detected ? ", detected)" : ")");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status load_model(const std::string& path, std::unique_ptr<LoadedModel>* out) {
+  return load_model(path, LoadOptions(), out);
+}
+
+Status load_model(const std::string& path, const LoadOptions& opt, std::unique_ptr<LoadedModel>* out) {
   auto m = std::make_unique<LoadedModel>();
   m->path = path;
   MC_TRY(m->file.open(path));
@@ -55,7 +127,17 @@ Status load_model(const std::string& path, std::unique_ptr<LoadedModel>* out) {
   if (is_gguf(data, size)) {
     m->format = "gguf";
     st = m->gguf.open(data, size, m->tables);
-    if (st.ok()) st = llama_from_gguf(m->gguf, m->tables, &m->model);
+    GgufStr arch{"", 0};
+    if (st.ok() && m->gguf.find_kv("general.architecture")) st = m->gguf.get_string("general.architecture", &arch);
+    if (st.ok() && arch.equals(kBitLlama2cArch)) {
+      m->arch = "bitnet-llama2c";
+      st = bitllama2c_from_gguf(m->gguf, m->tables, &m->bitnet);
+      m->model.cfg = m->bitnet.cfg;
+    } else if (st.ok()) {
+      st = llama_from_gguf(m->gguf, m->tables, &m->model);
+    }
+  } else if (bitllama2c_is_ternary(data, size)) {
+    st = load_bitllama2c(m.get(), opt);
   } else {
     Llama2cInfo info;
     st = llama2c_read_header(data, size, &info);
@@ -80,6 +162,12 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
                        4ull * c.n_heads * static_cast<size_t>(ctx_len) * sizeof(float) + extra_bytes + (1u << 20);
   out->memory.reset(new uint8_t[bytes]);
   out->work.reset(Tier::kHost, out->memory.get(), bytes);
+  if (m.arch == "bitnet-llama2c") {
+    auto bit = std::make_shared<BitLlama2cContext>();
+    MC_TRY(bit->init(&m.bitnet, ctx_len, out->work, pool, kernels));
+    out->decoder = bit;
+    return Status::Ok();
+  }
   auto ctx = std::make_shared<LlamaContext>();
   MC_TRY(ctx->init(&m.model, ctx_len, out->work, pool, kernels));
   out->decoder = ctx;

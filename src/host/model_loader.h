@@ -9,23 +9,41 @@
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "model/decoder.h"
+#include "model/bitnet_llama2c.h"
 #include "model/llama.h"
+#include "quant/ternary.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
 namespace mcullm {
 
 struct LoadedModel {
   std::string path;
-  std::string format;  // "gguf", "llama2.c legacy", "llama2.c ak42 v1", "llama2.c ak42 v2"
+  std::string format;  // "gguf", "llama2.c legacy", "llama2.c ak42 v1", "llama2.c ak42 v2",
+                       // "bitllama2.c ternary (msb)" / "(lsb)" (+ ", detected" when auto-detected)
+  std::string arch = "llama";  // "llama", or "bitnet-llama2c" (the BitLinear model in `bitnet`)
   MappedFile file;
   std::unique_ptr<uint8_t[]> table_memory;  // backs `tables`
   Arena tables;                             // tensor tables, expanded weights, GGUF indexes
   GgufFile gguf;                            // valid when format == "gguf"
-  LlamaModel model;
+  LlamaModel model;                         // arch "llama"; for other archs only model.cfg is set
+  BitLlama2cModel bitnet;                   // arch "bitnet-llama2c"
+  TernaryLayout bit_order = TernaryLayout::kBitllama2cMsb;  // of a bitllama2.c file
+};
+
+struct LoadOptions {
+  // Bit order of a bitllama2.c ternary file: "msb", "lsb" or "auto" (detect_bit_order below).
+  std::string bit_order = "auto";
 };
 
 // The object holds pointers into itself, so it is created on the heap and never moved.
 Status load_model(const std::string& path, std::unique_ptr<LoadedModel>* out);
+Status load_model(const std::string& path, const LoadOptions& opt, std::unique_ptr<LoadedModel>* out);
+
+// How sure a bitllama2.c model is of its own greedy continuation of BOS: the mean log-probability
+// of the argmax over `steps` steps (one thread; every kernel table gives the same bits). The file does not say whether
+// its weights are packed MSB- or LSB-first; the wrong order scrambles every group of four columns,
+// and the scrambled model is far less sure of itself, so "auto" picks the order that scores higher.
+Status bitllama2c_greedy_confidence(const BitLlama2cModel& model, int steps, double* mean_logprob);
 
 // A ready-to-run decoder for the loaded model: its own work arena (KV cache, activations, plus
 // `extra_bytes` for the caller, e.g. the sampler's scratch) and the architecture's context.

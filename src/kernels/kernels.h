@@ -7,6 +7,11 @@
 //  * Quantized dot products (weights in blocks, activations int8 in blocks of the same size) form
 //    one exact int32 sum per block, then acc[b % 8] += (float)isum_b * (d_w_b * d_x_b) in increasing
 //    block order, folded as a tree for s = 4, 2, 1.
+//  * Ternary weights (i2_s rows, see quant/ternary.h) times int8 activations with ONE scale for the
+//    whole vector (BitLinear, quantize_bitlinear): one exact int32 sum per row, then
+//    y = (float)isum * (w.scale * xs[0]). Types without an integer kernel (tq1_0, tq2_0, i2_s with f32
+//    input) go through one scalar path shared by every table: rows expanded to f32, then the f32
+//    16-lane order above.
 // Rows are independent, so any split of rows among threads gives the same bits.
 #pragma once
 #include <stddef.h>
@@ -23,6 +28,7 @@ struct MatRef {
   int rows = 0;
   int cols = 0;
   size_t row_bytes = 0;
+  float scale = 1.0f;  // the per-tensor scale of i2_s weights (ignored by the other types)
   const uint8_t* row(int r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes; }
 };
 
@@ -64,6 +70,8 @@ struct KernelSet {
   void (*softmax)(float* x, int n);
   // gate[i] = mc_silu(gate[i]) * up[i]: the SwiGLU product.
   void (*silu_mul)(float* gate, const float* up, int n);
+  // i2_s rows times int8 activations with one scale (xs[0]): see the contract above.
+  void (*matvec_i2s)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 };
 
 const KernelSet& kernels_ref();
@@ -73,7 +81,8 @@ const KernelSet* kernels_avx2();
 const KernelSet* kernels_by_name(const char* name);
 const KernelSet& kernels_best();
 
-// Rows [r0, r1) of w times x, whatever w's type (x.q must be filled when w is quantized).
+// Rows [r0, r1) of w times x, whatever w's type (x.q must be filled when w is quantized; for i2_s
+// weights x.q with one scale selects the integer kernel, else the f32 path is taken).
 void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int r0, int r1);
 
 }  // namespace mcullm

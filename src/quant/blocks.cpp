@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "quant/f16.h"
+#include "quant/ternary.h"
 
 namespace mcullm {
 
@@ -80,6 +81,9 @@ bool quantize_row(DType type, const float* src, void* dst, int cols) {
     case DType::kQ8_0: quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), cols); return true;
     case DType::kQ4_0: quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), cols); return true;
     case DType::kQ4G64: quantize_q4g64(src, static_cast<BlockQ4G64*>(dst), cols); return true;
+    case DType::kTQ1_0:
+    case DType::kTQ2_0: return ternary_quantize_tq_row(type, src, dst, cols);
+    case DType::kI2_S: return false;  // one scale per tensor: quant/ternary.h packs whole tensors
   }
   return false;
 }
@@ -118,6 +122,9 @@ bool dequantize_row(DType type, const void* src, float* dst, int cols) {
       }
       return true;
     }
+    case DType::kTQ1_0:
+    case DType::kTQ2_0: return ternary_dequantize_tq_row(type, src, dst, cols);
+    case DType::kI2_S: return false;  // needs the tensor's scale: i2s_dequantize_row
   }
   return false;
 }
@@ -128,6 +135,9 @@ bool dequantize_row_any(DType type, const void* src, float* dst, int cols) {
     memcpy(dst, src, static_cast<size_t>(cols) * 4);
     return true;
   }
+  // The ternary layouts read bytes and memcpy their scales: any alignment.
+  if (type == DType::kTQ1_0 || type == DType::kTQ2_0) return ternary_dequantize_tq_row(type, src, dst, cols);
+  if (type == DType::kI2_S) return false;
   // Every other layout is read byte- or u16-wise; copy u16 values through memcpy when unaligned.
   if (reinterpret_cast<uintptr_t>(src) % 2 == 0) return dequantize_row(type, src, dst, cols);
   const size_t bytes = dtype_row_bytes(type, cols);

@@ -11,6 +11,9 @@ const DTypeInfo kInfos[] = {
     {DType::kQ4_0, "q4_0", 32, 18, false, 32},
     {DType::kQ8_0, "q8_0", 32, 34, false, 32},
     {DType::kQ4G64, "q4g64", 64, 34, true, 64},
+    {DType::kTQ1_0, "tq1_0", 256, 54, false, 0},
+    {DType::kTQ2_0, "tq2_0", 256, 66, false, 0},
+    {DType::kI2_S, "i2_s", 128, 32, false, 0, 32},
 };
 }  // namespace
 
@@ -39,6 +42,12 @@ size_t dtype_row_bytes(DType type, int64_t cols) {
   if (!info || cols <= 0) return 0;
   const int64_t blocks = (cols + info->block - 1) / info->block;
   return static_cast<size_t>(blocks) * static_cast<size_t>(info->block_bytes);
+}
+
+size_t dtype_tensor_bytes(DType type, int64_t rows, int64_t cols) {
+  const DTypeInfo* info = dtype_info(type);
+  if (!info || rows <= 0 || !dtype_row_fits(type, cols)) return 0;
+  return static_cast<size_t>(rows) * dtype_row_bytes(type, cols) + static_cast<size_t>(info->tensor_tail_bytes);
 }
 
 }  // namespace mcullm

@@ -2,6 +2,7 @@
 #include "core/fmath.h"
 #include "kernels/kernels.h"
 #include "kernels/ref/dot_order.h"
+#include "kernels/ref/ternary_ref.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"
 
@@ -91,6 +92,7 @@ constexpr KernelSet kRef = {
       attn_values_ref,
       softmax_ref,
       silu_mul_ref,
+      matvec_i2s_ref,
 };
 }  // namespace
 

@@ -17,6 +17,7 @@ void attn_scores(const float* q, const float* keys, size_t stride, int n, int hs
 void attn_values(const float* att, const float* values, size_t stride, int n, int hs, float* out);
 void softmax(float* x, int n);
 void silu_mul(float* gate, const float* up, int n);
+void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 
 // Lanes [0, n) set, the rest clear (n may be <= 0 or >= 8).
 static inline __m256i lane_mask(int n) {

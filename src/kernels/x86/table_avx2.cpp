@@ -7,7 +7,7 @@ namespace {
 constexpr KernelSet kAvx2 = {
     "avx2",          avx2::dot_f32,     avx2::matvec_f32,  avx2::matvec_f16, avx2::matvec_q8_0,
     avx2::matvec_q4_0, avx2::matvec_q4g64, avx2::attn_scores, avx2::attn_values, avx2::softmax,
-    avx2::silu_mul,
+    avx2::silu_mul,  avx2::matvec_i2s,
 };
 }  // namespace
 

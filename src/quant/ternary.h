@@ -1,0 +1,84 @@
+// The one definition of every ternary packing (weights in {-1, 0, +1}) the project reads or writes,
+// with pack / unpack per row and conversion between them. Kernels, readers and converters use these
+// and nothing else, so that a packing order cannot differ between a writer and a reader.
+//
+//  layout            bytes per row           codes (2-bit)               order inside a byte / block
+//  bitllama2c-msb    cols / 4                00=0 01=+1 11=-1 (10 bad)   weight j of a byte at bits 7-2j..6-2j
+//  bitllama2c-lsb    cols / 4                same                        weight j at bits 2j..2j+1
+//  cluster2          cols / 4                00=0 01=+1 10=-1 (11 bad)   weight j at bits 2j..2j+1
+//  i2_s (bitnet.cpp) cols / 4                code = w + 1 (3 bad)        per 128 weights 32 bytes; byte b holds
+//                    (+ one f32 per tensor)                              weights b, b+32, b+64, b+96 at bits
+//                                                                        7-6, 5-4, 3-2, 1-0
+//  tq2_0 (llama.cpp) 66 per 256              code = w + 1 (3 bad)        qs[64] then f16 d; in each 32-byte
+//                                                                        chunk byte m holds weights m, m+32,
+//                                                                        m+64, m+96 at bits 1-0, 3-2, 5-4, 7-6
+//  tq1_0 (llama.cpp) 54 per 256              base 3, trit = w + 1        qs[48] (5 trits a byte), qh[4] (4 trits
+//                                                                        a byte), f16 d; see ternary.cpp
+// The per-row layouts need cols % 4 == 0 (i2_s: % 128, tq*: % 256). The scale of the per-matrix
+// layouts (one f32 per tensor) lives outside the rows; the tq* blocks carry their own f16 scale d.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant/dtype.h"
+
+namespace mcullm {
+
+enum class TernaryLayout : uint8_t { kBitllama2cMsb = 0, kBitllama2cLsb, kCluster2, kI2S, kTQ2_0, kTQ1_0, kCount };
+constexpr int kTernaryLayoutCount = static_cast<int>(TernaryLayout::kCount);
+
+const char* ternary_layout_name(TernaryLayout layout);   // "bitllama2c-msb", ...; "?" if unknown
+// False when the name is unknown.
+bool ternary_layout_by_name(const char* name, TernaryLayout* out);
+
+// Weights per unit (4 for the byte layouts, 128 for i2_s, 256 for tq*) and bytes per unit.
+int ternary_unit_weights(TernaryLayout layout);
+int ternary_unit_bytes(TernaryLayout layout);
+// True when one row of `cols` weights can be stored in this layout.
+bool ternary_row_fits(TernaryLayout layout, int64_t cols);
+// Bytes of one row of `cols` weights; 0 when it does not fit.
+size_t ternary_row_bytes(TernaryLayout layout, int64_t cols);
+// Number of f16 block scales in a row (tq*: cols / 256, others 0).
+int ternary_row_scales(TernaryLayout layout, int64_t cols);
+// True for layouts whose blocks carry their own f16 scale.
+bool ternary_has_block_scales(TernaryLayout layout);
+
+// Packs `cols` values in {-1, 0, 1} into `dst` (ternary_row_bytes bytes). For tq* layouts `d`
+// gives the f16 bits of each block's scale (nullptr: 1.0 for every block). False when the row does
+// not fit the layout or a value is outside {-1, 0, 1} (dst is then unspecified).
+bool ternary_pack_row(TernaryLayout layout, const int8_t* w, int cols, void* dst, const uint16_t* d = nullptr);
+
+// Unpacks a row into `w` (cols values in {-1, 0, 1}); for tq* layouts also the f16 block scales
+// into `d` when not nullptr. False when the row does not fit or holds an invalid code (bitllama2c:
+// 10, cluster2: 11, i2_s / tq2_0: 3; w is then unspecified). Any tq1_0 byte decodes to valid trits.
+// src may be unaligned.
+bool ternary_unpack_row(TernaryLayout layout, const void* src, int cols, int8_t* w, uint16_t* d = nullptr);
+
+// Repacks one row from one layout to another; tq* block scales carry over between the tq*
+// layouts, and become 1.0 when the source has none. `scratch` holds cols int8 values.
+bool ternary_convert_row(TernaryLayout from, const void* src, TernaryLayout to, void* dst, int cols, int8_t* scratch);
+
+// The GGUF type of a layout (kF32 when it has none) and back.
+bool ternary_layout_dtype(TernaryLayout layout, DType* out);
+bool ternary_dtype_layout(DType type, TernaryLayout* out);
+
+// Expands a tq1_0 / tq2_0 row to floats (w * d per block); src may be unaligned.
+bool ternary_dequantize_tq_row(DType type, const void* src, float* dst, int cols);
+// Expands an i2_s row to floats: w * scale (the tensor's scale).
+bool i2s_dequantize_row(const void* src, float* dst, int cols, float scale);
+// llama.cpp's tq1_0 / tq2_0 quantizer: per 256 weights d = max|x|, w = round(x / d) (half away
+// from zero) clamped to [-1, 1]; d stored as f16.
+bool ternary_quantize_tq_row(DType type, const float* src, void* dst, int cols);
+
+// An i2_s tensor: rows * cols / 4 packed bytes, then its f32 scale (bitnet.cpp pads the tensor by
+// 32 bytes to hold it). The scale is read from possibly unaligned bytes.
+constexpr int kI2STensorTailBytes = 32;
+size_t i2s_tensor_bytes(int64_t rows, int64_t cols);
+float i2s_tensor_scale(const void* tensor, int64_t rows, int64_t cols);
+
+// BitLinear activations (bitllama2.c's rule, one scale per vector): amax = max |x|,
+// scale = (float)((double)amax / 127.0), q = round-half-away(x * (float)(1.0 / scale)).
+// A zero (or non-finite) scale gives q = 0; values are clamped to [-127, 127] (q is never -128).
+void quantize_bitlinear(const float* x, int n, int8_t* q, float* scale);
+
+}  // namespace mcullm
