@@ -30,8 +30,14 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND MCULLM_AVX2_SOURCES)
 endif()
 
 find_package(Threads REQUIRED)
+# tokenizer.json reader (src/tokenizer/tokenizer_loader.cpp): header-only nlohmann-json.
+find_package(nlohmann_json 3 CONFIG QUIET)
+if(NOT nlohmann_json_FOUND)
+  message(FATAL_ERROR "nlohmann-json (>= 3) not found: install the Debian package nlohmann-json3-dev "
+                      "(the tokenizer loader reads Hugging Face tokenizer.json with it)")
+endif()
 add_library(mcullm_host STATIC ${MCULLM_HOST_SOURCES})
-target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads)
+target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads PRIVATE nlohmann_json::nlohmann_json)
 
 # The freestanding contract, checked at build time: the core also compiles with no C++ standard
 # library headers at all (-nostdinc++), as the Xtensa emulator build needs (C headers only).
