@@ -90,11 +90,15 @@ Status BpeTokenizer::load(BpeVocab v) {
     if (is_added_type(t) || !byte_level_decode(tokens_[i], &bytes_[i])) bytes_[i] = tokens_[i];
   }
   std::string key;
+  all_bytes_ = true;
   for (int b = 0; b < 256; ++b) {
     key.clear();
     byte_level_append(static_cast<uint8_t>(b), &key);
+    // Only a normal token: DeepSeek's vocabularies also have added tokens spelled "À", "õ"..., which
+    // stand for that text (matched before pre-tokenization), not for the byte.
     const auto it = index_.find(key);
-    byte_id_[b] = it == index_.end() ? -1 : it->second;
+    byte_id_[b] = it == index_.end() || is_added_type(types_[static_cast<size_t>(it->second)]) ? -1 : it->second;
+    all_bytes_ = all_bytes_ && byte_id_[b] >= 0;
   }
   merges_.reserve(v.merges.size());
   for (size_t r = 0; r < v.merges.size(); ++r) {
@@ -240,7 +244,13 @@ void BpeTokenizer::encode_piece(const uint8_t* p, size_t n, Scratch* s, std::vec
   for (int k = 0; k >= 0; k = next[k]) ids->push_back(sym[k]);
 }
 
-void BpeTokenizer::encode_segment(const char* text, size_t n, Scratch* s, std::vector<int>* ids) const {
+Status BpeTokenizer::encode_segment(const char* text, size_t n, Scratch* s, std::vector<int>* ids) const {
+  if (!all_bytes_) {  // only an error when the text needs a byte the vocabulary lacks
+    for (size_t i = 0; i < n; ++i)
+      if (byte_id_[static_cast<uint8_t>(text[i])] < 0)
+        return Status::Error(Code::kUnsupported, "the vocabulary has no token for byte 0x%02X",
+                             static_cast<uint8_t>(text[i]));
+  }
   struct Ctx {
     const BpeTokenizer* self;
     const char* text;
@@ -254,17 +264,12 @@ void BpeTokenizer::encode_segment(const char* text, size_t n, Scratch* s, std::v
         c->self->encode_piece(reinterpret_cast<const uint8_t*>(c->text) + off, len, c->s, c->ids);
       },
       &ctx);
+  return Status::Ok();
 }
 
 Status BpeTokenizer::encode(std::string_view text, const EncodeOptions& options, std::vector<int>* ids) const {
   ids->clear();
   if (tokens_.empty()) return Status::Error(Code::kInvalidArgument, "encode: tokenizer not loaded");
-  for (int b = 0; b < 256; ++b) {
-    if (byte_id_[b] >= 0) continue;
-    // Only an error when the text needs that byte.
-    if (memchr(text.data(), b, text.size()) != nullptr)
-      return Status::Error(Code::kUnsupported, "the vocabulary has no token for byte 0x%02X", b);
-  }
   if (options.add_bos) {
     if (bos_ < 0) return Status::Error(Code::kUnsupported, "the vocabulary has no BOS token");
     ids->push_back(bos_);
@@ -286,12 +291,12 @@ Status BpeTokenizer::encode(std::string_view text, const EncodeOptions& options,
       ++i;
       continue;
     }
-    if (seg < i) encode_segment(text.data() + seg, i - seg, &s, ids);
+    if (seg < i) MC_TRY(encode_segment(text.data() + seg, i - seg, &s, ids));
     ids->push_back(hit->id);
     i += hit->text.size();
     seg = i;
   }
-  if (seg < text.size()) encode_segment(text.data() + seg, text.size() - seg, &s, ids);
+  if (seg < text.size()) MC_TRY(encode_segment(text.data() + seg, text.size() - seg, &s, ids));
   if (options.add_eos) {
     if (eos_ < 0) return Status::Error(Code::kUnsupported, "the vocabulary has no EOS token");
     ids->push_back(eos_);

@@ -68,7 +68,7 @@ class BpeTokenizer : public Tokenizer {
 
  private:
   struct Scratch;
-  void encode_segment(const char* text, size_t n, Scratch* s, std::vector<int>* ids) const;
+  Status encode_segment(const char* text, size_t n, Scratch* s, std::vector<int>* ids) const;
   void encode_piece(const uint8_t* p, size_t n, Scratch* s, std::vector<int>* ids) const;
   // (rank << 32) | merged id of the pair, or UINT64_MAX.
   uint64_t merge_of(int left, int right) const {
@@ -82,6 +82,7 @@ class BpeTokenizer : public Tokenizer {
   std::unordered_map<std::string, int> index_;  // stored text -> id (lowest id on duplicates)
   std::unordered_map<uint64_t, uint64_t> merges_;
   int byte_id_[256];
+  bool all_bytes_ = false;  // every byte has its token
   // Added tokens matched in the text before pre-tokenization, longest first per first byte.
   struct Added {
     std::string text;
