@@ -115,5 +115,14 @@ TEST(CliTokenize, BadInputGetsClearErrors) {
   EXPECT_NE(r.err.find("'bert' is not supported"), std::string::npos) << r.err;
 }
 
+// `mcullm run` takes its tokenizer through the same interface: a tokenizer.json is read, and a
+// vocabulary larger than the model's is refused with a clear error.
+TEST(CliRunTokenizer, RefusesATokenizerLargerThanTheModel) {
+  MC_REQUIRE_SHARED();
+  const auto r = run_cli({"run", "-m", shared_path("models/stories260K/stories260K.bin"), "-z", qwen(), "-n", "4"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("has 151669 tokens, the model 512"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace mcullm
