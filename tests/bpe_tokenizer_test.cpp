@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "test_support.h"
+#include "format/gguf_writer_host.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/wordpiece_tokenizer.h"
 #include "tokenizer/llama2c_tokenizer.h"
 #include "tokenizer/tokenizer_loader.h"
 
@@ -263,10 +265,18 @@ TEST(TokenizerLoader, PicksTheRightKind) {
   ASSERT_TRUE(load_tokenizer_for(shared_path("models/stories260K/stories260K.bin"), &t, &source).ok());
   EXPECT_EQ(t->vocab_size(), 512);
   EXPECT_NE(source.find("tok512.bin"), std::string::npos) << source;
-  // WordPiece is not implemented: a clear error, not a crash.
-  const Status bert = load_tokenizer_file(shared_path("tokenizers/vocab-gguf/ggml-vocab-bert-bge.gguf"), &t);
-  EXPECT_EQ(bert.code(), Code::kUnsupported) << bert.message();
-  EXPECT_NE(std::string(bert.message()).find("bert"), std::string::npos) << bert.message();
+  ASSERT_TRUE(load_tokenizer_file(shared_path("tokenizers/vocab-gguf/ggml-vocab-bert-bge.gguf"), &t).ok());
+  EXPECT_STREQ(t->kind(), "wordpiece");
+  EXPECT_EQ(t->bos_id(), 101);  // [CLS]
+  EXPECT_EQ(t->eos_id(), 102);  // [SEP]
+  // A vocabulary kind we do not read: a clear error, not a crash.
+  GgufWriter w;
+  w.set_string("tokenizer.ggml.model", "rwkv");
+  w.set_string_array("tokenizer.ggml.tokens", {"a", "b"});
+  const std::vector<uint8_t> rwkv = w.to_bytes();
+  const Status other = load_tokenizer_bytes(rwkv.data(), rwkv.size(), &t);
+  EXPECT_EQ(other.code(), Code::kUnsupported) << other.message();
+  EXPECT_NE(std::string(other.message()).find("'rwkv' is not supported"), std::string::npos) << other.message();
   const Status missing = load_tokenizer_file("/nonexistent/tokenizer.json", &t);
   EXPECT_FALSE(missing.ok());
 }
@@ -384,6 +394,28 @@ TEST(TokenizerLoaderHostile, BrokenTokenizerJsonGivesClearErrors) {
       (void)t->decode(ids);
     }
   }
+}
+
+// Uncased WordPiece is lossy (case, accents, spaces around punctuation): instead of a round trip,
+// decoding and encoding again must give the same ids, and the shared texts need almost no [UNK].
+TEST(WordPiece, ReencodingTheDecodedTextGivesTheSameIds) {
+  MC_REQUIRE_SHARED();
+  const Tokenizer& t = load("tokenizers/vocab-gguf/ggml-vocab-bert-bge.gguf");
+  ASSERT_STREQ(t.kind(), "wordpiece");
+  for (const char* file : {"data/tinystories_val_head794k.txt", "data/tinyshakespeare.txt"}) {
+    std::string text = read_text(shared_path(file));
+    if (text.size() > kTextLimit) text.resize(kTextLimit);
+    const std::vector<int> ids = enc(t, text);
+    int unk = 0;
+    for (const int id : ids) unk += id == 100;
+    EXPECT_LE(unk, 5) << file << ": BERT's vocabulary lacks a few rare characters (emoji), not words";
+    EXPECT_EQ(enc(t, t.decode(ids), true), ids) << file;
+  }
+  EXPECT_EQ(t.decode(enc(t, "Äpfel, Hello WORLD!")), " apfel , hello world !");
+  EXPECT_EQ(enc(t, "[CLS] hi [SEP]", true), (std::vector<int>{101, 7632, 102}));
+  EXPECT_EQ(enc(t, std::string(150, 'a')), (std::vector<int>{100})) << "a word over 100 characters is [UNK]";
+  // Invalid UTF-8, controls, NUL: dropped like BERT's clean-up, never a crash.
+  EXPECT_EQ(enc(t, std::string("a\xff\x01\0b", 5)), enc(t, "ab"));
 }
 
 }  // namespace

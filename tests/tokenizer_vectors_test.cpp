@@ -46,6 +46,7 @@ const VectorCase kCases[] = {
     {"refact", "tokenizers/vocab-gguf/ggml-vocab-refact.gguf"},
     {"deepseek-llm", "tokenizers/vocab-gguf/ggml-vocab-deepseek-llm.gguf"},
     {"deepseek-coder", "tokenizers/vocab-gguf/ggml-vocab-deepseek-coder.gguf"},
+    {"bert-bge", "tokenizers/vocab-gguf/ggml-vocab-bert-bge.gguf"},
 };
 
 // One loaded tokenizer per file, shared by the tests of this executable.

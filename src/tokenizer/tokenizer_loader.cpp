@@ -9,6 +9,7 @@
 #include "host/model_loader.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/llama2c_tokenizer.h"
+#include "tokenizer/wordpiece_tokenizer.h"
 
 namespace mcullm {
 
@@ -123,6 +124,44 @@ Status bpe_from_gguf(const GgufFile& g, Arena& scratch, std::unique_ptr<Tokenize
   return Status::Ok();
 }
 
+Status wordpiece_from_gguf(const GgufFile& g, Arena& scratch, std::unique_ptr<Tokenizer>* out) {
+  WordPieceVocab v;
+  const Arena::Mark mark = scratch.mark();
+  GgufStr* strs = nullptr;
+  uint64_t count = 0;
+  Status st = g.get_string_array("tokenizer.ggml.tokens", scratch, &strs, &count);
+  if (st.ok() && count > 0x7fffffff) st = Status::Error(Code::kCorrupt, "tokenizer.ggml.tokens has %llu entries", static_cast<unsigned long long>(count));
+  if (st.ok()) {
+    v.tokens.reserve(count);
+    for (uint64_t i = 0; i < count; ++i) v.tokens.emplace_back(strs[i].data, strs[i].size);
+  }
+  scratch.rollback(mark);
+  MC_TRY(st);
+  const int n = static_cast<int>(count);
+  const uint8_t* type_bytes = nullptr;
+  uint64_t type_count = 0;
+  st = g.get_array("tokenizer.ggml.token_type", GgufType::kI32, &type_bytes, &type_count);
+  if (st.ok()) {
+    if (type_count != count)
+      return Status::Error(Code::kCorrupt, "tokenizer.ggml.token_type has %llu entries for %d tokens",
+                           static_cast<unsigned long long>(type_count), n);
+    v.types.resize(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint32_t t = gguf_load_u32(type_bytes + 4 * i);
+      v.types[i] = t <= 6 ? static_cast<TokenType>(t) : TokenType::kNormal;
+    }
+  } else if (st.code() != Code::kNotFound) {
+    return st;
+  }
+  MC_TRY(optional_id(g, "tokenizer.ggml.unknown_token_id", n, &v.unk));
+  MC_TRY(optional_id(g, "tokenizer.ggml.cls_token_id", n, &v.cls));
+  MC_TRY(optional_id(g, "tokenizer.ggml.seperator_token_id", n, &v.sep));  // llama.cpp's spelling
+  auto tok = std::make_unique<WordPieceTokenizer>();
+  MC_TRY(tok->load(std::move(v)));
+  *out = std::move(tok);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status tokenizer_from_gguf_any(const GgufFile& g, Arena& scratch, std::unique_ptr<Tokenizer>* out) {
@@ -137,9 +176,10 @@ Status tokenizer_from_gguf_any(const GgufFile& g, Arena& scratch, std::unique_pt
     return Status::Ok();
   }
   if (kind.equals("gpt2")) return bpe_from_gguf(g, scratch, out);
+  if (kind.equals("bert")) return wordpiece_from_gguf(g, scratch, out);
   return Status::Error(Code::kUnsupported,
-                       "tokenizer.ggml.model '%.*s' is not supported (we read 'llama' SentencePiece and 'gpt2' "
-                       "byte-level BPE vocabularies)",
+                       "tokenizer.ggml.model '%.*s' is not supported (we read 'llama' SentencePiece, 'gpt2' "
+                       "byte-level BPE and 'bert' WordPiece vocabularies)",
                        static_cast<int>(kind.size < 32 ? kind.size : 32), kind.data);
 }
 
