@@ -418,5 +418,19 @@ TEST(WordPiece, ReencodingTheDecodedTextGivesTheSameIds) {
   EXPECT_EQ(enc(t, std::string("a\xff\x01\0b", 5)), enc(t, "ab"));
 }
 
+// Qwen's tokenizer.json normalizes to NFC: decomposed input gives the ids of the composed text. The
+// expected ids are what Hugging Face's tokenizers.js 0.2.0 gives for the same strings.
+TEST(BpeTokenizer, QwenNormalizesToNfc) {
+  MC_REQUIRE_SHARED();
+  const BpeTokenizer& q = qwen();
+  EXPECT_EQ(enc(q, "Cafe\u0301 Caf\u00e9"), (std::vector<int>{34, 2577, 963, 65671}));
+  EXPECT_EQ(enc(q, "\u1100\u1161\u11A8 \uD55C"), (std::vector<int>{126317, 61298}));
+  EXPECT_EQ(enc(q, "A\u030A\u212B \u00C5"), (std::vector<int>{144044, 144044, 79252}));
+  EXPECT_EQ(enc(q, "e\u0301\u0302x"), (std::vector<int>{963, 136, 224, 87}));
+  // Invalid bytes around a decomposed character are kept as they are.
+  const std::string bad = "\xff" "e\u0301" "\xc3";
+  EXPECT_EQ(q.decode(enc(q, bad)), "\xff\u00e9\xc3");
+}
+
 }  // namespace
 }  // namespace mcullm

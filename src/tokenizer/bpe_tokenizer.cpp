@@ -1,6 +1,9 @@
 #include "tokenizer/bpe_tokenizer.h"
 
 #include <string.h>
+#include <stdlib.h>
+
+#include <utf8proc.h>
 
 #include <algorithm>
 #include <queue>
@@ -125,6 +128,7 @@ Status BpeTokenizer::load(BpeVocab v) {
     added_by_byte_[static_cast<uint8_t>(added_[k].text[0])].push_back(static_cast<int>(k));
   pre_ = v.pre;
   ignore_merges_ = v.ignore_merges;
+  nfc_ = v.nfc;
   bos_ = v.bos;
   eos_ = v.eos;
   eot_ = v.eot;
@@ -134,7 +138,7 @@ Status BpeTokenizer::load(BpeVocab v) {
 
 std::string BpeTokenizer::describe() const {
   return "byte-level BPE, " + std::to_string(tokens_.size()) + " tokens, " + std::to_string(merges_.size()) +
-         " merges, pre-tokenizer " + pretokenizer_name(pre_);
+         " merges, pre-tokenizer " + pretokenizer_name(pre_) + (nfc_ ? ", NFC" : "");
 }
 
 bool BpeTokenizer::is_control(int id) const {
@@ -160,6 +164,7 @@ struct BpeTokenizer::Scratch {
   std::vector<int> sym;        // symbol ids of the piece being merged
   std::vector<uint64_t> rank;  // rank of (sym[k], sym[k+1]) (merge_of)
   std::string text;            // byte-level text of a piece
+  std::string normalized;      // NFC of a segment
   std::vector<int> next, prev;
   std::vector<uint32_t> version;
 };
@@ -244,7 +249,45 @@ void BpeTokenizer::encode_piece(const uint8_t* p, size_t n, Scratch* s, std::vec
   for (int k = 0; k >= 0; k = next[k]) ids->push_back(sym[k]);
 }
 
+namespace {
+
+// NFC of each well-formed UTF-8 run (utf8proc); bytes that are not UTF-8 are kept as they are.
+void nfc_append(const char* text, size_t n, std::string* out) {
+  const uint8_t* u = reinterpret_cast<const uint8_t*>(text);
+  size_t i = 0;
+  while (i < n) {
+    size_t j = i;
+    while (j < n) {
+      size_t len = 1;
+      if (u[j] >= 0x80 && utf8_decode(u + j, n - j, &len) >= kInvalidCodePoint) break;
+      j += len;
+    }
+    if (j > i) {
+      utf8proc_uint8_t* dst = nullptr;
+      const utf8proc_ssize_t m = utf8proc_map(u + i, static_cast<utf8proc_ssize_t>(j - i), &dst,
+                                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+      if (m >= 0 && dst) out->append(reinterpret_cast<const char*>(dst), static_cast<size_t>(m));
+      else out->append(text + i, j - i);  // cannot happen for valid UTF-8; keep the bytes anyway
+      free(dst);
+    }
+    if (j < n) out->push_back(text[j++]);  // an invalid byte
+    i = j;
+  }
+}
+
+}  // namespace
+
 Status BpeTokenizer::encode_segment(const char* text, size_t n, Scratch* s, std::vector<int>* ids) const {
+  if (nfc_) {
+    bool ascii = true;
+    for (size_t i = 0; i < n && ascii; ++i) ascii = static_cast<uint8_t>(text[i]) < 0x80;
+    if (!ascii) {
+      s->normalized.clear();
+      nfc_append(text, n, &s->normalized);
+      text = s->normalized.data();
+      n = s->normalized.size();
+    }
+  }
   if (!all_bytes_) {  // only an error when the text needs a byte the vocabulary lacks
     for (size_t i = 0; i < n; ++i)
       if (byte_id_[static_cast<uint8_t>(text[i])] < 0)

@@ -28,6 +28,7 @@ struct BpeVocab {
   std::vector<std::pair<std::string, std::string>> merges;  // (left, right) in rank order
   PreTokenizer pre = PreTokenizer::kGpt2;
   bool ignore_merges = false;  // a piece that is a whole token is taken as it is (Llama-3)
+  bool nfc = false;            // tokenizer.json's NFC normalizer: text between added tokens is NFC-normalized
   int bos = -1, eos = -1, eot = -1;
   bool add_bos = false;
 };
@@ -93,6 +94,7 @@ class BpeTokenizer : public Tokenizer {
   std::vector<int> added_by_byte_[256];
   PreTokenizer pre_ = PreTokenizer::kGpt2;
   bool ignore_merges_ = false;
+  bool nfc_ = false;
   int bos_ = -1, eos_ = -1, eot_ = -1;
   bool add_bos_ = false;
   size_t heap_threshold_ = 256;

@@ -204,11 +204,12 @@ Status tokenizer_from_hf_json(std::string_view text, std::unique_ptr<Tokenizer>*
       return Status::Error(Code::kUnsupported, "tokenizer.json BPE with a continuing_subword_prefix is not supported");
 
     BpeVocab v;
-    // Normalizer: none, or NFC (not applied: text already in NFC, as most text is, encodes the same).
+    // Normalizer: none, or NFC.
     if (j.contains("normalizer") && !j["normalizer"].is_null()) {
       const std::string nt = j["normalizer"].value("type", std::string());
       if (nt != "NFC")
         return Status::Error(Code::kUnsupported, "tokenizer.json normalizer '%.40s' is not supported", nt.c_str());
+      v.nfc = true;
     }
     // Pre-tokenizer: ByteLevel with its GPT-2 regex, or Split(known pattern) + ByteLevel(use_regex false).
     const json& pt = j.at("pre_tokenizer");
