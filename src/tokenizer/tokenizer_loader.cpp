@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -298,15 +299,21 @@ Status tokenizer_from_hf_json(std::string_view text, std::unique_ptr<Tokenizer>*
 
 Status load_tokenizer_bytes(const uint8_t* data, size_t size, std::unique_ptr<Tokenizer>* out, std::string* source) {
   if (size >= 4 && memcmp(data, "GGUF", 4) == 0) {
-    // String indexes: 16 bytes per string, each of which takes at least 8 bytes of the file.
-    const size_t bytes = 2 * size + (size_t{1} << 20);
-    std::vector<uint8_t> mem(bytes);
-    Arena scratch(Tier::kHost, mem.data(), mem.size());
-    GgufFile g;
-    MC_TRY(g.open(data, size, scratch));
-    MC_TRY(tokenizer_from_gguf_any(g, scratch, out));
-    if (source) *source = "GGUF vocabulary";
-    return Status::Ok();
+    // Tables and string indexes (16 bytes per string, each of which takes at least 8 bytes of the
+    // file) never need more than 2 * size; start small (a model's tensors take most of its file) and
+    // grow while the arena is what runs out.
+    const size_t most = 2 * size + (size_t{1} << 20);
+    for (size_t bytes = std::min<size_t>(most, size_t{64} << 20);; bytes = std::min(most, 4 * bytes)) {
+      std::vector<uint8_t> mem(bytes);
+      Arena scratch(Tier::kHost, mem.data(), mem.size());
+      GgufFile g;
+      Status st = g.open(data, size, scratch);
+      if (st.ok()) st = tokenizer_from_gguf_any(g, scratch, out);
+      if (st.code() == Code::kOutOfMemory && bytes < most) continue;
+      MC_TRY(st);
+      if (source) *source = "GGUF vocabulary";
+      return Status::Ok();
+    }
   }
   size_t i = 0;
   while (i < size && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t')) ++i;
