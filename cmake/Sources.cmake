@@ -30,8 +30,24 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND MCULLM_AVX2_SOURCES)
 endif()
 
 find_package(Threads REQUIRED)
+# tokenizer.json reader (src/tokenizer/tokenizer_loader.cpp): header-only nlohmann-json.
+find_package(nlohmann_json 3 CONFIG QUIET)
+if(NOT nlohmann_json_FOUND)
+  message(FATAL_ERROR "nlohmann-json (>= 3) not found: install the Debian package nlohmann-json3-dev "
+                      "(the tokenizer loader reads Hugging Face tokenizer.json with it)")
+endif()
+# WordPiece normalization (src/tokenizer/wordpiece_tokenizer.cpp): NFD, categories, lowercase.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(UTF8PROC QUIET IMPORTED_TARGET libutf8proc)
+endif()
+if(NOT UTF8PROC_FOUND)
+  message(FATAL_ERROR "utf8proc (pkg-config libutf8proc) not found: install the Debian packages pkg-config and "
+                      "libutf8proc-dev (the WordPiece tokenizer normalizes text with it)")
+endif()
 add_library(mcullm_host STATIC ${MCULLM_HOST_SOURCES})
-target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads)
+target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads PRIVATE nlohmann_json::nlohmann_json
+                      PkgConfig::UTF8PROC)
 
 # The freestanding contract, checked at build time: the core also compiles with no C++ standard
 # library headers at all (-nostdinc++), as the Xtensa emulator build needs (C headers only).

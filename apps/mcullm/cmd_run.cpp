@@ -47,7 +47,7 @@ Status parse_ids(const std::string& text, int vocab, std::vector<int>* ids) {
 }
 
 struct StepPrinter {
-  const Llama2cTokenizer* tok;
+  const Tokenizer* tok;
   Utf8StreamDecoder utf8;
   std::FILE* dump = nullptr;
   std::FILE* logits = nullptr;
@@ -104,7 +104,7 @@ int run(const RunOptions& o) {
   if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
   const LlamaConfig& cfg = lm->model.cfg;
 
-  Llama2cTokenizer tok;
+  std::unique_ptr<Tokenizer> tok;
   std::string tok_source;
   const bool need_tokenizer = o.prompt_ids.empty() || !o.quiet;
   Status tok_status = load_tokenizer(*lm, o.tokenizer, &tok, &tok_source);
@@ -130,7 +130,9 @@ int run(const RunOptions& o) {
       ss << f.rdbuf();
       text = ss.str();
     }
-    if (Status st = tok.encode(text, !o.no_bos, false, &prompt); !st.ok()) return report(st);
+    EncodeOptions eo;
+    eo.add_bos = !o.no_bos && tok->wants_bos();
+    if (Status st = tok->encode(text, eo, &prompt); !st.ok()) return report(st);
     if (prompt.empty()) return report(Status::Error(Code::kInvalidArgument, "the prompt is empty and --no-bos leaves no token"));
   }
 
@@ -159,7 +161,7 @@ int run(const RunOptions& o) {
   const double load_ms = ms_since(t_load);
 
   StepPrinter printer;
-  printer.tok = have_tok ? &tok : nullptr;
+  printer.tok = have_tok ? tok.get() : nullptr;
   printer.quiet = o.quiet;
   printer.n_prompt = static_cast<int>(prompt.size());
   if (!o.dump_tokens.empty()) {
@@ -173,15 +175,15 @@ int run(const RunOptions& o) {
     printer.logits = std::fopen(o.dump_logits.c_str(), "wb");
     if (!printer.logits) return report(Status::Error(Code::kIo, "cannot write %s", o.dump_logits.c_str()));
   }
-  if (!o.quiet && have_tok && prompt[0] != tok.bos_id()) {
-    const std::string first = printer.utf8.push(tok.decode_step(-1, prompt[0]));
+  if (!o.quiet && have_tok && prompt[0] != tok->bos_id()) {
+    const std::string first = printer.utf8.push(tok->decode_step(-1, prompt[0]));
     std::fwrite(first.data(), 1, first.size(), stdout);
   }
 
   GenerateOptions go;
   go.n_predict = o.n_predict;
-  go.stop_a = have_tok ? tok.bos_id() : -1;  // llama2.c models end a story with BOS
-  go.stop_b = have_tok ? tok.eos_id() : -1;
+  go.stop_a = have_tok ? tok->bos_id() : -1;  // llama2.c models end a story with BOS
+  go.stop_b = have_tok ? tok->eos_id() : -1;
   std::vector<int> history(prompt.size() + static_cast<size_t>(o.n_predict) + 1);
   Fingerprint fp;
   GenerateHooks hooks{&printer, on_logits, on_step};
@@ -224,7 +226,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text with a model");
   cmd->add_option("-m,--model", o->model, "Model file (GGUF or llama2.c .bin)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer (llama2.c tokenizer.bin or a GGUF); default: the model's own, or one beside it")
+  cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer (llama2.c tokenizer.bin, a GGUF vocabulary or a tokenizer.json); default: the model's own, or one beside it")
       ->check(CLI::ExistingFile);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file")->check(CLI::ExistingFile);

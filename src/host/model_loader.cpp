@@ -10,6 +10,7 @@
 #include "format/bitllama2c_gguf.h"
 #include "format/llama2c.h"
 #include "format/llama_gguf.h"
+#include "tokenizer/tokenizer_loader.h"
 
 namespace mcullm {
 
@@ -245,6 +246,32 @@ Status load_tokenizer(const LoadedModel& model, const std::string& explicit_path
   return Status::Error(Code::kNotFound,
                        "no tokenizer for %s: none embedded, no tokenizer.bin or tok%d.bin beside it (give one with -z)",
                        model.path.c_str(), vocab);
+}
+
+Status load_tokenizer(const LoadedModel& model, const std::string& explicit_path, std::unique_ptr<Tokenizer>* tok,
+                      std::string* source) {
+  const int vocab = model.model.cfg.vocab_size;
+  auto check_vocab = [&](const std::string& where) {
+    const int n = (*tok)->vocab_size();
+    const bool spm = std::strcmp((*tok)->kind(), "llama2c-spm") == 0;
+    if (spm ? n != vocab : n > vocab)
+      return Status::Error(Code::kInvalidArgument, "tokenizer %s has %d tokens, the model %d", where.c_str(), n, vocab);
+    *source = where;
+    return Status::Ok();
+  };
+  if (!explicit_path.empty()) {
+    MC_TRY(load_tokenizer_file(explicit_path, tok));
+    return check_vocab(explicit_path);
+  }
+  if (model.format == "gguf" && model.gguf.find_kv("tokenizer.ggml.tokens")) {
+    Arena& scratch = const_cast<Arena&>(model.tables);  // rolled back after use
+    MC_TRY(tokenizer_from_gguf_any(model.gguf, scratch, tok));
+    return check_vocab("embedded in " + model.path);
+  }
+  auto spm = std::make_unique<Llama2cTokenizer>();
+  MC_TRY(load_tokenizer(model, explicit_path, spm.get(), source));
+  *tok = std::move(spm);
+  return Status::Ok();
 }
 
 }  // namespace mcullm

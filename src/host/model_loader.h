@@ -61,6 +61,12 @@ Status make_decoder(const LoadedModel& model, int ctx_len, ThreadPool* pool, con
 Status load_tokenizer(const LoadedModel& model, const std::string& explicit_path, Llama2cTokenizer* tok,
                       std::string* source);
 
+// The same for any tokenizer kind (tokenizer/tokenizer.h): `explicit_path` may also be a Hugging Face
+// tokenizer.json, and a GGUF's vocabulary may be byte-level BPE ("gpt2"). A SentencePiece vocabulary
+// must have the model's vocabulary size; a BPE one at most that many tokens (models pad their heads).
+Status load_tokenizer(const LoadedModel& model, const std::string& explicit_path, std::unique_ptr<Tokenizer>* tok,
+                      std::string* source);
+
 // The llama vocabulary (tokenizer.ggml.model = "llama") of a GGUF file.
 Status tokenizer_from_gguf(const GgufFile& file, Arena& scratch, Llama2cTokenizer* tok);
 

@@ -12,10 +12,11 @@
 #include <vector>
 
 #include "mcullm/status.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mcullm {
 
-class Llama2cTokenizer {
+class Llama2cTokenizer : public Tokenizer {
  public:
   // tokenizer.bin: i32 max_token_length, then per token: f32 score, i32 len, len bytes.
   // vocab_size 0 = read tokens until the end of the data; otherwise the data must hold exactly
@@ -25,9 +26,11 @@ class Llama2cTokenizer {
   // From pieces already decoded (e.g. from a GGUF vocabulary; pieces use real spaces, not U+2581).
   Status load_vocab(std::vector<std::string> pieces, std::vector<float> scores);
 
-  int vocab_size() const { return static_cast<int>(pieces_.size()); }
-  int bos_id() const { return 1; }
-  int eos_id() const { return 2; }
+  const char* kind() const override { return "llama2c-spm"; }
+  int vocab_size() const override { return static_cast<int>(pieces_.size()); }
+  int bos_id() const override { return 1; }
+  int eos_id() const override { return 2; }
+  std::string token_text(int id) const override { return piece(id); }
   // Out-of-range ids give an empty piece and a score of 0.
   const std::string& piece(int id) const;
   float score(int id) const;
@@ -40,12 +43,17 @@ class Llama2cTokenizer {
   // scoring <= -1e10 are never merged, as in run.c), optional EOS. Result replaces *ids.
   // Unlike run.c a NUL byte does not end the text: it is encoded like any other byte (byte fallback).
   Status encode(std::string_view text, bool bos, bool eos, std::vector<int>* ids) const;
+  // The interface's encode: the same (options.parse_special does not apply: the llama2.c vocabulary
+  // has no special tokens that text could spell).
+  Status encode(std::string_view text, const EncodeOptions& options, std::vector<int>* ids) const override {
+    return encode(text, options.add_bos, options.add_eos, ids);
+  }
 
   // run.c's decode of one step: after BOS (prev == 1) a leading space of the piece is dropped; a piece
   // "<0xXX>" becomes that byte. An id outside the vocabulary decodes to "" (skipped, never a crash).
-  std::string decode_step(int prev, int id) const;
+  std::string decode_step(int prev, int id) const override;
   // Concatenation of decode_step over the sequence (prev of the first = -1).
-  std::string decode(const std::vector<int>& ids) const;
+  std::string decode(const std::vector<int>& ids) const override;
 
  private:
   Status finish_load();
