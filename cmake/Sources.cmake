@@ -2,14 +2,14 @@
 #  mcullm_core: freestanding (no exceptions, no RTTI, no iostream, no heap after init):
 #               src/core, src/quant, src/kernels, src/model, src/format (readers)
 #  mcullm_host: everything that needs an OS or the C++ library: files named *_host.cpp,
-#               src/tokenizer, src/host.
+#               src/tokenizer, src/host, src/serve (HTTP server and line protocol).
 file(GLOB_RECURSE MCULLM_ALL_SOURCES CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/src/*.cpp)
 set(MCULLM_CORE_SOURCES)
 set(MCULLM_HOST_SOURCES)
 set(MCULLM_AVX2_SOURCES)
 foreach(f IN LISTS MCULLM_ALL_SOURCES)
-  if(f MATCHES "_host\\.cpp$" OR f MATCHES "/src/(tokenizer|host)/")
+  if(f MATCHES "_host\\.cpp$" OR f MATCHES "/src/(tokenizer|host|serve)/")
     list(APPEND MCULLM_HOST_SOURCES ${f})
   elseif(f MATCHES "/src/kernels/x86/")
     list(APPEND MCULLM_AVX2_SOURCES ${f})
@@ -30,8 +30,21 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND MCULLM_AVX2_SOURCES)
 endif()
 
 find_package(Threads REQUIRED)
+# The server (src/serve) uses Debian's cpp-httplib (found with pkg-config only) and nlohmann-json.
+find_package(PkgConfig QUIET)
+if(NOT PKG_CONFIG_FOUND)
+  message(FATAL_ERROR "pkg-config is missing: it finds cpp-httplib for `mcullm serve` (apt-get install pkgconf libcpp-httplib-dev)")
+endif()
+pkg_check_modules(CPP_HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
+if(NOT CPP_HTTPLIB_FOUND)
+  message(FATAL_ERROR "cpp-httplib is missing (pkg-config cpp-httplib): `mcullm serve` needs it (apt-get install libcpp-httplib-dev)")
+endif()
+find_package(nlohmann_json 3 CONFIG QUIET)
+if(NOT nlohmann_json_FOUND)
+  message(FATAL_ERROR "nlohmann-json 3 is missing: `mcullm serve` needs it (apt-get install nlohmann-json3-dev)")
+endif()
 add_library(mcullm_host STATIC ${MCULLM_HOST_SOURCES})
-target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads)
+target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads PkgConfig::CPP_HTTPLIB nlohmann_json::nlohmann_json)
 
 # The freestanding contract, checked at build time: the core also compiles with no C++ standard
 # library headers at all (-nostdinc++), as the Xtensa emulator build needs (C headers only).
