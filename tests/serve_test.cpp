@@ -1,7 +1,10 @@
 // mcullm serve end to end: a real server on a free loopback port, cpp-httplib's client as the real
 // client. Every request loop is bounded in count and time, and every test stops its own server.
+#include <fcntl.h>
 #include <httplib.h>
+#include <poll.h>
 #include <signal.h>
+#include <termios.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 
 #include "serve/engine.h"
 #include "serve/http_server.h"
+#include "serve/line_protocol.h"
 #include "test_support.h"
 
 namespace mcullm {
@@ -344,30 +348,40 @@ TEST(Serve, ClientDisconnectMidStreamStopsGenerationAndFreesTheSlot) {
   EXPECT_EQ(post(s, "/completion", json{{"prompt", "Once"}, {"n_predict", 2}}).status, 200);
 }
 
-TEST(Serve, GreedyCompletionEqualsMcullmRun) {
-  MC_REQUIRE_SHARED();
+// `mcullm run` greedy: its prompt ids and sampled ids (from --dump-tokens) and its stdout.
+struct RunTokens {
+  std::vector<int> prompt, sampled;
+  std::string out;
+};
+RunTokens greedy_run(const std::string& prompt, int n) {
   const std::string dump = test::temp_dir() + "/greedy.tokens";
-  const auto run = test::run_cli({"run", "-m", stories(), "-p", "Once upon a time", "--temp", "0", "-n", "40", "--dump-tokens", dump});
-  ASSERT_EQ(run.exit_code, 0) << run.err;
-  std::vector<int> run_sampled;
-  {
-    std::istringstream in(test::read_text(dump));
-    std::string line;
-    int n_prompt = 0;
-    while (std::getline(in, line)) {
-      std::istringstream ls(line);
-      std::string tag;
-      ls >> tag;
-      if (tag == "PROMPT") {
-        int id;
-        while (ls >> id) ++n_prompt;
-      } else if (tag == "TOK") {
-        int pos, tok, next;
-        ls >> pos >> tok >> next;
-        if (pos >= n_prompt - 1) run_sampled.push_back(next);
-      }
+  const auto run = test::run_cli({"run", "-m", stories(), "-p", prompt, "--temp", "0", "-n", std::to_string(n), "--dump-tokens", dump});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  RunTokens t;
+  t.out = run.out;
+  std::istringstream in(test::read_text(dump));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string tag;
+    ls >> tag;
+    if (tag == "PROMPT") {
+      int id;
+      while (ls >> id) t.prompt.push_back(id);
+    } else if (tag == "TOK") {
+      int pos, tok, next;
+      ls >> pos >> tok >> next;
+      if (pos >= static_cast<int>(t.prompt.size()) - 1) t.sampled.push_back(next);
     }
   }
+  return t;
+}
+
+TEST(Serve, GreedyCompletionEqualsMcullmRun) {
+  MC_REQUIRE_SHARED();
+  const RunTokens run = greedy_run("Once upon a time", 40);
+  const std::vector<int>& run_sampled = run.sampled;
+  ASSERT_EQ(run_sampled.size(), 40u);
   TestServer s;
   Reply r = post(s, "/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 40}, {"temperature", 0}});
   ASSERT_EQ(r.status, 200) << r.raw;
@@ -532,6 +546,161 @@ TEST(ServeCli, BadOptionsGiveClearErrors) {
   r = test::run_cli({"serve", "-m", stories(), "--serial", "/nonexistent/tty"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot open serial device"), std::string::npos) << r.err;
+}
+
+// --- the line protocol on a pseudo-terminal ------------------------------------------------------
+
+// `mcullm serve --serial` on the slave side of a pty; the test is the "PC" on the master side.
+class SerialPeer {
+ public:
+  SerialPeer() {
+    master_ = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master_ < 0 || grantpt(master_) != 0 || unlockpt(master_) != 0) {
+      ADD_FAILURE() << "no pseudo-terminal";
+      return;
+    }
+    slave_path_ = ptsname(master_);
+    // Raw mode before the server opens it, so that nothing we write is echoed back.
+    slave_ = open(slave_path_.c_str(), O_RDWR | O_NOCTTY);
+    termios t{};
+    tcgetattr(slave_, &t);
+    cfmakeraw(&t);
+    tcsetattr(slave_, TCSANOW, &t);
+    log_ = test::temp_dir() + "/serial.log";
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(master_);  // else the server itself holds the master open and never sees the hang-up
+      close(slave_);
+      FILE* f = std::freopen(log_.c_str(), "w", stderr);
+      (void)f;
+      execl(test::cli_path().c_str(), "mcullm", "serve", "-m", stories().c_str(), "--serial", slave_path_.c_str(), nullptr);
+      _exit(127);
+    }
+  }
+  ~SerialPeer() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (master_ >= 0) close(master_);
+    if (slave_ >= 0) close(slave_);
+  }
+  void send(const std::string& s) { ASSERT_EQ(write(master_, s.data(), s.size()), static_cast<ssize_t>(s.size())); }
+  // Lines up to and including the first that starts with E or X (at most `seconds`).
+  std::vector<std::string> read_reply(double seconds = 20) {
+    std::vector<std::string> lines;
+    const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+    while (Clock::now() < end) {
+      size_t nl;
+      while ((nl = buf_.find('\n')) != std::string::npos) {
+        lines.push_back(buf_.substr(0, nl));
+        buf_.erase(0, nl + 1);
+        if (lines.back().rfind("E ", 0) == 0 || lines.back().rfind("X ", 0) == 0) return lines;
+      }
+      pollfd p{master_, POLLIN, 0};
+      if (poll(&p, 1, 50) > 0) {
+        char b[4096];
+        const ssize_t n = read(master_, b, sizeof b);
+        if (n > 0) buf_.append(b, static_cast<size_t>(n));
+      }
+    }
+    ADD_FAILURE() << "no E or X line within " << seconds << " s; got " << lines.size() << " lines; log:\n" << test::read_text(log_);
+    return lines;
+  }
+  // Hangs up (closes the master) and returns the server's exit status (bounded wait).
+  int hang_up() {
+    close(master_);
+    master_ = -1;
+    int status = -1;
+    if (!eventually([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, 10)) return -1;
+    exited_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::string log() const { return test::read_text(log_); }
+
+ private:
+  int master_ = -1, slave_ = -1;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  std::string slave_path_, log_, buf_;
+};
+
+std::string g_line(int n, int temp_x1000, int top_k, int seed, int flags, const std::vector<int>& ids) {
+  lineproto::GenerateCommand g;
+  g.n_predict = static_cast<uint32_t>(n);
+  g.temp_x1000 = static_cast<uint32_t>(temp_x1000);
+  g.top_k = static_cast<uint32_t>(top_k);
+  g.seed = static_cast<uint32_t>(seed);
+  g.flags = static_cast<uint32_t>(flags);
+  g.prompt.assign(ids.begin(), ids.end());
+  return lineproto::format_generate(g);
+}
+
+// Checks the reply's shape (P, T..., E) and returns the T ids.
+std::vector<int> token_ids(const std::vector<std::string>& reply) {
+  std::vector<int> ids;
+  EXPECT_GE(reply.size(), 2u);
+  if (reply.size() < 2) return ids;
+  for (size_t i = 0; i < reply.size(); ++i) {
+    lineproto::Message m;
+    const Status st = lineproto::parse_line(reply[i], &m);
+    EXPECT_TRUE(st.ok()) << reply[i] << ": " << st.message();
+    const lineproto::Kind want = i == 0 ? lineproto::Kind::kPromptDone : i + 1 == reply.size() ? lineproto::Kind::kEnd : lineproto::Kind::kToken;
+    EXPECT_EQ(static_cast<int>(m.kind), static_cast<int>(want)) << reply[i];
+    if (m.kind == lineproto::Kind::kToken) ids.push_back(m.token);
+    if (m.kind == lineproto::Kind::kEnd) {
+      EXPECT_EQ(m.n_tokens, ids.size()) << reply[i];
+    }
+  }
+  return ids;
+}
+
+TEST(ServeSerial, GreedyTokensOverAPtyEqualMcullmRun) {
+  MC_REQUIRE_SHARED();
+  const RunTokens run = greedy_run("Once upon a time", 20);
+  SerialPeer peer;
+  peer.send(g_line(20, 0, 40, 1, 0, run.prompt));
+  EXPECT_EQ(token_ids(peer.read_reply()), run.sampled);
+  // Sampled with a seed and flag 1 (ignore end tokens): exactly n tokens, the same twice.
+  const std::string sampled = g_line(30, 800, 40, 7, 1, {1});
+  peer.send(sampled);
+  const std::vector<int> a = token_ids(peer.read_reply());
+  peer.send(sampled);
+  const std::vector<int> b = token_ids(peer.read_reply());
+  EXPECT_EQ(a.size(), 30u);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(peer.hang_up(), 0) << peer.log();
+}
+
+TEST(ServeSerial, HostileLinesGetAnXLineAndTheServerCarriesOn) {
+  MC_REQUIRE_SHARED();
+  SerialPeer peer;
+  const std::pair<std::string, std::string> cases[] = {
+      {"G 5 0 40 1 0 3 1 2\n", "prompt_len says 3 ids but 2 follow"},
+      {"G 5 0 40 1 0 1 99999\n", "not in the vocabulary"},
+      {"G 5 0 40 0 0 1 1\n", "seed"},
+      {"G 5 0 40 1 0 1 x\n", "not a whole number"},
+      {"hello\n", "unknown command"},
+      {"T 1 2\n", "G lines only"},
+      {std::string(40000, 'G') + "\n", "too long"},
+      {"G 5 0 40 1 0 600" + std::string(600 * 2, ' ') + "\n", "ids but 0 follow"},
+  };
+  for (const auto& [line, words] : cases) {
+    peer.send(line);
+    const std::vector<std::string> reply = peer.read_reply();
+    ASSERT_EQ(reply.size(), 1u) << line.substr(0, 40);
+    EXPECT_EQ(reply[0].rfind("X ", 0), 0u) << reply[0];
+    EXPECT_NE(reply[0].find(words), std::string::npos) << reply[0];
+  }
+  // A prompt longer than the context (512): ids that are fine, but too many.
+  peer.send(g_line(5, 0, 40, 1, 0, std::vector<int>(600, 300)));
+  const std::vector<std::string> reply = peer.read_reply();
+  ASSERT_EQ(reply.size(), 1u);
+  EXPECT_NE(reply[0].find("context holds 512"), std::string::npos) << reply[0];
+  // Still serving.
+  peer.send(g_line(3, 0, 40, 1, 1, {1}));
+  EXPECT_EQ(token_ids(peer.read_reply()).size(), 3u);
+  EXPECT_EQ(peer.hang_up(), 0) << peer.log();
 }
 
 }  // namespace
