@@ -543,6 +543,11 @@ TEST(ServeCli, BadOptionsGiveClearErrors) {
   r = test::run_cli({"serve", "-m", stories(), "--host", "256.1.1.1", "--port", "8099"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot listen"), std::string::npos) << r.err;
+  // A port that is taken (by a server in this process) fails clearly instead of being shared.
+  TestServer taken;
+  r = test::run_cli({"serve", "-m", stories(), "--host", "127.0.0.1", "--port", std::to_string(taken.port)});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot listen"), std::string::npos) << r.err;
   r = test::run_cli({"serve", "-m", stories(), "--serial", "/nonexistent/tty"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot open serial device"), std::string::npos) << r.err;

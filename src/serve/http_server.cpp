@@ -1,6 +1,7 @@
 #include "serve/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <ctime>
@@ -38,6 +39,7 @@ struct HttpServer::Impl {
   std::atomic<uint64_t> next_id{1};
   std::atomic<uint64_t> http_requests{0}, http_errors{0};
   int bound_port = -1;
+  int listen_fd = -1;
 
   Impl(Engine& e, const HttpOptions& o) : engine(e), opt(o) { setup(); }
 
@@ -62,7 +64,15 @@ struct HttpServer::Impl {
     srv.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     srv.set_read_timeout(opt.read_timeout_s, 0);
     srv.set_write_timeout(opt.write_timeout_s, 0);
-    srv.set_keep_alive_timeout(2);
+    srv.set_keep_alive_timeout(5);
+    srv.set_keep_alive_max_count(1000);
+    // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let a second server bind
+    // the same port silently instead of failing with "address in use".
+    srv.set_socket_options([this](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listen_fd = sock;
+    });
     srv.set_payload_max_length(opt.max_body_bytes);
 
     srv.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -216,8 +226,8 @@ struct HttpServer::Impl {
   void completion(const httplib::Request& req, httplib::Response& res, Dialect d) {
     const json body = parse_body(req.body);
     auto cr = std::make_shared<CompletionRequest>(parse_completion(body, d, engine));
-    std::shared_ptr<Admission> adm = engine.admit();
-    if (!adm)
+    auto adm = std::make_shared<std::unique_ptr<Admission>>(engine.admit());
+    if (!*adm)
       throw ApiError(503, "unavailable_error", "the server is busy: all " + std::to_string(engine.options().parallel) + " slots and " +
                                                    std::to_string(engine.options().queue) + " queue places are taken; retry later");
     const std::string id = (d == Dialect::kOpenAI ? "cmpl-" : "") + std::to_string(next_id++);
@@ -226,7 +236,7 @@ struct HttpServer::Impl {
     if (!cr->stream) {
       CompletionResult r;
       const Engine::TokenFn keep_going = [this](const TokenEvent&) { return !stopping.load(); };
-      if (Status st = engine.complete(*adm, cr->params, nullptr, keep_going, &r); !st.ok()) throw api_error_from(st);
+      if (Status st = engine.complete(**adm, cr->params, nullptr, keep_going, &r); !st.ok()) throw api_error_from(st);
       res.set_content(dump(final_object(d, id, created, r, *cr, false)), "application/json");
       return;
     }
@@ -234,6 +244,7 @@ struct HttpServer::Impl {
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider("text/event-stream", [this, adm, cr, d, id, created](size_t, httplib::DataSink& sink) {
+      if (!*adm) return false;  // called again after the end: nothing more to send
       const Engine::TokenFn on_token = [&](const TokenEvent& ev) {
         if (stopping.load()) return false;
         if (d == Dialect::kOpenAI && ev.text.empty()) return sink.is_writable();
@@ -254,7 +265,8 @@ struct HttpServer::Impl {
         return sink.write(s.data(), s.size());
       };
       CompletionResult r;
-      const Status st = engine.complete(*adm, cr->params, nullptr, on_token, &r);
+      const Status st = engine.complete(**adm, cr->params, nullptr, on_token, &r);
+      adm->reset();  // the place is free before the last bytes go out
       std::string tail;
       if (!st.ok()) {
         const ApiError e = api_error_from(st);
@@ -286,6 +298,9 @@ Status HttpServer::bind() {
   }
   if (s.bound_port <= 0)
     return Status::Error(Code::kIo, "cannot listen on %s port %d (address in use, or not an address of this machine?)", s.opt.host.c_str(), s.opt.port);
+  // Debian's library listens with a backlog of 5: a burst of connections would see dropped SYNs
+  // and a one-second retransmit. Listening again on the bound socket raises the backlog.
+  if (s.listen_fd >= 0) ::listen(s.listen_fd, 256);
   return Status::Ok();
 }
 
