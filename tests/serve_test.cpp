@@ -535,20 +535,50 @@ TEST(ServeCli, StartsAnswersAndStopsOnSigterm) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << test::read_text(log);
 }
 
+// Runs the CLI with stderr to a file; kills it if it has not ended within `seconds` (a server that
+// should have refused to start must not hang the test).
+test::CommandResult run_cli_bounded(const std::vector<std::string>& args, double seconds = 30) {
+  const std::string log = test::temp_dir() + "/cli.log";
+  // Everything the child needs is made before fork(): other threads may hold the heap's lock.
+  const std::string bin = test::cli_path();
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv{const_cast<char*>("mcullm")};
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fd, 2);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  close(fd);
+  int status = -1;
+  test::CommandResult r;
+  if (!eventually([&] { return waitpid(pid, &status, WNOHANG) == pid; }, seconds)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    ADD_FAILURE() << "mcullm did not end within " << seconds << " s";
+  }
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = test::read_text(log);
+  return r;
+}
+
 TEST(ServeCli, BadOptionsGiveClearErrors) {
   MC_REQUIRE_SHARED();
-  auto r = test::run_cli({"serve", "-m", stories(), "-c", "100000"});
+  auto r = run_cli_bounded({"serve", "-m", stories(), "-c", "100000"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("longer than the model's context"), std::string::npos) << r.err;
-  r = test::run_cli({"serve", "-m", stories(), "--host", "256.1.1.1", "--port", "8099"});
+  r = run_cli_bounded({"serve", "-m", stories(), "--host", "256.1.1.1", "--port", "8099"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot listen"), std::string::npos) << r.err;
   // A port that is taken (by a server in this process) fails clearly instead of being shared.
   TestServer taken;
-  r = test::run_cli({"serve", "-m", stories(), "--host", "127.0.0.1", "--port", std::to_string(taken.port)});
+  r = run_cli_bounded({"serve", "-m", stories(), "--host", "127.0.0.1", "--port", std::to_string(taken.port)});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot listen"), std::string::npos) << r.err;
-  r = test::run_cli({"serve", "-m", stories(), "--serial", "/nonexistent/tty"});
+  r = run_cli_bounded({"serve", "-m", stories(), "--serial", "/nonexistent/tty"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot open serial device"), std::string::npos) << r.err;
 }
@@ -702,9 +732,14 @@ TEST(ServeSerial, HostileLinesGetAnXLineAndTheServerCarriesOn) {
   const std::vector<std::string> reply = peer.read_reply();
   ASSERT_EQ(reply.size(), 1u);
   EXPECT_NE(reply[0].find("context holds 512"), std::string::npos) << reply[0];
-  // Still serving.
-  peer.send(g_line(3, 0, 40, 1, 1, {1}));
+  // Still serving; \r\n endings and blank lines are fine; zero tokens is P then E 0.
+  peer.send("\r\n   \nG 3 0 40 1 1 1 1\r\n");
   EXPECT_EQ(token_ids(peer.read_reply()).size(), 3u);
+  peer.send(g_line(0, 0, 40, 1, 0, {1, 403}));
+  const std::vector<std::string> none = peer.read_reply();
+  ASSERT_EQ(none.size(), 2u);
+  EXPECT_EQ(none[0].rfind("P ", 0), 0u);
+  EXPECT_EQ(none[1], "E 0 0.00");
   EXPECT_EQ(peer.hang_up(), 0) << peer.log();
 }
 

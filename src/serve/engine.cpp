@@ -221,13 +221,14 @@ struct StepState {
   int delay_ms;
   int stop_a, stop_b;
   Clock::time_point start, last;
-  bool cancelled = false, word_stop = false;
+  bool cancelled = false, word_stop = false, prompt_done = false;
 };
 
 void on_logits(void* user, int pos, const float*, int) {
   auto* s = static_cast<StepState*>(user);
   if (pos != s->n_prompt - 1) return;
   s->last = Clock::now();
+  s->prompt_done = true;
   s->result->prompt_ms = ms_between(s->start, s->last);
   if (*s->on_prompt_done) (*s->on_prompt_done)(s->result->prompt_ms);
 }
@@ -301,6 +302,8 @@ Status Engine::run_on_slot(Slot& slot, const CompletionParams& p, const PromptDo
     if (!last.text.empty() && on_token && !on_token(last)) s.cancelled = true;
   }
   const Clock::time_point end = Clock::now();
+  // n_predict 0: the prompt's last token is never fed, so the prompt ends with the generation.
+  if (!s.prompt_done) r->prompt_ms = ms_between(s.start, end);
   r->predicted_ms = std::max(0.0, ms_between(s.start, end) - r->prompt_ms);
   r->text = text.text();
   r->n_prompt = gr.n_prompt;
