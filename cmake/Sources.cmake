@@ -2,14 +2,14 @@
 #  mcullm_core: freestanding (no exceptions, no RTTI, no iostream, no heap after init):
 #               src/core, src/quant, src/kernels, src/model, src/format (readers)
 #  mcullm_host: everything that needs an OS or the C++ library: files named *_host.cpp,
-#               src/tokenizer, src/host.
+#               src/tokenizer, src/host, src/serve (HTTP server and line protocol).
 file(GLOB_RECURSE MCULLM_ALL_SOURCES CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/src/*.cpp)
 set(MCULLM_CORE_SOURCES)
 set(MCULLM_HOST_SOURCES)
 set(MCULLM_AVX2_SOURCES)
 foreach(f IN LISTS MCULLM_ALL_SOURCES)
-  if(f MATCHES "_host\\.cpp$" OR f MATCHES "/src/(tokenizer|host)/")
+  if(f MATCHES "_host\\.cpp$" OR f MATCHES "/src/(tokenizer|host|serve)/")
     list(APPEND MCULLM_HOST_SOURCES ${f})
   elseif(f MATCHES "/src/kernels/x86/")
     list(APPEND MCULLM_AVX2_SOURCES ${f})
@@ -30,24 +30,29 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND MCULLM_AVX2_SOURCES)
 endif()
 
 find_package(Threads REQUIRED)
-# tokenizer.json reader (src/tokenizer/tokenizer_loader.cpp): header-only nlohmann-json.
+# Host dependencies: nlohmann-json (tokenizer.json reader, the server's JSON), utf8proc (WordPiece
+# normalization), cpp-httplib (the server; Debian ships it for pkg-config only).
 find_package(nlohmann_json 3 CONFIG QUIET)
 if(NOT nlohmann_json_FOUND)
   message(FATAL_ERROR "nlohmann-json (>= 3) not found: install the Debian package nlohmann-json3-dev "
-                      "(the tokenizer loader reads Hugging Face tokenizer.json with it)")
+                      "(the tokenizer.json reader and `mcullm serve` use it)")
 endif()
-# WordPiece normalization (src/tokenizer/wordpiece_tokenizer.cpp): NFD, categories, lowercase.
 find_package(PkgConfig QUIET)
-if(PkgConfig_FOUND)
-  pkg_check_modules(UTF8PROC QUIET IMPORTED_TARGET libutf8proc)
+if(NOT PKG_CONFIG_FOUND)
+  message(FATAL_ERROR "pkg-config is missing: it finds utf8proc and cpp-httplib (apt-get install pkg-config)")
 endif()
+pkg_check_modules(UTF8PROC QUIET IMPORTED_TARGET libutf8proc)
 if(NOT UTF8PROC_FOUND)
-  message(FATAL_ERROR "utf8proc (pkg-config libutf8proc) not found: install the Debian packages pkg-config and "
-                      "libutf8proc-dev (the WordPiece tokenizer normalizes text with it)")
+  message(FATAL_ERROR "utf8proc (pkg-config libutf8proc) not found: install the Debian package libutf8proc-dev "
+                      "(the WordPiece tokenizer normalizes text with it)")
+endif()
+pkg_check_modules(CPP_HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
+if(NOT CPP_HTTPLIB_FOUND)
+  message(FATAL_ERROR "cpp-httplib is missing (pkg-config cpp-httplib): `mcullm serve` needs it (apt-get install libcpp-httplib-dev)")
 endif()
 add_library(mcullm_host STATIC ${MCULLM_HOST_SOURCES})
-target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads PRIVATE nlohmann_json::nlohmann_json
-                      PkgConfig::UTF8PROC)
+target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads PkgConfig::CPP_HTTPLIB nlohmann_json::nlohmann_json
+                      PRIVATE PkgConfig::UTF8PROC)
 
 # The freestanding contract, checked at build time: the core also compiles with no C++ standard
 # library headers at all (-nostdinc++), as the Xtensa emulator build needs (C headers only).

@@ -1,0 +1,118 @@
+// `mcullm serve`: an OpenAI / llama-server compatible HTTP server, or (--serial) the board's line
+// protocol on a serial device or pseudo-terminal. docs/protocol.md describes both.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "cli.h"
+#include "serve/engine.h"
+#include "serve/http_server.h"
+#include "serve/serial_server.h"
+
+namespace mcullm::cli {
+
+namespace {
+
+struct ServeOptions {
+  serve::EngineOptions engine;
+  serve::HttpOptions http;
+  std::string serial;
+  int baud = 115200;
+};
+
+// SIGINT / SIGTERM stop the server cleanly: the signals are blocked in every thread and one thread
+// waits for them (no work in a signal handler).
+class SignalWaiter {
+ public:
+  SignalWaiter() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGUSR1);  // our own wake-up when the server ends by itself
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+  }
+  template <typename F>
+  void start(F on_signal) {
+    thread_ = std::thread([this, on_signal] {
+      int sig = 0;
+      sigwait(&set_, &sig);
+      if (sig != SIGUSR1) {
+        std::fprintf(stderr, "mcullm: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        on_signal();
+      }
+    });
+  }
+  ~SignalWaiter() {
+    if (thread_.joinable()) {
+      pthread_kill(thread_.native_handle(), SIGUSR1);
+      thread_.join();
+    }
+  }
+
+ private:
+  sigset_t set_;
+  std::thread thread_;
+};
+
+int serve_main(ServeOptions& o) {
+  SignalWaiter signals;  // before any thread exists, so that all of them inherit the mask
+  std::unique_ptr<serve::Engine> engine;
+  if (Status st = serve::Engine::create(o.engine, &engine); !st.ok()) return report(st);
+
+  if (!o.serial.empty()) {
+    int fd = -1;
+    if (Status st = serve::open_serial(o.serial, o.baud, &fd); !st.ok()) return report(st);
+    std::atomic<bool> stop{false};
+    signals.start([&stop] { stop.store(true); });
+    std::fprintf(stderr, "mcullm: serving %s on %s (line protocol, %d baud)\n", engine->model_id().c_str(), o.serial.c_str(), o.baud);
+    const Status st = serve::serve_lines(*engine, fd, fd, stop);
+    close(fd);
+    if (!st.ok()) return report(st);
+    std::fprintf(stderr, "mcullm: %s closed\n", o.serial.c_str());
+    return 0;
+  }
+
+  serve::HttpServer server(*engine, o.http);
+  if (Status st = server.bind(); !st.ok()) return report(st);
+  signals.start([&server] { server.stop(); });
+  std::fprintf(stderr, "mcullm: serving %s on http://%s:%d (%d slot%s, queue %d, context %d)\n", engine->model_id().c_str(),
+               o.http.host.c_str(), server.port(), o.engine.parallel, o.engine.parallel == 1 ? "" : "s", o.engine.queue, engine->ctx_len());
+  std::fflush(stderr);
+  const Status st = server.run();
+  if (!st.ok()) return report(st);
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over HTTP (OpenAI / llama-server API) or a serial line protocol");
+  cmd->add_option("-m,--model", o->engine.model, "Model file (GGUF or llama2.c .bin)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-z,--tokenizer", o->engine.tokenizer, "Tokenizer (default: the model's own, or one beside it)")->check(CLI::ExistingFile);
+  cmd->add_option("-c,--ctx-size", o->engine.ctx, "Context length per slot (default: the model's)")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("-t,--threads", o->engine.threads, "Threads per slot")->check(CLI::Range(1, 256));
+  cmd->add_option("--parallel", o->engine.parallel, "Concurrent generations (slots), each with its own KV cache")->check(CLI::Range(1, 64));
+  cmd->add_option("--queue", o->engine.queue, "Requests that may wait for a slot; more get 503")->check(CLI::Range(0, 4096));
+  cmd->add_option("--alias", o->engine.alias, "Model id in the API (default: the model file's name)");
+  cmd->add_option("--kernels", o->engine.kernels, "ref, avx2 or auto")->check(CLI::IsMember({"ref", "avx2", "auto"}));
+  cmd->add_option("--token-delay-ms", o->engine.token_delay_ms, "Sleep after each token (to mimic a slow board in demos and tests)")
+      ->check(CLI::Range(0, 10000));
+  cmd->add_option("--host", o->http.host, "Address to listen on");
+  cmd->add_option("--port", o->http.port, "Port (0 = any free port; the chosen one is printed)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", o->http.api_key, "Require this key (Authorization: Bearer KEY) on every endpoint but /health");
+  cmd->add_option("--timeout", o->http.read_timeout_s, "Seconds a client may stay silent (reading) or stop reading (writing)")
+      ->check(CLI::Range(1, 3600))
+      ->each([o](const std::string&) { o->http.write_timeout_s = o->http.read_timeout_s; });
+  cmd->add_option("--serial", o->serial, "Speak the line protocol on this serial device or pty instead of HTTP");
+  cmd->add_option("--baud", o->baud, "Serial speed");
+  cmd->callback([o, exit_code] { *exit_code = serve_main(*o); });
+}
+
+}  // namespace mcullm::cli

@@ -1,0 +1,42 @@
+// `mcullm serve`'s HTTP side (cpp-httplib): OpenAI- and llama-server-shaped endpoints over an Engine.
+// See docs/protocol.md for the endpoints, the error shapes and the queue's behaviour.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "serve/engine.h"
+
+namespace mcullm::serve {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;             // 0 = any free port (port() tells which)
+  std::string api_key;         // empty = no authentication
+  int read_timeout_s = 10;     // a client that sends nothing for this long is dropped
+  int write_timeout_s = 10;    // a reader that takes nothing for this long is dropped (its generation stops)
+  size_t max_body_bytes = 1 << 20;
+};
+
+class HttpServer {
+ public:
+  HttpServer(Engine& engine, const HttpOptions& options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the socket; port() is valid afterwards.
+  Status bind();
+  int port() const;
+  // Serves until stop() (blocks). bind() first.
+  Status run();
+  // bind() + run() on a background thread (tests).
+  Status start();
+  // Stops accepting, makes running generations stop at their next token, joins the background thread.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mcullm::serve

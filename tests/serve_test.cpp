@@ -1,0 +1,747 @@
+// mcullm serve end to end: a real server on a free loopback port, cpp-httplib's client as the real
+// client. Every request loop is bounded in count and time, and every test stops its own server.
+#include <fcntl.h>
+#include <httplib.h>
+#include <poll.h>
+#include <signal.h>
+#include <termios.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "serve/engine.h"
+#include "serve/http_server.h"
+#include "serve/line_protocol.h"
+#include "test_support.h"
+
+namespace mcullm {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string stories() { return test::shared_path("models/stories260K/stories260K.bin"); }
+
+struct TestServer {
+  std::unique_ptr<serve::Engine> engine;
+  std::unique_ptr<serve::HttpServer> server;
+  int port = 0;
+
+  explicit TestServer(serve::EngineOptions eo = {}, serve::HttpOptions ho = {}) {
+    if (eo.model.empty()) eo.model = stories();
+    ho.host = "127.0.0.1";
+    ho.port = 0;
+    Status st = serve::Engine::create(eo, &engine);
+    EXPECT_TRUE(st.ok()) << st.message();
+    if (!st.ok()) return;
+    server = std::make_unique<serve::HttpServer>(*engine, ho);
+    st = server->start();
+    EXPECT_TRUE(st.ok()) << st.message();
+    port = server->port();
+  }
+  ~TestServer() {
+    if (server) server->stop();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(20, 0);
+    c.set_write_timeout(20, 0);
+    c.set_connection_timeout(5, 0);
+    return c;
+  }
+};
+
+struct Reply {
+  int status = -1;
+  json body;
+  std::string raw;
+  std::string retry_after;
+};
+
+Reply post(const TestServer& s, const std::string& path, const std::string& body, const httplib::Headers& headers = {}) {
+  auto c = s.client();
+  auto res = c.Post(path, headers, body, "application/json");
+  Reply r;
+  if (!res) return r;
+  r.status = res->status;
+  r.raw = res->body;
+  r.retry_after = res->get_header_value("Retry-After");
+  r.body = json::parse(res->body, nullptr, false);
+  return r;
+}
+Reply post(const TestServer& s, const std::string& path, const json& body, const httplib::Headers& headers = {}) {
+  return post(s, path, body.dump(), headers);
+}
+Reply get(const TestServer& s, const std::string& path, const httplib::Headers& headers = {}) {
+  auto c = s.client();
+  auto res = c.Get(path, headers);
+  Reply r;
+  if (!res) return r;
+  r.status = res->status;
+  r.raw = res->body;
+  r.body = json::parse(res->body, nullptr, false);
+  return r;
+}
+
+// The OpenAI error shape with the given status.
+void expect_error(const Reply& r, int status, const std::string& type, const std::string& words = "") {
+  EXPECT_EQ(r.status, status) << r.raw;
+  ASSERT_TRUE(r.body.is_object()) << r.raw;
+  ASSERT_TRUE(r.body.contains("error")) << r.raw;
+  const json& e = r.body["error"];
+  EXPECT_EQ(e.value("type", ""), type) << r.raw;
+  EXPECT_EQ(e.value("code", 0), status) << r.raw;
+  EXPECT_FALSE(e.value("message", "").empty()) << r.raw;
+  if (!words.empty()) {
+    EXPECT_NE(e.value("message", "").find(words), std::string::npos) << r.raw;
+  }
+}
+
+// Reads a Prometheus gauge or counter from /metrics.
+double metric(const TestServer& s, const std::string& name) {
+  const Reply r = get(s, "/metrics");
+  std::istringstream in(r.raw);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  ADD_FAILURE() << "no metric " << name << " in\n" << r.raw;
+  return -1;
+}
+
+// Polls until pred() or the time runs out (bounded: at most `seconds`).
+template <typename F>
+bool eventually(F pred, double seconds = 5) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+// A streamed POST: the events' JSON (or "[DONE]"), stopping after max_events when given.
+struct Stream {
+  int status = -1;
+  std::vector<std::string> events;
+  bool client_aborted = false;
+};
+Stream post_stream(const TestServer& s, const std::string& path, const json& body, int max_events = -1) {
+  auto c = s.client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  Stream st;
+  std::string buf;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buf.append(data, n);
+    size_t at;
+    while ((at = buf.find("\n\n")) != std::string::npos) {
+      std::string ev = buf.substr(0, at);
+      buf.erase(0, at + 2);
+      if (ev.rfind("data: ", 0) == 0) st.events.push_back(ev.substr(6));
+      if (max_events >= 0 && static_cast<int>(st.events.size()) >= max_events) {
+        st.client_aborted = true;
+        return false;  // hang up mid-stream
+      }
+    }
+    return true;
+  };
+  auto res = c.send(req);
+  if (res) st.status = res->status;
+  return st;
+}
+
+// ------------------------------------------------------------------------------------------------
+
+TEST(Serve, HealthModelsAndMetrics) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  ASSERT_GT(s.port, 0);
+  Reply h = get(s, "/health");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.body.value("status", ""), "ok");
+  Reply m = get(s, "/v1/models");
+  ASSERT_EQ(m.status, 200) << m.raw;
+  ASSERT_EQ(m.body["data"].size(), 1u);
+  EXPECT_EQ(m.body["data"][0]["id"], "stories260K.bin");
+  EXPECT_EQ(m.body["data"][0]["meta"]["n_ctx"], 512);
+  Reply p = get(s, "/metrics");
+  EXPECT_EQ(p.status, 200);
+  EXPECT_NE(p.raw.find("# TYPE mcullm_slots_busy gauge"), std::string::npos);
+  EXPECT_EQ(metric(s, "mcullm_slots"), 1);
+  EXPECT_EQ(metric(s, "mcullm_slots_busy"), 0);
+}
+
+TEST(Serve, CompletionShapesAndTimings) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  Reply r = post(s, "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["object"], "text_completion");
+  EXPECT_EQ(r.body["model"], "stories260K.bin");
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
+  EXPECT_FALSE(r.body["choices"][0]["text"].get<std::string>().empty());
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(r.body["usage"]["prompt_tokens"], 5);  // BOS + 4
+  const json& t = r.body["timings"];
+  for (const char* k : {"prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_second", "predicted_n", "predicted_ms",
+                        "predicted_per_token_ms", "predicted_per_second"})
+    EXPECT_TRUE(t.contains(k) && t[k].is_number()) << k << " in " << t.dump();
+  EXPECT_EQ(t["prompt_n"], 5);
+  EXPECT_EQ(t["predicted_n"], 12);
+  EXPECT_GT(t["predicted_ms"].get<double>(), 0);
+
+  Reply l = post(s, "/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 8}, {"temperature", 0}});
+  ASSERT_EQ(l.status, 200) << l.raw;
+  EXPECT_EQ(l.body["stop"], true);
+  EXPECT_EQ(l.body["tokens_predicted"], 8);
+  EXPECT_EQ(l.body["stop_type"], "limit");
+  EXPECT_EQ(l.body["tokens"].size(), 8u);
+  EXPECT_TRUE(l.body["timings"].contains("predicted_per_second"));
+}
+
+TEST(Serve, MalformedJsonAndWrongTypesAre400) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  expect_error(post(s, "/v1/completions", std::string("{\"prompt\": ")), 400, "invalid_request_error", "not valid JSON");
+  expect_error(post(s, "/v1/completions", std::string("")), 400, "invalid_request_error", "not valid JSON");
+  expect_error(post(s, "/v1/completions", std::string("[1, 2]")), 400, "invalid_request_error", "JSON object");
+  expect_error(post(s, "/v1/completions", std::string("\"text\"")), 400, "invalid_request_error", "JSON object");
+  expect_error(post(s, "/v1/completions", json{{"max_tokens", 4}}), 400, "invalid_request_error", "'prompt'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", 42}}), 400, "invalid_request_error", "'prompt'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"temperature", "hot"}}), 400, "invalid_request_error", "'temperature'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"temperature", -1}}), 400, "invalid_request_error", "'temperature'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"max_tokens", 1.5}}), 400, "invalid_request_error", "'max_tokens'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"max_tokens", "8"}}), 400, "invalid_request_error", "'max_tokens'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"stream", "yes"}}), 400, "invalid_request_error", "'stream'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"stop", 3}}), 400, "invalid_request_error", "'stop'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"seed", 0}}), 400, "invalid_request_error", "'seed'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", json::array({1, 99999})}}), 400, "invalid_request_error", "99999");
+  expect_error(post(s, "/v1/completions", json{{"prompt", json::array({"a", "b"})}}), 400, "invalid_request_error", "batches");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"n", 3}}), 400, "invalid_request_error", "'n'");
+  expect_error(post(s, "/completion", json{{"prompt", "a"}, {"n_predict", -5}}), 400, "invalid_request_error", "'n_predict'");
+  expect_error(post(s, "/tokenize", json{{"content", 5}}), 400, "invalid_request_error", "'content'");
+  expect_error(post(s, "/detokenize", json{{"tokens", json::array({1, -1})}}), 400, "invalid_request_error", "'tokens'");
+  expect_error(get(s, "/no/such/endpoint"), 404, "not_found_error");
+  // The server is still healthy and no slot leaked.
+  EXPECT_EQ(get(s, "/health").status, 200);
+  EXPECT_EQ(metric(s, "mcullm_slots_busy"), 0);
+}
+
+TEST(Serve, UnknownFieldsAndNullsAreIgnored) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  Reply r = post(s, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 3}, {"frobnicate", {{"x", 1}}}, {"user", "me"},
+                                            {"temperature", nullptr}, {"stop", nullptr}});
+  EXPECT_EQ(r.status, 200) << r.raw;
+}
+
+TEST(Serve, PromptLongerThanContextIs400) {
+  MC_REQUIRE_SHARED();
+  serve::EngineOptions eo;
+  eo.ctx = 16;
+  TestServer s(eo);
+  std::string long_text;
+  for (int i = 0; i < 40; ++i) long_text += "Once upon a time ";
+  expect_error(post(s, "/v1/completions", json{{"prompt", long_text}}), 400, "invalid_request_error", "context holds 16");
+  expect_error(post(s, "/completion", json{{"prompt", std::vector<int>(17, 300)}}), 400, "invalid_request_error", "context holds 16");
+  // A prompt that fits, with a request for more tokens than the context has left: stops at the end.
+  Reply ok = post(s, "/completion", json{{"prompt", std::vector<int>(10, 300)}, {"n_predict", 100}, {"ignore_eos", true}});
+  ASSERT_EQ(ok.status, 200) << ok.raw;
+  EXPECT_EQ(ok.body["stop_type"], "limit");
+  EXPECT_EQ(ok.body["tokens_predicted"], 7);  // positions 10..15 feed 6 more tokens: 7 sampled
+}
+
+TEST(Serve, UnknownModelIs404) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  expect_error(post(s, "/v1/completions", json{{"model", "gpt-17"}, {"prompt", "a"}}), 404, "not_found_error", "gpt-17");
+  expect_error(post(s, "/v1/completions", json{{"model", 7}, {"prompt", "a"}}), 400, "invalid_request_error", "'model'");
+  EXPECT_EQ(post(s, "/v1/completions", json{{"model", "stories260K.bin"}, {"prompt", "a"}, {"max_tokens", 2}}).status, 200);
+}
+
+TEST(Serve, ApiKeyIsRequiredExceptForHealth) {
+  MC_REQUIRE_SHARED();
+  serve::HttpOptions ho;
+  ho.api_key = "sekret-123";
+  TestServer s({}, ho);
+  const json body{{"prompt", "a"}, {"max_tokens", 2}};
+  expect_error(post(s, "/v1/completions", body), 401, "authentication_error", "required");
+  expect_error(post(s, "/v1/completions", body, {{"Authorization", "Bearer wrong"}}), 401, "authentication_error", "invalid");
+  expect_error(post(s, "/v1/completions", body, {{"Authorization", "Bearer sekret-12"}}), 401, "authentication_error");
+  expect_error(get(s, "/v1/models"), 401, "authentication_error");
+  expect_error(get(s, "/metrics"), 401, "authentication_error");
+  EXPECT_EQ(post(s, "/v1/completions", body, {{"Authorization", "Bearer sekret-123"}}).status, 200);
+  EXPECT_EQ(post(s, "/v1/completions", body, {{"X-Api-Key", "sekret-123"}}).status, 200);
+  EXPECT_EQ(get(s, "/health").status, 200);
+}
+
+TEST(Serve, ChatCompletionsIs501UntilChatTemplatesExist) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  expect_error(post(s, "/v1/chat/completions", json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}}), 501,
+               "not_supported_error", "chat template");
+}
+
+TEST(Serve, BodyTooLargeIs413) {
+  MC_REQUIRE_SHARED();
+  serve::HttpOptions ho;
+  ho.max_body_bytes = 4096;
+  TestServer s({}, ho);
+  expect_error(post(s, "/v1/completions", json{{"prompt", std::string(10000, 'a')}}), 413, "invalid_request_error");
+}
+
+TEST(Serve, MoreRequestsThanTheQueueHoldsGet503) {
+  MC_REQUIRE_SHARED();
+  serve::EngineOptions eo;
+  eo.parallel = 1;
+  eo.queue = 1;
+  eo.token_delay_ms = 25;  // each request holds its slot for about 0.5 s
+  TestServer s(eo);
+  const json body{{"prompt", "Once"}, {"max_tokens", 20}, {"ignore_eos", true}};
+  constexpr int kClients = 6;
+  std::vector<std::future<Reply>> replies;
+  for (int i = 0; i < kClients; ++i) replies.push_back(std::async(std::launch::async, [&] { return post(s, "/v1/completions", body); }));
+  int ok = 0, busy = 0;
+  for (auto& f : replies) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    const Reply r = f.get();
+    if (r.status == 200) {
+      ++ok;
+    } else {
+      expect_error(r, 503, "unavailable_error", "busy");
+      EXPECT_EQ(r.retry_after, "1");
+      ++busy;
+    }
+  }
+  EXPECT_EQ(ok, 2);  // one in the slot, one in the queue
+  EXPECT_EQ(busy, kClients - 2);
+  EXPECT_EQ(metric(s, "mcullm_requests_rejected_total"), kClients - 2);
+  EXPECT_EQ(metric(s, "mcullm_slots_busy"), 0);
+  EXPECT_EQ(metric(s, "mcullm_queue_depth"), 0);
+  // Once the queue drains the server takes requests again.
+  EXPECT_EQ(post(s, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 1}}).status, 200);
+}
+
+TEST(Serve, ClientDisconnectMidStreamStopsGenerationAndFreesTheSlot) {
+  MC_REQUIRE_SHARED();
+  serve::EngineOptions eo;
+  eo.token_delay_ms = 10;  // 400 tokens would take 4 s; the client leaves after 3
+  TestServer s(eo);
+  const auto t0 = Clock::now();
+  const Stream st = post_stream(s, "/completion", json{{"prompt", "Once"}, {"n_predict", 400}, {"ignore_eos", true}, {"stream", true}}, 3);
+  EXPECT_TRUE(st.client_aborted);
+  ASSERT_EQ(st.events.size(), 3u);
+  EXPECT_TRUE(eventually([&] { return metric(s, "mcullm_requests_cancelled_total") == 1 && metric(s, "mcullm_slots_busy") == 0; }))
+      << get(s, "/metrics").raw;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3.0);
+  EXPECT_LT(metric(s, "mcullm_tokens_predicted_total"), 100);
+  // The slot serves the next request.
+  EXPECT_EQ(post(s, "/completion", json{{"prompt", "Once"}, {"n_predict", 2}}).status, 200);
+}
+
+// `mcullm run` greedy: its prompt ids and sampled ids (from --dump-tokens) and its stdout.
+struct RunTokens {
+  std::vector<int> prompt, sampled;
+  std::string out;
+};
+RunTokens greedy_run(const std::string& prompt, int n) {
+  const std::string dump = test::temp_dir() + "/greedy.tokens";
+  const auto run = test::run_cli({"run", "-m", stories(), "-p", prompt, "--temp", "0", "-n", std::to_string(n), "--dump-tokens", dump});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  RunTokens t;
+  t.out = run.out;
+  std::istringstream in(test::read_text(dump));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string tag;
+    ls >> tag;
+    if (tag == "PROMPT") {
+      int id;
+      while (ls >> id) t.prompt.push_back(id);
+    } else if (tag == "TOK") {
+      int pos, tok, next;
+      ls >> pos >> tok >> next;
+      if (pos >= static_cast<int>(t.prompt.size()) - 1) t.sampled.push_back(next);
+    }
+  }
+  return t;
+}
+
+TEST(Serve, GreedyCompletionEqualsMcullmRun) {
+  MC_REQUIRE_SHARED();
+  const RunTokens run = greedy_run("Once upon a time", 40);
+  const std::vector<int>& run_sampled = run.sampled;
+  ASSERT_EQ(run_sampled.size(), 40u);
+  TestServer s;
+  Reply r = post(s, "/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 40}, {"temperature", 0}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  ASSERT_EQ(r.body["stop_type"], "limit") << "the comparison below assumes no end token in 40 greedy tokens";
+  EXPECT_EQ(r.body["tokens"].get<std::vector<int>>(), run_sampled);
+  // run prints the prompt, the continuation and a newline.
+  EXPECT_EQ(run.out, "Once upon a time" + r.body["content"].get<std::string>() + "\n");
+  Reply o = post(s, "/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}});
+  ASSERT_EQ(o.status, 200) << o.raw;
+  EXPECT_EQ(o.body["choices"][0]["text"], r.body["content"]);
+}
+
+std::string concat_openai(const Stream& st, std::string* finish) {
+  std::string text;
+  EXPECT_FALSE(st.events.empty());
+  EXPECT_EQ(st.events.back(), "[DONE]");
+  for (size_t i = 0; i + 1 < st.events.size(); ++i) {
+    const json j = json::parse(st.events[i], nullptr, false);
+    EXPECT_TRUE(j.is_object()) << st.events[i];
+    if (!j.is_object()) continue;
+    text += j["choices"][0]["text"].get<std::string>();
+    if (!j["choices"][0]["finish_reason"].is_null()) *finish = j["choices"][0]["finish_reason"];
+  }
+  return text;
+}
+
+TEST(Serve, StreamedChunksConcatenateToTheNonStreamedText) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  for (const json& extra : {json{{"temperature", 0}}, json{{"temperature", 0.9}, {"seed", 7}}, json{{"temperature", 1.0}, {"seed", 99}, {"top_k", 0}}}) {
+    json body{{"prompt", "Once upon a time"}, {"max_tokens", 60}};
+    body.update(extra);
+    Reply whole = post(s, "/v1/completions", body);
+    ASSERT_EQ(whole.status, 200) << whole.raw;
+    body["stream"] = true;
+    const Stream st = post_stream(s, "/v1/completions", body);
+    ASSERT_EQ(st.status, 200);
+    std::string finish;
+    EXPECT_EQ(concat_openai(st, &finish), whole.body["choices"][0]["text"].get<std::string>()) << extra.dump();
+    EXPECT_EQ(finish, whole.body["choices"][0]["finish_reason"]);
+    const json last = json::parse(st.events[st.events.size() - 2]);
+    EXPECT_TRUE(last.contains("timings"));
+    EXPECT_EQ(last["usage"], whole.body["usage"]);
+
+    // llama-server's shape: one event per token, the last with "stop": true, no [DONE].
+    json lbody{{"prompt", "Once upon a time"}, {"n_predict", 60}, {"stream", true}};
+    lbody.update(extra);
+    const Stream ls = post_stream(s, "/completion", lbody);
+    std::string text;
+    ASSERT_FALSE(ls.events.empty());
+    for (const std::string& e : ls.events) {
+      const json j = json::parse(e, nullptr, false);
+      ASSERT_TRUE(j.is_object()) << e;
+      text += j["content"].get<std::string>();
+    }
+    EXPECT_EQ(text, whole.body["choices"][0]["text"].get<std::string>());
+    EXPECT_EQ(json::parse(ls.events.back())["stop"], true);
+  }
+}
+
+TEST(Serve, StopStringsCutTheTextStreamedOrNot) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  const json base{{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}};
+  Reply full = post(s, "/v1/completions", base);
+  const std::string text = full.body["choices"][0]["text"];
+  const size_t at = text.find(" was");
+  ASSERT_NE(at, std::string::npos) << text;
+  json body = base;
+  body["stop"] = json::array({" was", "zzz"});
+  Reply r = post(s, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["choices"][0]["text"], text.substr(0, at));
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "stop");
+  body["stream"] = true;
+  std::string finish;
+  EXPECT_EQ(concat_openai(post_stream(s, "/v1/completions", body), &finish), text.substr(0, at));
+  EXPECT_EQ(finish, "stop");
+  Reply l = post(s, "/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 40}, {"temperature", 0}, {"stop", " was"}});
+  EXPECT_EQ(l.body["stop_type"], "word");
+  EXPECT_EQ(l.body["stopping_word"], " was");
+}
+
+TEST(Serve, TokenizeDetokenizeRoundTrip) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  Reply t = post(s, "/tokenize", json{{"content", "Once upon a time"}});
+  ASSERT_EQ(t.status, 200) << t.raw;
+  const std::vector<int> ids = t.body["tokens"];
+  EXPECT_EQ(ids.size(), 4u);
+  Reply b = post(s, "/tokenize", json{{"content", "Once upon a time"}, {"add_special", true}, {"with_pieces", true}});
+  ASSERT_EQ(b.body["tokens"].size(), 5u);
+  EXPECT_EQ(b.body["tokens"][0]["id"], 1);
+  Reply d = post(s, "/detokenize", json{{"tokens", ids}});
+  ASSERT_EQ(d.status, 200) << d.raw;
+  EXPECT_EQ(d.body["content"], " Once upon a time");
+}
+
+TEST(Serve, ParallelSlotsGiveTheSameTextAsOneSlot) {
+  MC_REQUIRE_SHARED();
+  serve::EngineOptions eo;
+  eo.parallel = 3;
+  TestServer s(eo);
+  const json body{{"prompt", "Once upon a time"}, {"max_tokens", 50}, {"temperature", 0.8}, {"seed", 1234}};
+  const std::string expected = post(s, "/v1/completions", body).body["choices"][0]["text"];
+  std::vector<std::future<Reply>> replies;
+  for (int i = 0; i < 6; ++i) replies.push_back(std::async(std::launch::async, [&] { return post(s, "/v1/completions", body); }));
+  for (auto& f : replies) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    const Reply r = f.get();
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.body["choices"][0]["text"], expected);
+  }
+}
+
+// The CLI: `mcullm serve --port 0` prints its port, answers, and stops on SIGTERM.
+TEST(ServeCli, StartsAnswersAndStopsOnSigterm) {
+  MC_REQUIRE_SHARED();
+  const std::string log = test::temp_dir() + "/serve.log";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    FILE* f = std::freopen(log.c_str(), "w", stderr);
+    (void)f;
+    execl(test::cli_path().c_str(), "mcullm", "serve", "-m", stories().c_str(), "--port", "0", "--host", "127.0.0.1", nullptr);
+    _exit(127);
+  }
+  int port = 0;
+  eventually([&] {
+    const std::string text = test::read_text(log);
+    const size_t at = text.find("http://127.0.0.1:");
+    if (at != std::string::npos) port = std::atoi(text.c_str() + at + 17);
+    return port > 0;
+  }, 20);
+  if (port > 0) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(10, 0);
+    auto res = c.Get("/health");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+  } else {
+    ADD_FAILURE() << "no port in the log:\n" << test::read_text(log);
+  }
+  kill(pid, SIGTERM);
+  int status = -1;
+  const bool ended = eventually([&] { return waitpid(pid, &status, WNOHANG) == pid; }, 10);
+  if (!ended) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  EXPECT_TRUE(ended) << "the server did not stop within 10 s of SIGTERM";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << test::read_text(log);
+}
+
+// Runs the CLI with stderr to a file; kills it if it has not ended within `seconds` (a server that
+// should have refused to start must not hang the test).
+test::CommandResult run_cli_bounded(const std::vector<std::string>& args, double seconds = 30) {
+  const std::string log = test::temp_dir() + "/cli.log";
+  // Everything the child needs is made before fork(): other threads may hold the heap's lock.
+  const std::string bin = test::cli_path();
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv{const_cast<char*>("mcullm")};
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fd, 2);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  close(fd);
+  int status = -1;
+  test::CommandResult r;
+  if (!eventually([&] { return waitpid(pid, &status, WNOHANG) == pid; }, seconds)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    ADD_FAILURE() << "mcullm did not end within " << seconds << " s";
+  }
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = test::read_text(log);
+  return r;
+}
+
+TEST(ServeCli, BadOptionsGiveClearErrors) {
+  MC_REQUIRE_SHARED();
+  auto r = run_cli_bounded({"serve", "-m", stories(), "-c", "100000"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("longer than the model's context"), std::string::npos) << r.err;
+  r = run_cli_bounded({"serve", "-m", stories(), "--host", "256.1.1.1", "--port", "8099"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot listen"), std::string::npos) << r.err;
+  // A port that is taken (by a server in this process) fails clearly instead of being shared.
+  TestServer taken;
+  r = run_cli_bounded({"serve", "-m", stories(), "--host", "127.0.0.1", "--port", std::to_string(taken.port)});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot listen"), std::string::npos) << r.err;
+  r = run_cli_bounded({"serve", "-m", stories(), "--serial", "/nonexistent/tty"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot open serial device"), std::string::npos) << r.err;
+}
+
+// --- the line protocol on a pseudo-terminal ------------------------------------------------------
+
+// `mcullm serve --serial` on the slave side of a pty; the test is the "PC" on the master side.
+class SerialPeer {
+ public:
+  SerialPeer() {
+    master_ = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master_ < 0 || grantpt(master_) != 0 || unlockpt(master_) != 0) {
+      ADD_FAILURE() << "no pseudo-terminal";
+      return;
+    }
+    slave_path_ = ptsname(master_);
+    // Raw mode before the server opens it, so that nothing we write is echoed back.
+    slave_ = open(slave_path_.c_str(), O_RDWR | O_NOCTTY);
+    termios t{};
+    tcgetattr(slave_, &t);
+    cfmakeraw(&t);
+    tcsetattr(slave_, TCSANOW, &t);
+    log_ = test::temp_dir() + "/serial.log";
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(master_);  // else the server itself holds the master open and never sees the hang-up
+      close(slave_);
+      FILE* f = std::freopen(log_.c_str(), "w", stderr);
+      (void)f;
+      execl(test::cli_path().c_str(), "mcullm", "serve", "-m", stories().c_str(), "--serial", slave_path_.c_str(), nullptr);
+      _exit(127);
+    }
+  }
+  ~SerialPeer() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (master_ >= 0) close(master_);
+    if (slave_ >= 0) close(slave_);
+  }
+  void send(const std::string& s) { ASSERT_EQ(write(master_, s.data(), s.size()), static_cast<ssize_t>(s.size())); }
+  // Lines up to and including the first that starts with E or X (at most `seconds`).
+  std::vector<std::string> read_reply(double seconds = 20) {
+    std::vector<std::string> lines;
+    const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+    while (Clock::now() < end) {
+      size_t nl;
+      while ((nl = buf_.find('\n')) != std::string::npos) {
+        lines.push_back(buf_.substr(0, nl));
+        buf_.erase(0, nl + 1);
+        if (lines.back().rfind("E ", 0) == 0 || lines.back().rfind("X ", 0) == 0) return lines;
+      }
+      pollfd p{master_, POLLIN, 0};
+      if (poll(&p, 1, 50) > 0) {
+        char b[4096];
+        const ssize_t n = read(master_, b, sizeof b);
+        if (n > 0) buf_.append(b, static_cast<size_t>(n));
+      }
+    }
+    ADD_FAILURE() << "no E or X line within " << seconds << " s; got " << lines.size() << " lines; log:\n" << test::read_text(log_);
+    return lines;
+  }
+  // Hangs up (closes the master) and returns the server's exit status (bounded wait).
+  int hang_up() {
+    close(master_);
+    master_ = -1;
+    int status = -1;
+    if (!eventually([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, 10)) return -1;
+    exited_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::string log() const { return test::read_text(log_); }
+
+ private:
+  int master_ = -1, slave_ = -1;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  std::string slave_path_, log_, buf_;
+};
+
+std::string g_line(int n, int temp_x1000, int top_k, int seed, int flags, const std::vector<int>& ids) {
+  lineproto::GenerateCommand g;
+  g.n_predict = static_cast<uint32_t>(n);
+  g.temp_x1000 = static_cast<uint32_t>(temp_x1000);
+  g.top_k = static_cast<uint32_t>(top_k);
+  g.seed = static_cast<uint32_t>(seed);
+  g.flags = static_cast<uint32_t>(flags);
+  g.prompt.assign(ids.begin(), ids.end());
+  return lineproto::format_generate(g);
+}
+
+// Checks the reply's shape (P, T..., E) and returns the T ids.
+std::vector<int> token_ids(const std::vector<std::string>& reply) {
+  std::vector<int> ids;
+  EXPECT_GE(reply.size(), 2u);
+  if (reply.size() < 2) return ids;
+  for (size_t i = 0; i < reply.size(); ++i) {
+    lineproto::Message m;
+    const Status st = lineproto::parse_line(reply[i], &m);
+    EXPECT_TRUE(st.ok()) << reply[i] << ": " << st.message();
+    const lineproto::Kind want = i == 0 ? lineproto::Kind::kPromptDone : i + 1 == reply.size() ? lineproto::Kind::kEnd : lineproto::Kind::kToken;
+    EXPECT_EQ(static_cast<int>(m.kind), static_cast<int>(want)) << reply[i];
+    if (m.kind == lineproto::Kind::kToken) ids.push_back(m.token);
+    if (m.kind == lineproto::Kind::kEnd) {
+      EXPECT_EQ(m.n_tokens, ids.size()) << reply[i];
+    }
+  }
+  return ids;
+}
+
+TEST(ServeSerial, GreedyTokensOverAPtyEqualMcullmRun) {
+  MC_REQUIRE_SHARED();
+  const RunTokens run = greedy_run("Once upon a time", 20);
+  SerialPeer peer;
+  peer.send(g_line(20, 0, 40, 1, 0, run.prompt));
+  EXPECT_EQ(token_ids(peer.read_reply()), run.sampled);
+  // Sampled with a seed and flag 1 (ignore end tokens): exactly n tokens, the same twice.
+  const std::string sampled = g_line(30, 800, 40, 7, 1, {1});
+  peer.send(sampled);
+  const std::vector<int> a = token_ids(peer.read_reply());
+  peer.send(sampled);
+  const std::vector<int> b = token_ids(peer.read_reply());
+  EXPECT_EQ(a.size(), 30u);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(peer.hang_up(), 0) << peer.log();
+}
+
+TEST(ServeSerial, HostileLinesGetAnXLineAndTheServerCarriesOn) {
+  MC_REQUIRE_SHARED();
+  SerialPeer peer;
+  const std::pair<std::string, std::string> cases[] = {
+      {"G 5 0 40 1 0 3 1 2\n", "prompt_len says 3 ids but 2 follow"},
+      {"G 5 0 40 1 0 1 99999\n", "not in the vocabulary"},
+      {"G 5 0 40 0 0 1 1\n", "seed"},
+      {"G 5 0 40 1 0 1 x\n", "not a whole number"},
+      {"hello\n", "unknown command"},
+      {"T 1 2\n", "G lines only"},
+      {std::string(40000, 'G') + "\n", "too long"},
+      {"G 5 0 40 1 0 600" + std::string(600 * 2, ' ') + "\n", "ids but 0 follow"},
+  };
+  for (const auto& [line, words] : cases) {
+    peer.send(line);
+    const std::vector<std::string> reply = peer.read_reply();
+    ASSERT_EQ(reply.size(), 1u) << line.substr(0, 40);
+    EXPECT_EQ(reply[0].rfind("X ", 0), 0u) << reply[0];
+    EXPECT_NE(reply[0].find(words), std::string::npos) << reply[0];
+  }
+  // A prompt longer than the context (512): ids that are fine, but too many.
+  peer.send(g_line(5, 0, 40, 1, 0, std::vector<int>(600, 300)));
+  const std::vector<std::string> reply = peer.read_reply();
+  ASSERT_EQ(reply.size(), 1u);
+  EXPECT_NE(reply[0].find("context holds 512"), std::string::npos) << reply[0];
+  // Still serving; \r\n endings and blank lines are fine; zero tokens is P then E 0.
+  peer.send("\r\n   \nG 3 0 40 1 1 1 1\r\n");
+  EXPECT_EQ(token_ids(peer.read_reply()).size(), 3u);
+  peer.send(g_line(0, 0, 40, 1, 0, {1, 403}));
+  const std::vector<std::string> none = peer.read_reply();
+  ASSERT_EQ(none.size(), 2u);
+  EXPECT_EQ(none[0].rfind("P ", 0), 0u);
+  EXPECT_EQ(none[1], "E 0 0.00");
+  EXPECT_EQ(peer.hang_up(), 0) << peer.log();
+}
+
+}  // namespace
+}  // namespace mcullm
