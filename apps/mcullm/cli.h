@@ -13,6 +13,7 @@ void add_run_command(CLI::App& app, int* exit_code);
 void add_dummy_command(CLI::App& app, int* exit_code);
 void add_convert_command(CLI::App& app, int* exit_code);
 void add_eval_command(CLI::App& app, int* exit_code);
+void add_bench_command(CLI::App& app, int* exit_code);
 
 // Prints "mcullm: error: <message>" to stderr and returns the exit code for a failed status.
 int report(const Status& st);
