@@ -72,12 +72,15 @@ void tensor_totals(const LoadedModel& m, uint64_t* params, uint64_t* bytes) {
   }
 }
 
-// "bitnet 128M I2_S": architecture, parameters, type of the first layer's matrices.
+// "bitnet 128M I2_S+F16": architecture, parameters, type of the first layer's matrices (+ the
+// embedding's when it differs).
 std::string model_label(const LoadedModel& m, uint64_t params) {
   std::string type = "?";
   if (m.format == "gguf") {
     const GgufTensor* t = m.gguf.find_tensor("blk.0.ffn_up.weight");
+    const GgufTensor* e = m.gguf.find_tensor("token_embd.weight");
     if (t && dtype_info(t->type)) type = dtype_info(t->type)->name;
+    if (t && e && e->type != t->type && dtype_info(e->type)) type += std::string("+") + dtype_info(e->type)->name;
   } else if (m.arch == "bitnet-llama2c") {
     type = "i2_s";
   }
