@@ -15,6 +15,7 @@ void add_convert_command(CLI::App& app, int* exit_code);
 void add_eval_command(CLI::App& app, int* exit_code);
 void add_tokenize_commands(CLI::App& app, int* exit_code);  // tokenize and detokenize
 void add_serve_command(CLI::App& app, int* exit_code);
+void add_bench_command(CLI::App& app, int* exit_code);
 
 // Prints "mcullm: error: <message>" to stderr and returns the exit code for a failed status.
 int report(const Status& st);

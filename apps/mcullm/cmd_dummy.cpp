@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "format/bitnet_gguf_writer_host.h"
 #include "format/llama_gguf_writer_host.h"
 #include "model/sampler.h"
 
@@ -17,6 +18,7 @@ namespace {
 struct DummyOptions {
   std::string output;
   std::string type = "f32";
+  std::string arch = "llama", layout, embd_type = "f16";
   int dim = 64, hidden = 172, layers = 5, heads = 8, kv_heads = 4, seq_len = 512;
   uint64_t seed = 1234;
 };
@@ -77,7 +79,52 @@ struct Filler {
   }
 };
 
+// A BitNet b1.58 model of a named layout (bitnet.cpp's generate-dummy-bitnet-model): the word
+// vocabulary, padded with "[PAD<id>]" pieces up to the layout's vocabulary size.
+int dummy_bitnet(const DummyOptions& o) {
+  const std::string name = !o.layout.empty() ? o.layout : o.arch == "bitnet-25" ? "tiny-25" : "tiny";
+  const BitnetLayout* layout = bitnet_layout_by_name(name);
+  if (!layout) {
+    std::string names;
+    for (const BitnetLayout& l : bitnet_layouts()) names += (names.empty() ? "" : ", ") + l.name;
+    return report(Status::Error(Code::kInvalidArgument, "--layout %s is unknown (%s)", name.c_str(), names.c_str()));
+  }
+  if (layout->arch != o.arch)
+    return report(Status::Error(Code::kInvalidArgument, "layout %s is architecture %s, not %s", layout->name.c_str(),
+                                layout->arch.c_str(), o.arch.c_str()));
+  BitnetDummyOptions opt;
+  opt.layout = *layout;
+  if (o.type != "f32" && o.type != "i2_s")
+    return report(Status::Error(Code::kInvalidArgument, "--type %s: BitNet layers are written as i2_s", o.type.c_str()));
+  opt.seed = o.seed;
+  opt.embedding_type = dtype_info_by_name(o.embd_type.c_str())->type;
+  opt.name = "mcullm dummy bitnet " + layout->name;
+  std::vector<std::string> vocab = dummy_vocab();
+  const size_t words = vocab.size();
+  if (layout->vocab > 0) {
+    if (static_cast<size_t>(layout->vocab) < words)
+      return report(Status::Error(Code::kInvalidArgument, "layout %s: vocabulary %d is smaller than the word list", layout->name.c_str(), layout->vocab));
+    for (size_t i = words; i < static_cast<size_t>(layout->vocab); ++i) vocab.push_back("[PAD" + std::to_string(i) + "]");
+  }
+  std::vector<float> scores(vocab.size());
+  for (size_t i = 0; i < vocab.size(); ++i) scores[i] = i < 259 ? 0.0f : i < words ? -static_cast<float>(i) : -1e9f;
+  Llama2cTokenizer tok;
+  if (Status st = tok.load_vocab(vocab, scores); !st.ok()) return report(st);
+  GgufWriter w;
+  BitnetDummyReport rep;
+  if (Status st = write_bitnet_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
+  if (Status st = w.write_file(o.output); !st.ok()) return report(st);
+  std::fprintf(stderr, "mcullm: wrote %s: dummy %s layout %s, dim %d, %d layers, vocab %d, i2_s + %s embedding, "
+               "%.2f M parameters (%.2f M ternary), %.2f MiB\n",
+               o.output.c_str(), layout->arch.c_str(), layout->name.c_str(), layout->dim, layout->layers,
+               tok.vocab_size(), o.embd_type.c_str(), rep.params / 1e6, rep.ternary_params / 1e6, rep.weight_bytes / 1048576.0);
+  return 0;
+}
+
 int dummy(const DummyOptions& o) {
+  if (o.arch != "llama") return dummy_bitnet(o);
+  if (!o.layout.empty()) return report(Status::Error(Code::kInvalidArgument, "--layout needs --arch bitnet or bitnet-25"));
+  if (o.type == "i2_s") return report(Status::Error(Code::kInvalidArgument, "--type i2_s needs --arch bitnet or bitnet-25"));
   const std::vector<std::string> vocab = dummy_vocab();
   LlamaModel m;
   LlamaConfig& c = m.cfg;
@@ -139,9 +186,14 @@ int dummy(const DummyOptions& o) {
 
 void add_dummy_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<DummyOptions>();
-  CLI::App* cmd = app.add_subcommand("dummy", "Write a small deterministic llama model (random weights, word vocabulary) as GGUF");
+  CLI::App* cmd = app.add_subcommand("dummy", "Write a deterministic model (random weights from a seed, word vocabulary) as GGUF: "
+                                      "a small llama, or a BitNet b1.58 of a named layout (--arch bitnet --layout 125M)");
   cmd->add_option("-o,--output", o->output, "GGUF file to write")->required();
-  cmd->add_option("--type", o->type, "Weight type")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
+  cmd->add_option("--type", o->type, "Weight type")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s"}));
+  cmd->add_option("--arch", o->arch, "llama (the dims below), or bitnet / bitnet-25 (a --layout)")
+      ->check(CLI::IsMember({"llama", "bitnet", "bitnet-25"}));
+  cmd->add_option("--layout", o->layout, "BitNet layout: 125M 350M 1B 1.5B 2.7B 3.8B 7B large 2B-4T tiny tiny-25 (default tiny)");
+  cmd->add_option("--embd-type", o->embd_type, "BitNet token embedding / tied head type")->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   cmd->add_option("--dim", o->dim, "Model width")->check(CLI::Range(2, 8192));
   cmd->add_option("--hidden", o->hidden, "Feed-forward width")->check(CLI::Range(1, 32768));
   cmd->add_option("--layers", o->layers, "Layers")->check(CLI::Range(1, 256));

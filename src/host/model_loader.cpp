@@ -8,6 +8,7 @@
 
 #include "format/bitllama2c.h"
 #include "format/bitllama2c_gguf.h"
+#include "format/bitnet_gguf.h"
 #include "format/llama2c.h"
 #include "format/llama_gguf.h"
 #include "tokenizer/tokenizer_loader.h"
@@ -134,6 +135,10 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
       m->arch = "bitnet-llama2c";
       st = bitllama2c_from_gguf(m->gguf, m->tables, &m->bitnet);
       m->model.cfg = m->bitnet.cfg;
+    } else if (st.ok() && bitnet_gguf_arch(arch)) {
+      m->arch = std::string(arch.data, arch.size);
+      st = bitnet_from_gguf(m->gguf, m->tables, &m->bitnet_gguf);
+      m->model.cfg = m->bitnet_gguf.cfg.base;
     } else if (st.ok()) {
       st = llama_from_gguf(m->gguf, m->tables, &m->model);
     }
@@ -166,6 +171,12 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
   if (m.arch == "bitnet-llama2c") {
     auto bit = std::make_shared<BitLlama2cContext>();
     MC_TRY(bit->init(&m.bitnet, ctx_len, out->work, pool, kernels));
+    out->decoder = bit;
+    return Status::Ok();
+  }
+  if (m.arch == "bitnet" || m.arch == "bitnet-25") {
+    auto bit = std::make_shared<BitnetContext>();
+    MC_TRY(bit->init(&m.bitnet_gguf, ctx_len, out->work, pool, kernels));
     out->decoder = bit;
     return Status::Ok();
   }

@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "model/decoder.h"
+#include "model/bitnet.h"
 #include "model/bitnet_llama2c.h"
 #include "model/llama.h"
 #include "quant/ternary.h"
@@ -20,13 +21,15 @@ struct LoadedModel {
   std::string path;
   std::string format;  // "gguf", "llama2.c legacy", "llama2.c ak42 v1", "llama2.c ak42 v2",
                        // "bitllama2.c ternary (msb)" / "(lsb)" (+ ", detected" when auto-detected)
-  std::string arch = "llama";  // "llama", or "bitnet-llama2c" (the BitLinear model in `bitnet`)
+  std::string arch = "llama";  // "llama", "bitnet-llama2c" (the BitLinear model in `bitnet`), or
+                               // "bitnet" / "bitnet-25" (llama.cpp's BitNet b1.58 GGUF, in `bitnet_gguf`)
   MappedFile file;
   std::unique_ptr<uint8_t[]> table_memory;  // backs `tables`
   Arena tables;                             // tensor tables, expanded weights, GGUF indexes
   GgufFile gguf;                            // valid when format == "gguf"
   LlamaModel model;                         // arch "llama"; for other archs only model.cfg is set
   BitLlama2cModel bitnet;                   // arch "bitnet-llama2c"
+  BitnetModel bitnet_gguf;                  // arch "bitnet" / "bitnet-25"
   TernaryLayout bit_order = TernaryLayout::kBitllama2cMsb;  // of a bitllama2.c file
 };
 

@@ -81,4 +81,10 @@ float i2s_tensor_scale(const void* tensor, int64_t rows, int64_t cols);
 // A zero (or non-finite) scale gives q = 0; values are clamped to [-127, 127] (q is never -128).
 void quantize_bitlinear(const float* x, int n, int8_t* q, float* scale);
 
+// bitnet.cpp's I2_S activations (its I8_S: one scale per token, ../shared/FACTS-ternary.md):
+// s = (float)(127.0 / max(max |x|, 1e-5)), q = round-half-away(x * s) clamped to [-128, 127].
+// *inv_scale receives (float)(1.0 / s), the multiplier matvec_i2s expects (y = isum * (w.scale * inv)).
+// Non-finite inputs give q = 0 for every entry and *inv_scale = 0.
+void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale);
+
 }  // namespace mcullm

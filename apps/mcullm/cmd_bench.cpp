@@ -1,0 +1,226 @@
+// `mcullm bench`: the seed's e2e benchmark (bitnet.cpp's e2e_benchmark.py, which runs llama-bench):
+// prompt processing (pp<p>) and generation (tg<n>) speed for each model and thread count, printed as
+// llama-bench's markdown table (t/s as average ± standard deviation over -r repetitions after one
+// warm-up), then the bytes each generated token reads.
+//
+// Prompt processing runs token by token (no batched prefill yet): the backend column says so. Like
+// llama-bench, pp feeds p deterministic pseudo-random token ids into an empty cache, and tg feeds
+// n tokens one at a time into an empty cache (each the argmax of the previous logits).
+#include <chrono>
+#include <algorithm>
+#include <cctype>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "cli.h"
+#include "core/thread_pool_host.h"
+#include "host/model_loader.h"
+#include "kernels/kernels.h"
+
+namespace mcullm::cli {
+
+namespace {
+
+struct BenchOptions {
+  std::string models, n_gen = "128", n_prompt = "512", threads = "2", kernels = "auto";
+  int reps = 5;
+};
+
+using Clock = std::chrono::steady_clock;
+
+Status parse_list(const std::string& flag, const std::string& text, std::vector<std::string>* out) {
+  std::string s = text;
+  for (char& c : s)
+    if (c == ',') c = ' ';
+  std::istringstream in(s);
+  std::string item;
+  while (in >> item) out->push_back(item);
+  if (out->empty()) return Status::Error(Code::kInvalidArgument, "%s is empty", flag.c_str());
+  return Status::Ok();
+}
+
+Status parse_ints(const std::string& flag, const std::string& text, int lo, int hi, std::vector<int>* out) {
+  std::vector<std::string> items;
+  MC_TRY(parse_list(flag, text, &items));
+  for (const std::string& item : items) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (*end != '\0' || v < lo || v > hi)
+      return Status::Error(Code::kInvalidArgument, "%s: '%s' is not a number in [%d, %d]", flag.c_str(), item.c_str(), lo, hi);
+    out->push_back(static_cast<int>(v));
+  }
+  return Status::Ok();
+}
+
+// Weight elements and bytes of the model's tensors (GGUF); 0 elements when the format has no table.
+void tensor_totals(const LoadedModel& m, uint64_t* params, uint64_t* bytes) {
+  *params = 0;
+  *bytes = 0;
+  if (m.format != "gguf") {
+    *bytes = m.tables.stats().mapped_total();
+    return;
+  }
+  for (uint64_t i = 0; i < m.gguf.tensor_count(); ++i) {
+    const GgufTensor* t = m.gguf.tensor(i);
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < t->n_dims; ++d) n *= static_cast<uint64_t>(t->ne[d]);
+    *params += n;
+    *bytes += t->nbytes;
+  }
+}
+
+// "bitnet 128M I2_S+F16": architecture, parameters, type of the first layer's matrices (+ the
+// embedding's when it differs).
+std::string model_label(const LoadedModel& m, uint64_t params) {
+  std::string type = "?";
+  if (m.format == "gguf") {
+    const GgufTensor* t = m.gguf.find_tensor("blk.0.ffn_up.weight");
+    const GgufTensor* e = m.gguf.find_tensor("token_embd.weight");
+    if (t && dtype_info(t->type)) type = dtype_info(t->type)->name;
+    if (t && e && e->type != t->type && dtype_info(e->type)) type += std::string("+") + dtype_info(e->type)->name;
+  } else if (m.arch == "bitnet-llama2c") {
+    type = "i2_s";
+  }
+  for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%s %.0fM %s", m.arch.c_str(), params / 1e6, type.c_str());
+  return buf;
+}
+
+struct Sample {
+  double avg = 0, sd = 0;
+};
+
+Sample stats(const std::vector<double>& v) {
+  Sample s;
+  for (double x : v) s.avg += x;
+  s.avg /= static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double ss = 0;
+    for (double x : v) ss += (x - s.avg) * (x - s.avg);
+    s.sd = std::sqrt(ss / static_cast<double>(v.size() - 1));
+  }
+  return s;
+}
+
+// Tokens per second of one run: `count` tokens fed from position 0 of a fresh cache.
+Status timed_run(Decoder& dec, bool prompt, int count, double* tps) {
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  int token = 1;
+  const int vocab = dec.vocab_size();
+  const Clock::time_point t0 = Clock::now();
+  for (int pos = 0; pos < count; ++pos) {
+    const float* logits = nullptr;
+    MC_TRY(dec.forward(token, pos, &logits));
+    if (prompt) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      token = static_cast<int>((state >> 33) % static_cast<uint64_t>(vocab));
+    } else {
+      int best = 0;
+      for (int i = 1; i < vocab; ++i)
+        if (logits[i] > logits[best]) best = i;
+      token = best;
+    }
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  *tps = count / (s > 0 ? s : 1e-9);
+  return Status::Ok();
+}
+
+int bench(const BenchOptions& o) {
+  std::vector<std::string> models;
+  std::vector<int> gens, prompts, threads;
+  for (const Status& st : {parse_list("-m", o.models, &models), parse_ints("-n", o.n_gen, 0, 1 << 20, &gens),
+                           parse_ints("-p", o.n_prompt, 0, 1 << 20, &prompts), parse_ints("-t", o.threads, 1, 256, &threads)})
+    if (!st.ok()) return report(st);
+  const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
+  if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
+  const std::string backend = std::string("CPU ") + kernels->name + ", pp token by token";
+
+  std::printf("| %-24s | %10s | %10s | %-27s | %7s | %8s | %20s |\n", "model", "size", "params", "backend", "threads", "test", "t/s");
+  std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(24, '-').c_str(), "---------:", "---------:",
+              std::string(27, '-').c_str(), "------:", "-------:", "-------------------:");
+  std::fflush(stdout);
+  std::vector<std::string> notes;
+  for (const std::string& path : models) {
+    std::unique_ptr<LoadedModel> lm;
+    if (Status st = load_model(path, &lm); !st.ok()) return report(st);
+    const LlamaConfig& cfg = lm->model.cfg;
+    uint64_t params = 0, bytes = 0;
+    tensor_totals(*lm, &params, &bytes);
+    const std::string label = model_label(*lm, params);
+    char size[32], pstr[32];
+    std::snprintf(size, sizeof size, "%.2f MiB", bytes / 1048576.0);
+    std::snprintf(pstr, sizeof pstr, "%.2f M", params / 1e6);
+    int need = 1;
+    for (int p : prompts) need = std::max(need, p);
+    for (int n : gens) need = std::max(need, n);
+    if (need > cfg.seq_len)
+      return report(Status::Error(Code::kInvalidArgument, "%s: a test of %d tokens needs more than the model's context of %d",
+                                  path.c_str(), need, cfg.seq_len));
+    for (int t : threads) {
+      HostThreadPool pool(t);
+      DecoderInstance dec;
+      if (Status st = make_decoder(*lm, need, &pool, kernels, 0, &dec); !st.ok()) return report(st);
+      struct Test { bool prompt; int count; };
+      std::vector<Test> tests;
+      for (int p : prompts)
+        if (p > 0) tests.push_back({true, p});
+      for (int n : gens)
+        if (n > 0) tests.push_back({false, n});
+      for (const Test& test : tests) {
+        double tps = 0;
+        if (Status st = timed_run(*dec.decoder, test.prompt, std::min(test.count, 16), &tps); !st.ok()) return report(st);  // warm-up
+        std::vector<double> runs;
+        for (int r = 0; r < o.reps; ++r) {
+          if (Status st = timed_run(*dec.decoder, test.prompt, test.count, &tps); !st.ok()) return report(st);
+          runs.push_back(tps);
+        }
+        const Sample s = stats(runs);
+        char name[32], tstr[48];
+        std::snprintf(name, sizeof name, "%s%d", test.prompt ? "pp" : "tg", test.count);
+        std::snprintf(tstr, sizeof tstr, "%.2f ± %.2f", s.avg, s.sd);
+        std::printf("| %-24s | %10s | %10s | %-27s | %7d | %8s | %20s |\n", label.c_str(), size, pstr, backend.c_str(), t, name, tstr);
+        std::fflush(stdout);
+      }
+    }
+    // Bytes one generated token reads: every weight matrix once (the embedding's one row, unless it
+    // is also the head), plus the KV cache up to its position.
+    const ArenaStats& as = lm->tables.stats();
+    const size_t emb = as.mapped_by_class[static_cast<int>(TensorClass::kEmbedding)];
+    const bool tied = emb > 0 && as.mapped_by_class[static_cast<int>(TensorClass::kHead)] == 0;
+    const double row = cfg.vocab_size > 0 ? static_cast<double>(emb) / cfg.vocab_size : 0;
+    const double weights = static_cast<double>(as.mapped_total()) - (tied ? 0.0 : emb - row);
+    const double kv_per_pos = 2.0 * cfg.n_layers * cfg.kv_dim() * sizeof(float);
+    char note[320];
+    std::snprintf(note, sizeof note,
+                  "%s: %.2f MiB of weights read per generated token (%s), plus %.1f KiB of KV cache per position "
+                  "before it (f32 cache)",
+                  label.c_str(), weights / 1048576.0, tied ? "the tied embedding read whole as the head" : "one embedding row",
+                  kv_per_pos / 1024.0);
+    notes.push_back(note);
+  }
+  std::printf("\n");
+  for (const std::string& n : notes) std::printf("%s\n", n.c_str());
+  std::printf("pp runs token by token (no batched prefill yet); %d repetitions after one warm-up; t/s = avg ± stddev.\n", o.reps);
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "Prompt and generation speed as llama-bench's table (bitnet.cpp's e2e benchmark)");
+  cmd->add_option("-m,--model", o->models, "Model file(s), comma separated")->required();
+  cmd->add_option("-n,--n-token,--n-gen", o->n_gen, "Generated tokens per tg test (comma list; 0 = none)");
+  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp test (comma list; 0 = none)");
+  cmd->add_option("-t,--threads", o->threads, "Threads (comma list)");
+  cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->check(CLI::Range(1, 1000));
+  cmd->add_option("--kernels", o->kernels, "ref, avx2 or auto")->check(CLI::IsMember({"ref", "avx2", "auto"}));
+  cmd->callback([o, exit_code] { *exit_code = bench(*o); });
+}
+
+}  // namespace mcullm::cli

@@ -1,0 +1,352 @@
+// BitNet b1.58 in llama.cpp's GGUF layout (architectures `bitnet` and `bitnet-25`): bitnet.cpp's
+// I2_S dummy file loads and runs; our dummy writer's files load, run and give one fingerprint for
+// every kernel table and thread count, and the same bytes for the same seed; damaged files (a missing
+// tensor, a wrong shape, a non-ternary type) get clear errors. The weights are random, so the text
+// is meaningless: these tests check properties, not tokens.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "core/fingerprint.h"
+#include "core/thread_pool_host.h"
+#include "format/bitnet_gguf.h"
+#include "format/bitnet_gguf_writer_host.h"
+#include "host/model_loader.h"
+#include "quant/ternary.h"
+#include "test_support.h"
+
+namespace mcullm {
+namespace {
+
+using test::run_cli;
+
+std::string dummy125m() { return test::shared_path("models/bitnet-dummy/dummy-bitnet-125m.i2_s.gguf"); }
+
+// A word-free vocabulary: byte tokens plus a few pieces, enough for the tiny layouts.
+Llama2cTokenizer small_vocab(int n) {
+  std::vector<std::string> pieces = {"<unk>", "<s>", "</s>"};
+  char buf[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    pieces.push_back(buf);
+  }
+  while (static_cast<int>(pieces.size()) < n) pieces.push_back(" w" + std::to_string(pieces.size()));
+  std::vector<float> scores(pieces.size(), 0.0f);
+  Llama2cTokenizer tok;
+  EXPECT_TRUE(tok.load_vocab(pieces, scores).ok());
+  return tok;
+}
+
+std::vector<uint8_t> tiny_bytes(const std::string& layout, uint64_t seed) {
+  BitnetDummyOptions opt;
+  opt.layout = *bitnet_layout_by_name(layout);
+  opt.seed = seed;
+  GgufWriter w;
+  BitnetDummyReport rep;
+  const Status st = write_bitnet_dummy(opt, small_vocab(300), &w, &rep);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return w.to_bytes();
+}
+
+// Everything a test needs to run a model held in memory.
+struct Loaded {
+  std::vector<uint8_t> tables = std::vector<uint8_t>(size_t{8} << 20);
+  std::vector<uint8_t> work = std::vector<uint8_t>(size_t{64} << 20);
+  Arena table_arena, work_arena;
+  GgufFile file;
+  BitnetModel model;
+  Status load(const std::vector<uint8_t>& bytes) {
+    table_arena.reset(Tier::kHost, tables.data(), tables.size());
+    MC_TRY(file.open(bytes.data(), bytes.size(), table_arena));
+    return bitnet_from_gguf(file, table_arena, &model);
+  }
+};
+
+// Feeds `steps` tokens (greedy from token 1) and hashes every logit; fails on a non-finite logit.
+uint64_t run_fingerprint(const BitnetModel& model, const KernelSet& k, int threads, int steps, int ctx = 64) {
+  std::vector<uint8_t> mem(size_t{64} << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  HostThreadPool pool(threads);
+  BitnetContext c;
+  const Status st = c.init(&model, ctx, arena, &pool, &k);
+  EXPECT_TRUE(st.ok()) << st.message();
+  if (!st.ok()) return 0;
+  Fingerprint fp;
+  int token = 1;
+  float lo = 0, hi = 0;
+  for (int pos = 0; pos < steps; ++pos) {
+    const float* logits = nullptr;
+    const Status f = c.forward(token, pos, &logits);
+    EXPECT_TRUE(f.ok()) << f.message();
+    if (!f.ok()) return 0;
+    int best = 0;
+    for (int i = 0; i < c.vocab_size(); ++i) {
+      EXPECT_TRUE(std::isfinite(logits[i])) << "step " << pos << " logit " << i;
+      if (!std::isfinite(logits[i])) return 0;
+      if (logits[i] > logits[best]) best = i;
+      lo = std::min(lo, logits[i]);
+      hi = std::max(hi, logits[i]);
+    }
+    fp.add_logits(logits, static_cast<size_t>(c.vocab_size()));
+    fp.add_token(best);
+    token = best;
+  }
+  EXPECT_GT(hi - lo, 1e-3f) << "the logits are all the same";
+  return fp.combined();
+}
+
+std::vector<const KernelSet*> tables() {
+  std::vector<const KernelSet*> t = {&kernels_ref()};
+  if (kernels_avx2()) t.push_back(kernels_avx2());
+  return t;
+}
+
+TEST(BitnetDummy, TinyLoadsWithItsLayout) {
+  Loaded m;
+  const auto bytes = tiny_bytes("tiny", 7);
+  ASSERT_TRUE(m.load(bytes).ok());
+  const LlamaConfig& c = m.model.cfg.base;
+  EXPECT_EQ(c.dim, 256);
+  EXPECT_EQ(c.hidden_dim, 512);
+  EXPECT_EQ(c.n_layers, 2);
+  EXPECT_EQ(c.n_heads, 4);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.vocab_size, 300);
+  EXPECT_EQ(m.model.cfg.ffn, BitnetFfn::kSilu);
+  EXPECT_EQ(m.model.cfg.rope, RopeStyle::kNeox);
+  EXPECT_TRUE(m.model.tied_output);
+  EXPECT_EQ(m.model.tok_emb.type, DType::kF16);
+  EXPECT_EQ(m.model.layers[1].wk.type, DType::kI2_S);
+  EXPECT_EQ(m.model.layers[1].wk.rows, 128);
+  EXPECT_FLOAT_EQ(m.model.layers[1].w2.scale, 1.0f / std::sqrt(512.0f));
+}
+
+TEST(BitnetDummy, SameSeedSameBytesOtherSeedOtherWeights) {
+  const auto a = tiny_bytes("tiny", 7), b = tiny_bytes("tiny", 7), c = tiny_bytes("tiny", 8);
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(a.size(), c.size());
+  EXPECT_NE(a, c);
+}
+
+class BitnetTiny : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BitnetTiny, SameFingerprintForEveryKernelTableAndThreadCount) {
+  Loaded m;
+  const auto bytes = tiny_bytes(GetParam(), 11);
+  ASSERT_TRUE(m.load(bytes).ok());
+  const uint64_t ref = run_fingerprint(m.model, kernels_ref(), 1, 24);
+  ASSERT_NE(ref, 0u);
+  for (const KernelSet* k : tables())
+    for (int threads : {1, 2}) EXPECT_EQ(run_fingerprint(m.model, *k, threads, 24), ref) << k->name << " " << threads;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, BitnetTiny, ::testing::Values("tiny", "tiny-25"));
+
+TEST(BitnetDummy, TheTwoArchitecturesDiffer) {
+  Loaded a, b;
+  const auto bytes = tiny_bytes("tiny", 3);
+  ASSERT_TRUE(a.load(bytes).ok());
+  // Same weights read as bitnet-25: squared ReLU and adjacent-pair RoPE change the logits.
+  b.model = a.model;
+  b.model.cfg.ffn = BitnetFfn::kReluSqr;
+  EXPECT_NE(run_fingerprint(a.model, kernels_best(), 1, 4), run_fingerprint(b.model, kernels_best(), 1, 4));
+  b.model.cfg.ffn = BitnetFfn::kSilu;
+  b.model.cfg.rope = RopeStyle::kAdjacent;
+  EXPECT_NE(run_fingerprint(a.model, kernels_best(), 1, 4), run_fingerprint(b.model, kernels_best(), 1, 4));
+}
+
+// The tiny model's file rebuilt tensor by tensor: `skip` left out, `replace` given another type/shape.
+struct Edit {
+  std::string skip, replace;
+  DType type = DType::kF32;
+  std::vector<int64_t> ne;
+};
+
+std::vector<uint8_t> rebuilt(const Edit& e) {
+  const auto bytes = tiny_bytes("tiny", 5);
+  std::vector<uint8_t> mem(size_t{8} << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  GgufFile f;
+  EXPECT_TRUE(f.open(bytes.data(), bytes.size(), arena).ok());
+  GgufWriter w;
+  w.set_string("general.architecture", "bitnet");
+  for (const char* key : {"bitnet.block_count", "bitnet.context_length", "bitnet.embedding_length", "bitnet.feed_forward_length",
+                          "bitnet.attention.head_count", "bitnet.attention.head_count_kv"}) {
+    uint32_t v = 0;
+    EXPECT_TRUE(f.get_u32(key, &v).ok());
+    w.set_u32(key, v);
+  }
+  for (uint64_t i = 0; i < f.tensor_count(); ++i) {
+    const GgufTensor* t = f.tensor(i);
+    const std::string name(t->name.data, t->name.size);
+    if (name == e.skip) continue;
+    if (name == e.replace) {
+      int64_t rows = 1;
+      for (size_t d = 1; d < e.ne.size(); ++d) rows *= e.ne[d];
+      const size_t n = static_cast<size_t>(rows) * dtype_row_bytes(e.type, e.ne[0]) + dtype_info(e.type)->tensor_tail_bytes;
+      std::vector<uint8_t> zeros(n, 0);
+      EXPECT_TRUE(w.add_tensor(name, e.type, e.ne, zeros.data(), zeros.size()).ok());
+      continue;
+    }
+    std::vector<int64_t> ne(t->ne, t->ne + t->n_dims);
+    EXPECT_TRUE(w.add_tensor(name, t->type, ne, t->data, static_cast<size_t>(t->nbytes)).ok());
+  }
+  return w.to_bytes();
+}
+
+TEST(BitnetErrors, RebuiltFileStillLoads) {
+  Loaded m;
+  const Status st = m.load(rebuilt(Edit()));
+  EXPECT_TRUE(st.ok()) << st.message();
+}
+
+TEST(BitnetErrors, MissingTensorIsNamed) {
+  for (const char* name : {"blk.1.attn_sub_norm.weight", "blk.0.ffn_sub_norm.weight", "blk.1.ffn_down.weight", "output_norm.weight"}) {
+    Edit e;
+    e.skip = name;
+    Loaded m;
+    const Status st = m.load(rebuilt(e));
+    EXPECT_EQ(st.code(), Code::kNotFound) << name;
+    EXPECT_NE(std::string(st.message()).find(name), std::string::npos) << st.message();
+  }
+}
+
+TEST(BitnetErrors, WrongShapeIsReported) {
+  Edit e;
+  e.replace = "blk.1.ffn_down.weight";
+  e.type = DType::kI2_S;
+  e.ne = {256, 256};  // should be 512 columns
+  Loaded m;
+  const Status st = m.load(rebuilt(e));
+  EXPECT_EQ(st.code(), Code::kCorrupt);
+  EXPECT_NE(std::string(st.message()).find("ffn_down (layer 1) is 256x256, the config implies 256x512"), std::string::npos)
+      << st.message();
+
+  Edit n;
+  n.replace = "blk.0.ffn_sub_norm.weight";
+  n.type = DType::kF32;
+  n.ne = {256};  // the FFN sub-norm spans the hidden width (512)
+  const Status sn = m.load(rebuilt(n));
+  EXPECT_EQ(sn.code(), Code::kCorrupt);
+  EXPECT_NE(std::string(sn.message()).find("blk.0.ffn_sub_norm.weight should be a vector of 512"), std::string::npos)
+      << sn.message();
+}
+
+TEST(BitnetErrors, NonTernaryLayerIsRefused) {
+  Edit e;
+  e.replace = "blk.0.attn_q.weight";
+  e.type = DType::kF32;
+  e.ne = {256, 256};
+  Loaded m;
+  const Status st = m.load(rebuilt(e));
+  EXPECT_EQ(st.code(), Code::kUnsupported);
+  EXPECT_NE(std::string(st.message()).find("attn_q (layer 0): expected i2_s"), std::string::npos) << st.message();
+}
+
+TEST(BitnetErrors, OtherArchitectureIsRefused) {
+  std::vector<uint8_t> mem(size_t{8} << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  const auto g = w.to_bytes();
+  GgufFile f;
+  ASSERT_TRUE(f.open(g.data(), g.size(), arena).ok());
+  BitnetModel model;
+  const Status st = bitnet_from_gguf(f, arena, &model);
+  EXPECT_EQ(st.code(), Code::kUnsupported);
+}
+
+TEST(BitnetI8s, QuantizerFollowsBitnetCppRule) {
+  const float x[6] = {0.5f, -1.0f, 0.25f, 0.0f, 1e-3f, -0.75f};
+  int8_t q[6];
+  float inv = 0;
+  quantize_i8s(x, 6, q, &inv);
+  const int8_t want[6] = {64, -127, 32, 0, 0, -95};  // 0.5 * 127 = 63.5 -> 64 (half away from zero)
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(q[i], want[i]) << i;
+  EXPECT_EQ(inv, static_cast<float>(1.0 / static_cast<double>(static_cast<float>(127.0))));
+  const float z[3] = {0, 0, 0};
+  quantize_i8s(z, 3, q, &inv);  // max |x| floored at 1e-5: all zeros, finite scale
+  EXPECT_EQ(q[0] | q[1] | q[2], 0);
+  EXPECT_TRUE(std::isfinite(inv));
+  const float bad[2] = {1.0f, INFINITY};
+  quantize_i8s(bad, 2, q, &inv);
+  EXPECT_EQ(q[0], 0);
+  EXPECT_EQ(inv, 0.0f);
+}
+
+// bitnet.cpp's dummy 125M I2_S file (its own tools wrote it).
+TEST(Bitnet125M, LoadsWithItsVocabularyAndRuns) {
+  MC_REQUIRE_SHARED();
+  std::unique_ptr<LoadedModel> lm;
+  const Status st = load_model(dummy125m(), &lm);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(lm->arch, "bitnet");
+  const BitnetModel& m = lm->bitnet_gguf;
+  EXPECT_EQ(m.cfg.base.dim, 768);
+  EXPECT_EQ(m.cfg.base.hidden_dim, 3072);
+  EXPECT_EQ(m.cfg.base.n_layers, 11);
+  EXPECT_EQ(m.cfg.base.n_heads, 12);
+  EXPECT_EQ(m.cfg.base.vocab_size, 32002);
+  EXPECT_TRUE(m.tied_output);
+  EXPECT_EQ(m.tok_emb.type, DType::kF16);
+  for (int l = 0; l < 11; ++l) EXPECT_GT(m.layers[l].w2.scale, 0.0f);
+  Llama2cTokenizer tok;
+  std::string source;
+  ASSERT_TRUE(load_tokenizer(*lm, "", &tok, &source).ok());
+  EXPECT_EQ(tok.vocab_size(), 32002);
+  EXPECT_EQ(tok.piece(15043), " Hello");
+  // The fast table with 1 and 2 threads (the reference table on this model is in slow_bitnet_gguf_test).
+  const KernelSet& k = kernels_best();
+  EXPECT_EQ(run_fingerprint(m, k, 1, 3, 16), run_fingerprint(m, k, 2, 3, 16));
+}
+
+TEST(BitnetCli, RunsTheBitnetCppDummyFromTokenIds) {
+  MC_REQUIRE_SHARED();
+  const auto r = run_cli({"run", "-m", dummy125m(), "--prompt-ids", "1,15043,3186", "-n", "16", "--temp", "0", "--fingerprint"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("fingerprint "), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("tokenizer embedded in"), std::string::npos) << r.err;
+  const auto r2 = run_cli({"run", "-m", dummy125m(), "--prompt-ids", "1,15043,3186", "-n", "16", "--temp", "0", "--fingerprint", "-t", "2"});
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  EXPECT_EQ(r.out, r2.out);
+}
+
+TEST(BitnetCli, DummyWritesRunnableDeterministicFiles) {
+  const std::string dir = test::temp_dir();
+  for (const char* arch : {"bitnet", "bitnet-25"}) {
+    const std::string a = dir + "/a-" + arch + ".gguf", b = dir + "/b-" + arch + ".gguf";
+    auto w = run_cli({"dummy", "--arch", arch, "-o", a, "--seed", "9"});
+    ASSERT_EQ(w.exit_code, 0) << w.err;
+    w = run_cli({"dummy", "--arch", arch, "-o", b, "--seed", "9"});
+    ASSERT_EQ(w.exit_code, 0) << w.err;
+    EXPECT_EQ(test::read_file(a), test::read_file(b));
+    std::string first;
+    for (const char* kernels : {"ref", "avx2"})
+      for (const char* threads : {"1", "2"}) {
+        const auto r = run_cli({"run", "-m", a, "-p", "the dog", "-n", "12", "--temp", "0", "--kernels", kernels, "-t", threads,
+                                "--fingerprint"});
+        if (r.exit_code != 0 && std::string(kernels) == "avx2" && !kernels_avx2()) continue;
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        if (first.empty()) first = r.out;
+        EXPECT_EQ(r.out, first) << arch << " " << kernels << " " << threads;
+      }
+  }
+}
+
+TEST(BitnetCli, DummyErrors) {
+  const std::string out = test::temp_dir() + "/x.gguf";
+  auto r = run_cli({"dummy", "--arch", "bitnet", "--layout", "nope", "-o", out});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--layout nope is unknown"), std::string::npos) << r.err;
+  r = run_cli({"dummy", "--arch", "bitnet", "--layout", "2B-4T", "-o", out});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("layout 2B-4T is architecture bitnet-25"), std::string::npos) << r.err;
+  r = run_cli({"dummy", "--layout", "tiny", "-o", out});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--layout needs --arch"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace mcullm
