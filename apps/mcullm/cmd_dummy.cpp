@@ -141,11 +141,12 @@ int dummy(const DummyOptions& o) {
   const size_t d = static_cast<size_t>(c.dim), kv = static_cast<size_t>(c.kv_dim()), h = static_cast<size_t>(c.hidden_dim);
   const float wa = 1.0f / std::sqrt(static_cast<float>(c.dim));
   // Small embeddings keep the tied head's logits within a few units, so sampling spreads over many
-  // words instead of locking onto one; byte tokens get smaller ones still, so whole words win.
+  // words instead of locking onto one; byte and special tokens (BOS / EOS would end the text early)
+  // get smaller ones still, so whole words win.
   std::vector<float> emb(static_cast<size_t>(c.vocab_size) * d);
   for (size_t i = 0; i < emb.size(); ++i) {
     const size_t token = i / d;
-    emb[i] = (xorshift_f32(&f.state) * 2.0f - 1.0f) * (token >= 3 && token < 259 ? 0.01f : 0.15f);
+    emb[i] = (xorshift_f32(&f.state) * 2.0f - 1.0f) * (token < 259 ? 0.01f : 0.15f);
   }
   m.tok_emb = f32_matrix(emb.data(), c.vocab_size, c.dim);
   m.output = m.tok_emb;
