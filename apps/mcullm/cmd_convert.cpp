@@ -1,11 +1,13 @@
 // `mcullm convert`: any model we read -> GGUF (f32, f16, q8_0, q4_0 or our q4g64; bitllama2.c ternary
-// models -> i2_s).
+// models -> i2_s), or -> a board image (--image, the weights as loaded; format/board_image.h).
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 #include "cli.h"
 #include "format/bitllama2c_gguf_writer_host.h"
 #include "format/llama_gguf_writer_host.h"
+#include "host/board_image_export.h"
 #include "host/model_loader.h"
 
 namespace mcullm::cli {
@@ -14,13 +16,49 @@ namespace {
 
 struct ConvertOptions {
   std::string input, output, tokenizer, type, embd_type, bit_order = "auto";  // type "": f32, or i2_s for ternary models
+  std::string image;  // board image to write instead of a GGUF
+  uint64_t sram_budget = 64 * 1024, psram_budget = 2 * 1024 * 1024;
 };
+
+// The board image of the model as loaded; BOS / EOS of its tokenizer (if any) become the stop tokens.
+int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
+  if (!o.type.empty() || !o.embd_type.empty())
+    return report(Status::Error(Code::kInvalidArgument,
+                                "--image keeps the weights as loaded: convert with --type / --embd-type to GGUF first"));
+  BoardImageOptions opt;
+  opt.sram_budget = o.sram_budget;
+  opt.psram_budget = o.psram_budget;
+  std::unique_ptr<Tokenizer> tok;
+  std::string tok_source;
+  if (Status st = load_tokenizer(lm, o.tokenizer, &tok, &tok_source); st.ok()) {
+    opt.bos_id = tok->bos_id();
+    opt.eos_id = tok->eos_id();
+  } else if (!o.tokenizer.empty()) {
+    return report(st);
+  } else {
+    std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the image has no stop tokens\n", st.message());
+  }
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  if (Status st = export_board_image(lm, opt, &bytes, &rep); !st.ok()) return report(st);
+  std::ofstream f(o.image, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  f.close();
+  if (!f) return report(Status::Error(Code::kIo, "cannot write %s", o.image.c_str()));
+  std::fprintf(stderr, "mcullm: wrote %s: %s, %d tensors, %zu bytes; weights sram %llu, psram %llu, flash %llu bytes\n",
+               o.image.c_str(), lm.arch.c_str(), rep.tensors, bytes.size(),
+               static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kSram)]),
+               static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kPsram)]),
+               static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kFlash)]));
+  return 0;
+}
 
 int convert(const ConvertOptions& o) {
   std::unique_ptr<LoadedModel> lm;
   LoadOptions lo;
   lo.bit_order = o.bit_order;
   if (Status st = load_model(o.input, lo, &lm); !st.ok()) return report(st);
+  if (!o.image.empty()) return convert_image(o, *lm);
   Llama2cTokenizer tok;
   std::string tok_source;
   Status tok_status = load_tokenizer(*lm, o.tokenizer, &tok, &tok_source);
@@ -69,7 +107,11 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ConvertOptions>();
   CLI::App* cmd = app.add_subcommand("convert", "Convert a model (llama2.c .bin or GGUF) to GGUF, optionally quantized");
   cmd->add_option("input", o->input, "Model to read")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-o,--output", o->output, "GGUF file to write")->required();
+  CLI::Option* out = cmd->add_option("-o,--output", o->output, "GGUF file to write");
+  CLI::Option* image = cmd->add_option("--image", o->image, "Write a board image (format/board_image.h) instead of a GGUF");
+  out->excludes(image);
+  cmd->add_option("--sram-budget", o->sram_budget, "--image: weight bytes placed in the SRAM section (default 65536)");
+  cmd->add_option("--psram-budget", o->psram_budget, "--image: weight bytes placed in the PSRAM section (default 2097152)");
   cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer to embed (default: the model's own, or one beside it)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; i2_s for bitllama2.c ternary models)")
@@ -79,7 +121,11 @@ void add_convert_command(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
   cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
       ->check(CLI::IsMember({"msb", "lsb", "auto"}));
-  cmd->callback([o, exit_code] { *exit_code = convert(*o); });
+  cmd->callback([o, exit_code] {
+    *exit_code = o->output.empty() && o->image.empty()
+                     ? report(Status::Error(Code::kInvalidArgument, "convert: give -o FILE.gguf or --image FILE"))
+                     : convert(*o);
+  });
 }
 
 }  // namespace mcullm::cli

@@ -1,0 +1,125 @@
+// The board image: one flat file that a board reads in place (from a flash mapping, or from the
+// host through semihosting on the emulated MCUs). No strings to parse, no allocation per tensor:
+// a fixed header, the model config, one section descriptor per memory tier, a table of tensors
+// sorted by id, then the sections. `mcullm convert --image` writes it (host/board_image_export.h).
+//
+// Layout (little-endian, every offset a multiple of 64 from the start of the file):
+//   0    header (64 bytes)    magic "MCUIMAGE", version, CRC-32 (IEEE, as zlib) of every byte from
+//                             offset 16 to the end, total bytes, tensor count, zeros
+//   64   config (64 bytes)    architecture, llama sizes, norm eps, rope theta, FFN / RoPE kind,
+//                             tied head, BOS / EOS ids (-1: none)
+//   128  sections (4 x 16)    per tier (sram, psram, flash, host): offset and bytes
+//   192  tensors (n x 32)     id, dtype, rows, cols, offset within its tier's section, bytes,
+//                             tier, tensor class; sorted by id (strictly increasing)
+//   then the sections, each 64-byte aligned. Within a section the tensors lie in table order,
+//   each at the first multiple of 64 after the previous one (a canonical layout the reader checks,
+//   so a bump arena that copies a section tensor by tensor rebuilds the same offsets).
+// Tensor bytes are exactly dtype_tensor_bytes(type, rows, cols) (i2_s keeps its scale in its tail).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "mcullm/status.h"
+#include "quant/dtype.h"
+
+namespace mcullm {
+
+constexpr char kBoardImageMagic[8] = {'M', 'C', 'U', 'I', 'M', 'A', 'G', 'E'};
+constexpr uint32_t kBoardImageVersion = 1;
+constexpr size_t kBoardImageAlign = 64;
+constexpr size_t kBoardImageHeaderBytes = 64;
+constexpr size_t kBoardImageConfigOffset = 64;
+constexpr size_t kBoardImageSectionsOffset = 128;
+constexpr size_t kBoardImageTableOffset = 192;
+constexpr size_t kBoardImageEntryBytes = 32;
+constexpr size_t kBoardImageCrcStart = 16;  // the CRC covers [16, total)
+
+enum class BoardArch : uint32_t { kLlama = 1, kBitLlama2c = 2, kBitnet = 3, kBitnet25 = 4 };
+const char* board_arch_name(BoardArch arch);  // nullptr for an unknown value
+
+// Tensor ids: a global role (< 16) or (layer << 8) | layer role (>= 16).
+enum class BoardRole : uint32_t {
+  kTokEmb = 1, kOutput = 2, kOutNorm = 3,
+  kAttnNorm = 16, kFfnNorm, kAttnSubNorm, kFfnSubNorm, kWq, kWk, kWv, kWo, kW1, kW2, kW3,
+};
+inline uint32_t board_tensor_id(BoardRole role, int layer = 0) {
+  return static_cast<uint32_t>(role) < 16 ? static_cast<uint32_t>(role)
+                                          : (static_cast<uint32_t>(layer) << 8) | static_cast<uint32_t>(role);
+}
+
+// The on-file records (their sizes are part of the format; static_asserts in the .cpp).
+struct BoardImageHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t crc32;
+  uint64_t total_bytes;
+  uint32_t n_tensors;
+  uint32_t reserved[9];  // zero
+};
+
+struct BoardImageConfig {
+  uint32_t arch;  // BoardArch
+  int32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
+  float norm_eps, rope_theta;
+  uint8_t ffn;   // BitnetFfn (bitnet archs), 0 otherwise
+  uint8_t rope;  // RopeStyle (bitnet archs), 0 otherwise
+  uint8_t tied;  // 1: the head is the token embedding (no kOutput tensor)
+  uint8_t pad;
+  int32_t bos_id, eos_id;  // -1: none (the runner stops on them, as `mcullm run` does)
+  uint32_t reserved[3];    // zero
+};
+
+struct BoardImageSection {
+  uint64_t offset;  // from the start of the file; a multiple of 64 (0 with 0 bytes: empty)
+  uint64_t bytes;
+};
+
+struct BoardImageTensor {
+  uint32_t id;
+  uint32_t dtype;  // DType
+  uint32_t rows;   // 1 for a vector
+  uint32_t cols;
+  uint32_t offset;  // within its tier's section
+  uint32_t bytes;
+  uint8_t tier;     // Tier
+  uint8_t cls;      // TensorClass
+  uint16_t reserved;
+  uint32_t reserved2;
+};
+
+uint32_t crc32_ieee(const uint8_t* data, size_t n, uint32_t crc = 0);
+
+// A validated view of an image. open() checks everything the rest of the code relies on; after it,
+// every tensor lies inside its section, has the bytes its type and shape need, and ids are unique.
+class BoardImage {
+ public:
+  // data must stay valid and be 16-byte aligned (tensors are read in place).
+  Status open(const uint8_t* data, size_t size);
+
+  const BoardImageConfig& config() const { return *config_; }
+  BoardArch arch() const { return static_cast<BoardArch>(config_->arch); }
+  uint32_t n_tensors() const { return header_->n_tensors; }
+  const BoardImageTensor& tensor(uint32_t i) const { return table_[i]; }
+  const BoardImageSection& section(Tier tier) const { return sections_[static_cast<int>(tier)]; }
+  // Binary search by id; nullptr when absent.
+  const BoardImageTensor* find(uint32_t id) const;
+  // Where a tensor's bytes are now: its section's base (in the file, or where place() copied it).
+  const uint8_t* data(const BoardImageTensor& t) const { return base_[t.tier] + t.offset; }
+
+  // Copies the sections of the tiers that have an arena in `ram` (e.g. sram, psram on a board)
+  // into them, tensor by tensor with each tensor's class; the other tiers stay in place and are
+  // recorded with note_mapped() in `mapped` (the flash stand-in). An arena too small fails with
+  // the arena's message (which tier, how many bytes).
+  Status place(Arena* const ram[kTierCount], Arena& mapped);
+
+ private:
+  const uint8_t* file_ = nullptr;
+  const BoardImageHeader* header_ = nullptr;
+  const BoardImageConfig* config_ = nullptr;
+  const BoardImageSection* sections_ = nullptr;
+  const BoardImageTensor* table_ = nullptr;
+  const uint8_t* base_[kTierCount] = {};
+};
+
+}  // namespace mcullm

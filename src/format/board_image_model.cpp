@@ -1,0 +1,172 @@
+#include "format/board_image_model.h"
+
+#include "quant/ternary.h"
+
+namespace mcullm {
+
+namespace {
+
+Status find(const BoardImage& img, BoardRole role, int layer, const BoardImageTensor** out) {
+  *out = img.find(board_tensor_id(role, layer));
+  if (!*out) return Status::Error(Code::kNotFound, "board image: tensor role %u of layer %d is missing", static_cast<unsigned>(role), layer);
+  return Status::Ok();
+}
+
+Status matrix(const BoardImage& img, BoardRole role, int layer, MatRef* out) {
+  const BoardImageTensor* t = nullptr;
+  MC_TRY(find(img, role, layer, &t));
+  const DType type = static_cast<DType>(t->dtype);  // open() checked the id, the shape and the bytes
+  out->type = type;
+  out->data = img.data(*t);
+  out->rows = static_cast<int>(t->rows);
+  out->cols = static_cast<int>(t->cols);
+  out->row_bytes = dtype_row_bytes(type, t->cols);
+  out->scale = type == DType::kI2_S ? i2s_tensor_scale(out->data, t->rows, t->cols) : 1.0f;
+  return Status::Ok();
+}
+
+Status vector(const BoardImage& img, BoardRole role, int layer, int n, const float** out) {
+  const BoardImageTensor* t = nullptr;
+  MC_TRY(find(img, role, layer, &t));
+  if (static_cast<DType>(t->dtype) != DType::kF32 || t->rows != 1 || t->cols != static_cast<uint32_t>(n))
+    return Status::Error(Code::kCorrupt, "board image: tensor %#x should be %d f32 values", t->id, n);
+  *out = reinterpret_cast<const float*>(img.data(*t));  // 64-byte aligned in the image
+  return Status::Ok();
+}
+
+template <typename Layer>
+Status layer_table(Arena& tables, int n, Layer** out) {
+  return tables.alloc_array(static_cast<size_t>(n), TensorClass::kOther, out);
+}
+
+Status llama_layers(const BoardImage& img, int l, MatRef* wq, MatRef* wk, MatRef* wv, MatRef* wo, MatRef* w1,
+                    MatRef* w2, MatRef* w3) {
+  MC_TRY(matrix(img, BoardRole::kWq, l, wq));
+  MC_TRY(matrix(img, BoardRole::kWk, l, wk));
+  MC_TRY(matrix(img, BoardRole::kWv, l, wv));
+  MC_TRY(matrix(img, BoardRole::kWo, l, wo));
+  MC_TRY(matrix(img, BoardRole::kW1, l, w1));
+  MC_TRY(matrix(img, BoardRole::kW2, l, w2));
+  return matrix(img, BoardRole::kW3, l, w3);
+}
+
+// The head: its own tensor, or the embedding when tied.
+Status head(const BoardImage& img, const MatRef& tok_emb, MatRef* out, bool* tied) {
+  *tied = img.config().tied != 0;
+  if (*tied) {
+    if (img.find(board_tensor_id(BoardRole::kOutput)))
+      return Status::Error(Code::kCorrupt, "board image: a tied head and an output tensor");
+    *out = tok_emb;
+    return Status::Ok();
+  }
+  return matrix(img, BoardRole::kOutput, 0, out);
+}
+
+}  // namespace
+
+LlamaConfig board_llama_config(const BoardImageConfig& c) {
+  LlamaConfig cfg;
+  cfg.dim = c.dim;
+  cfg.hidden_dim = c.hidden_dim;
+  cfg.n_layers = c.n_layers;
+  cfg.n_heads = c.n_heads;
+  cfg.n_kv_heads = c.n_kv_heads;
+  cfg.vocab_size = c.vocab_size;
+  cfg.seq_len = c.seq_len;
+  cfg.norm_eps = c.norm_eps;
+  cfg.rope_theta = c.rope_theta;
+  return cfg;
+}
+
+const LlamaConfig& BoardModel::cfg() const {
+  switch (arch) {
+    case BoardArch::kBitLlama2c: return bitllama2c.cfg;
+    case BoardArch::kBitnet:
+    case BoardArch::kBitnet25: return bitnet.cfg.base;
+    case BoardArch::kLlama: break;
+  }
+  return llama.cfg;
+}
+
+Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
+  *out = BoardModel();
+  out->arch = img.arch();
+  const LlamaConfig cfg = board_llama_config(img.config());
+  MC_TRY(cfg.validate());
+  const int d = cfg.dim, h = cfg.hidden_dim;
+  switch (out->arch) {
+    case BoardArch::kLlama: {
+      LlamaModel& m = out->llama;
+      m.cfg = cfg;
+      MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
+      MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
+      MC_TRY(head(img, m.tok_emb, &m.output, &m.tied_output));
+      MC_TRY(layer_table(tables, cfg.n_layers, &m.layers));
+      for (int l = 0; l < cfg.n_layers; ++l) {
+        LlamaLayer& L = m.layers[l];
+        MC_TRY(vector(img, BoardRole::kAttnNorm, l, d, &L.attn_norm));
+        MC_TRY(vector(img, BoardRole::kFfnNorm, l, d, &L.ffn_norm));
+        MC_TRY(llama_layers(img, l, &L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3));
+      }
+      return m.check_shapes();
+    }
+    case BoardArch::kBitLlama2c: {
+      BitLlama2cModel& m = out->bitllama2c;
+      m.cfg = cfg;
+      MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
+      MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
+      bool tied = false;
+      MC_TRY(head(img, m.tok_emb, &m.output, &tied));
+      MC_TRY(layer_table(tables, cfg.n_layers, &m.layers));
+      for (int l = 0; l < cfg.n_layers; ++l) {
+        BitLlama2cLayer& L = m.layers[l];
+        MC_TRY(llama_layers(img, l, &L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3));
+      }
+      return m.check_shapes();
+    }
+    case BoardArch::kBitnet:
+    case BoardArch::kBitnet25: {
+      BitnetModel& m = out->bitnet;
+      m.cfg.base = cfg;
+      m.cfg.ffn = static_cast<BitnetFfn>(img.config().ffn);
+      m.cfg.rope = static_cast<RopeStyle>(img.config().rope);
+      MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
+      MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
+      MC_TRY(head(img, m.tok_emb, &m.output, &m.tied_output));
+      MC_TRY(layer_table(tables, cfg.n_layers, &m.layers));
+      for (int l = 0; l < cfg.n_layers; ++l) {
+        BitnetLayer& L = m.layers[l];
+        MC_TRY(vector(img, BoardRole::kAttnNorm, l, d, &L.attn_norm));
+        MC_TRY(vector(img, BoardRole::kAttnSubNorm, l, d, &L.attn_sub_norm));
+        MC_TRY(vector(img, BoardRole::kFfnNorm, l, d, &L.ffn_norm));
+        MC_TRY(vector(img, BoardRole::kFfnSubNorm, l, h, &L.ffn_sub_norm));
+        MC_TRY(llama_layers(img, l, &L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3));
+      }
+      return m.check_shapes();
+    }
+  }
+  return Status::Error(Code::kUnsupported, "board image: unknown architecture");
+}
+
+Status BoardDecoder::init(const BoardModel& model, int ctx_len, Arena& work, ThreadPool* pool, const KernelSet* kernels) {
+  active_ = nullptr;
+  switch (model.arch) {
+    case BoardArch::kLlama:
+      MC_TRY(llama_.init(&model.llama, ctx_len, work, pool, kernels));
+      active_ = &llama_;
+      break;
+    case BoardArch::kBitLlama2c:
+      MC_TRY(bitllama2c_.init(&model.bitllama2c, ctx_len, work, pool, kernels));
+      active_ = &bitllama2c_;
+      break;
+    case BoardArch::kBitnet:
+    case BoardArch::kBitnet25:
+      MC_TRY(bitnet_.init(&model.bitnet, ctx_len, work, pool, kernels));
+      active_ = &bitnet_;
+      break;
+  }
+  if (!active_) return Status::Error(Code::kUnsupported, "board image: unknown architecture");
+  return Status::Ok();
+}
+
+}  // namespace mcullm

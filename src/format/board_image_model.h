@@ -1,0 +1,44 @@
+// From a validated board image to a ready model: the config and weight pointers into the image's
+// sections (in place, or where BoardImage::place() copied them), and the architecture's decoder.
+// Freestanding: the layer tables come from one arena allocation, weights are never copied here.
+#pragma once
+#include "core/arena.h"
+#include "core/thread_pool.h"
+#include "format/board_image.h"
+#include "kernels/kernels.h"
+#include "model/bitnet.h"
+#include "model/bitnet_llama2c.h"
+#include "model/decoder.h"
+#include "model/llama.h"
+
+namespace mcullm {
+
+struct BoardModel {
+  BoardArch arch = BoardArch::kLlama;
+  LlamaModel llama;             // arch kLlama
+  BitLlama2cModel bitllama2c;   // arch kBitLlama2c
+  BitnetModel bitnet;           // arch kBitnet / kBitnet25
+  const LlamaConfig& cfg() const;
+};
+
+// The LlamaConfig an image's config record describes (not validated).
+LlamaConfig board_llama_config(const BoardImageConfig& c);
+
+// Builds the model over `img` (call place() first if sections move); tables from `tables`.
+// Every tensor the architecture needs must be present with the shape the config implies.
+Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* out);
+
+// The decoder of whichever architecture the model has; KV cache and activations from `work`.
+class BoardDecoder {
+ public:
+  Status init(const BoardModel& model, int ctx_len, Arena& work, ThreadPool* pool, const KernelSet* kernels);
+  Decoder& decoder() { return *active_; }
+
+ private:
+  LlamaContext llama_;
+  BitLlama2cContext bitllama2c_;
+  BitnetContext bitnet_;
+  Decoder* active_ = nullptr;
+};
+
+}  // namespace mcullm

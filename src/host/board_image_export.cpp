@@ -1,0 +1,168 @@
+#include "host/board_image_export.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "format/board_image_writer_host.h"
+#include "quant/ternary.h"
+
+namespace mcullm {
+
+namespace {
+
+// Collects the tensors of one model; owns the contiguous copies it has to make.
+struct Collector {
+  std::vector<BoardTensorSource> tensors;
+  std::vector<std::unique_ptr<uint8_t[]>> copies;
+
+  void vec(BoardRole role, int layer, const float* data, int n) {
+    BoardTensorSource s;
+    s.id = board_tensor_id(role, layer);
+    s.type = DType::kF32;
+    s.rows = 1;
+    s.cols = static_cast<uint32_t>(n);
+    s.data = data;
+    s.cls = TensorClass::kNorm;
+    tensors.push_back(s);
+  }
+
+  // Rows may be strided (row_bytes) and i2_s keeps its scale beside the rows: the image stores
+  // dtype_tensor_bytes contiguous bytes, the scale in the i2_s tail.
+  void mat(BoardRole role, int layer, const MatRef& m, TensorClass cls) {
+    BoardTensorSource s;
+    s.id = board_tensor_id(role, layer);
+    s.type = m.type;
+    s.rows = static_cast<uint32_t>(m.rows);
+    s.cols = static_cast<uint32_t>(m.cols);
+    s.cls = cls;
+    const size_t row = dtype_row_bytes(m.type, m.cols);
+    const size_t bytes = dtype_tensor_bytes(m.type, m.rows, m.cols);
+    auto copy = std::make_unique<uint8_t[]>(bytes);
+    std::memset(copy.get(), 0, bytes);
+    for (int r = 0; r < m.rows; ++r) std::memcpy(copy.get() + r * row, m.row(r), row);
+    if (m.type == DType::kI2_S) std::memcpy(copy.get() + static_cast<size_t>(m.rows) * row, &m.scale, 4);
+    s.data = copy.get();
+    copies.push_back(std::move(copy));
+    tensors.push_back(s);
+  }
+
+  template <typename Layer>
+  void layer_mats(const Layer& L, int l) {
+    mat(BoardRole::kWq, l, L.wq, TensorClass::kAttention);
+    mat(BoardRole::kWk, l, L.wk, TensorClass::kAttention);
+    mat(BoardRole::kWv, l, L.wv, TensorClass::kAttention);
+    mat(BoardRole::kWo, l, L.wo, TensorClass::kAttention);
+    mat(BoardRole::kW1, l, L.w1, TensorClass::kFfn);
+    mat(BoardRole::kW2, l, L.w2, TensorClass::kFfn);
+    mat(BoardRole::kW3, l, L.w3, TensorClass::kFfn);
+  }
+};
+
+void fill_config(const LlamaConfig& c, BoardArch arch, bool tied, BoardImageConfig* out) {
+  std::memset(out, 0, sizeof *out);
+  out->arch = static_cast<uint32_t>(arch);
+  out->dim = c.dim;
+  out->hidden_dim = c.hidden_dim;
+  out->n_layers = c.n_layers;
+  out->n_heads = c.n_heads;
+  out->n_kv_heads = c.n_kv_heads;
+  out->vocab_size = c.vocab_size;
+  out->seq_len = c.seq_len;
+  out->norm_eps = c.norm_eps;
+  out->rope_theta = c.rope_theta;
+  out->tied = tied ? 1 : 0;
+}
+
+// Read-every-token tensors in placement order: norms, layer matrices, head; an untied embedding last.
+int placement_rank(const BoardTensorSource& t, bool tied) {
+  if (t.cls == TensorClass::kNorm) return 0;
+  if (t.id == board_tensor_id(BoardRole::kTokEmb)) return tied ? 2 : 3;
+  if (t.id == board_tensor_id(BoardRole::kOutput)) return 2;
+  return 1;
+}
+
+void place(std::vector<BoardTensorSource>* tensors, bool tied, const BoardImageOptions& opt) {
+  std::vector<BoardTensorSource*> order;
+  for (auto& t : *tensors) order.push_back(&t);
+  std::stable_sort(order.begin(), order.end(), [tied](const BoardTensorSource* a, const BoardTensorSource* b) {
+    return placement_rank(*a, tied) < placement_rank(*b, tied);
+  });
+  uint64_t left[2] = {opt.sram_budget, opt.psram_budget};
+  const Tier tiers[2] = {Tier::kSram, Tier::kPsram};
+  for (BoardTensorSource* t : order) {
+    t->tier = Tier::kFlash;
+    if (placement_rank(*t, tied) == 3) continue;
+    const uint64_t bytes = dtype_tensor_bytes(t->type, t->rows, t->cols) + kBoardImageAlign;  // with padding
+    for (int i = 0; i < 2; ++i)
+      if (bytes <= left[i]) {
+        t->tier = tiers[i];
+        left[i] -= bytes;
+        break;
+      }
+  }
+}
+
+}  // namespace
+
+Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, std::vector<uint8_t>* image,
+                          BoardImageReport* report) {
+  Collector c;
+  BoardImageConfig cfg;
+  bool tied = true;
+  if (m.arch == "bitnet-llama2c") {
+    const BitLlama2cModel& b = m.bitnet;
+    MC_TRY(b.check_shapes());
+    fill_config(b.cfg, BoardArch::kBitLlama2c, true, &cfg);
+    c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
+    c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.dim);
+    for (int l = 0; l < b.cfg.n_layers; ++l) c.layer_mats(b.layers[l], l);
+  } else if (m.arch == "bitnet" || m.arch == "bitnet-25") {
+    const BitnetModel& b = m.bitnet_gguf;
+    MC_TRY(b.check_shapes());
+    tied = b.tied_output;
+    fill_config(b.cfg.base, m.arch == "bitnet" ? BoardArch::kBitnet : BoardArch::kBitnet25, tied, &cfg);
+    cfg.ffn = static_cast<uint8_t>(b.cfg.ffn);
+    cfg.rope = static_cast<uint8_t>(b.cfg.rope);
+    c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
+    if (!tied) c.mat(BoardRole::kOutput, 0, b.output, TensorClass::kHead);
+    c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.base.dim);
+    for (int l = 0; l < b.cfg.base.n_layers; ++l) {
+      const BitnetLayer& L = b.layers[l];
+      c.vec(BoardRole::kAttnNorm, l, L.attn_norm, b.cfg.base.dim);
+      c.vec(BoardRole::kAttnSubNorm, l, L.attn_sub_norm, b.cfg.base.dim);
+      c.vec(BoardRole::kFfnNorm, l, L.ffn_norm, b.cfg.base.dim);
+      c.vec(BoardRole::kFfnSubNorm, l, L.ffn_sub_norm, b.cfg.base.hidden_dim);
+      c.layer_mats(L, l);
+    }
+  } else if (m.arch == "llama") {
+    const LlamaModel& b = m.model;
+    MC_TRY(b.check_shapes());
+    tied = b.tied_output;
+    fill_config(b.cfg, BoardArch::kLlama, tied, &cfg);
+    c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
+    if (!tied) c.mat(BoardRole::kOutput, 0, b.output, TensorClass::kHead);
+    c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.dim);
+    for (int l = 0; l < b.cfg.n_layers; ++l) {
+      c.vec(BoardRole::kAttnNorm, l, b.layers[l].attn_norm, b.cfg.dim);
+      c.vec(BoardRole::kFfnNorm, l, b.layers[l].ffn_norm, b.cfg.dim);
+      c.layer_mats(b.layers[l], l);
+    }
+  } else {
+    return Status::Error(Code::kUnsupported, "board image: architecture %s", m.arch.c_str());
+  }
+  if (opt.bos_id >= cfg.vocab_size || opt.eos_id >= cfg.vocab_size)
+    return Status::Error(Code::kInvalidArgument, "board image: BOS %d / EOS %d outside the vocabulary of %d", opt.bos_id,
+                         opt.eos_id, cfg.vocab_size);
+  cfg.bos_id = opt.bos_id < 0 ? -1 : opt.bos_id;
+  cfg.eos_id = opt.eos_id < 0 ? -1 : opt.eos_id;
+  place(&c.tensors, tied, opt);
+  *report = BoardImageReport();
+  for (const BoardTensorSource& t : c.tensors) {
+    report->tier_bytes[static_cast<int>(t.tier)] += dtype_tensor_bytes(t.type, t.rows, t.cols);
+    ++report->tensors;
+  }
+  return write_board_image(cfg, std::move(c.tensors), image);
+}
+
+}  // namespace mcullm

@@ -1,0 +1,29 @@
+// Any model we load -> a board image (format/board_image.h), with a simple tier placement until the
+// planner (src/plan) exists: the tensors read in full every token (norms first, then the layers'
+// matrices in order, then the head) fill the SRAM budget, then the PSRAM budget, in that order;
+// the rest, and an untied token embedding (one row read per token), stay in flash.
+#pragma once
+#include <stdint.h>
+
+#include <vector>
+
+#include "host/model_loader.h"
+
+namespace mcullm {
+
+struct BoardImageOptions {
+  uint64_t sram_budget = 0;   // weight bytes the SRAM section may hold
+  uint64_t psram_budget = 0;  // weight bytes the PSRAM section may hold
+  int bos_id = -1;            // stop tokens the board runner uses (-1: none)
+  int eos_id = -1;
+};
+
+struct BoardImageReport {
+  int tensors = 0;
+  uint64_t tier_bytes[kTierCount] = {};  // tensor bytes per tier
+};
+
+Status export_board_image(const LoadedModel& model, const BoardImageOptions& opt, std::vector<uint8_t>* image,
+                          BoardImageReport* report);
+
+}  // namespace mcullm

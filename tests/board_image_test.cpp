@@ -1,0 +1,381 @@
+// The board image: writer -> reader round trips (the same logits as the model it came from, for
+// every architecture we load), tier placement into arenas, and hostile input: every truncation,
+// a bad CRC, wrong version, bad offsets / sizes / counts / ids / types, each with a clear message.
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "format/board_image.h"
+#include "format/board_image_model.h"
+#include "format/board_image_writer_host.h"
+#include "host/board_image_export.h"
+#include "host/model_loader.h"
+#include "test_support.h"
+
+namespace mcullm {
+namespace {
+
+// A 16-byte aligned copy of an image (the reader wants aligned bytes, as from mmap or flash).
+struct Buffer {
+  std::vector<uint64_t> words;
+  size_t size = 0;
+  explicit Buffer(const std::vector<uint8_t>& b) : words(b.size() / 8 + 2), size(b.size()) { std::memcpy(words.data(), b.data(), b.size()); }
+  uint8_t* data() { return reinterpret_cast<uint8_t*>(words.data()); }
+};
+
+Status open_bytes(const std::vector<uint8_t>& bytes, BoardImage* img, Buffer** keep = nullptr) {
+  static std::vector<std::unique_ptr<Buffer>> buffers;  // outlive the views the tests hold
+  buffers.push_back(std::make_unique<Buffer>(bytes));
+  if (keep) *keep = buffers.back().get();
+  return img->open(buffers.back()->data(), bytes.size());
+}
+
+void refresh_crc(std::vector<uint8_t>* b) {
+  const uint32_t crc = crc32_ieee(b->data() + kBoardImageCrcStart, b->size() - kBoardImageCrcStart);
+  std::memcpy(b->data() + offsetof(BoardImageHeader, crc32), &crc, 4);
+}
+
+template <typename T>
+void put(std::vector<uint8_t>* b, size_t at, T v) {
+  std::memcpy(b->data() + at, &v, sizeof v);
+  refresh_crc(b);
+}
+
+size_t entry_at(uint32_t i, size_t field) { return kBoardImageTableOffset + i * kBoardImageEntryBytes + field; }
+
+// A tiny llama (dim 8, 1 layer, vocab 6) with random f32 weights and the given tier per tensor class.
+struct TinyLlama {
+  std::vector<std::vector<float>> store;
+  std::vector<BoardTensorSource> tensors;
+  BoardImageConfig cfg{};
+
+  void add(BoardRole role, int layer, uint32_t rows, uint32_t cols, TensorClass cls, Tier tier, std::mt19937& rng) {
+    std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+    store.emplace_back(rows * cols);
+    for (float& v : store.back()) v = cls == TensorClass::kNorm ? 1.0f + u(rng) : u(rng);
+    BoardTensorSource s;
+    s.id = board_tensor_id(role, layer);
+    s.type = DType::kF32;
+    s.rows = rows;
+    s.cols = cols;
+    s.data = store.back().data();
+    s.cls = cls;
+    s.tier = tier;
+    tensors.push_back(s);
+  }
+
+  explicit TinyLlama(Tier weights_tier = Tier::kFlash, Tier norm_tier = Tier::kSram) {
+    std::mt19937 rng(5);
+    cfg.arch = static_cast<uint32_t>(BoardArch::kLlama);
+    cfg.dim = 8;
+    cfg.hidden_dim = 12;
+    cfg.n_layers = 1;
+    cfg.n_heads = 2;
+    cfg.n_kv_heads = 1;
+    cfg.vocab_size = 6;
+    cfg.seq_len = 8;
+    cfg.norm_eps = 1e-5f;
+    cfg.rope_theta = 10000.0f;
+    cfg.tied = 1;
+    cfg.bos_id = 1;
+    cfg.eos_id = 2;
+    add(BoardRole::kTokEmb, 0, 6, 8, TensorClass::kEmbedding, Tier::kPsram, rng);
+    add(BoardRole::kOutNorm, 0, 1, 8, TensorClass::kNorm, norm_tier, rng);
+    add(BoardRole::kAttnNorm, 0, 1, 8, TensorClass::kNorm, norm_tier, rng);
+    add(BoardRole::kFfnNorm, 0, 1, 8, TensorClass::kNorm, norm_tier, rng);
+    add(BoardRole::kWq, 0, 8, 8, TensorClass::kAttention, weights_tier, rng);
+    add(BoardRole::kWk, 0, 4, 8, TensorClass::kAttention, weights_tier, rng);
+    add(BoardRole::kWv, 0, 4, 8, TensorClass::kAttention, weights_tier, rng);
+    add(BoardRole::kWo, 0, 8, 8, TensorClass::kAttention, weights_tier, rng);
+    add(BoardRole::kW1, 0, 12, 8, TensorClass::kFfn, weights_tier, rng);
+    add(BoardRole::kW2, 0, 8, 12, TensorClass::kFfn, weights_tier, rng);
+    add(BoardRole::kW3, 0, 12, 8, TensorClass::kFfn, weights_tier, rng);
+  }
+
+  std::vector<uint8_t> bytes() const {
+    std::vector<uint8_t> out;
+    EXPECT_TRUE(write_board_image(cfg, tensors, &out).ok());
+    return out;
+  }
+};
+
+// Opens, builds the model and runs a few positions; any failure comes back as a status.
+Status open_and_run(const std::vector<uint8_t>& bytes, std::vector<float>* logits = nullptr) {
+  BoardImage img;
+  MC_TRY(open_bytes(bytes, &img));
+  std::vector<uint8_t> mem(1 << 20);
+  Arena arena(Tier::kSram, mem.data(), mem.size());
+  BoardModel model;
+  MC_TRY(board_model_from_image(img, arena, &model));
+  BoardDecoder dec;
+  SerialPool pool;
+  MC_TRY(dec.init(model, 4, arena, &pool, &kernels_ref()));
+  for (int pos = 0; pos < 4; ++pos) {
+    const float* l = nullptr;
+    MC_TRY(dec.decoder().forward(pos % model.cfg().vocab_size, pos, &l));
+    if (logits) logits->insert(logits->end(), l, l + model.cfg().vocab_size);
+  }
+  return Status::Ok();
+}
+
+void expect_refused(const std::vector<uint8_t>& bytes, const char* needle) {
+  const Status st = open_and_run(bytes);
+  EXPECT_FALSE(st.ok()) << "expected a refusal mentioning '" << needle << "'";
+  EXPECT_NE(std::strstr(st.message(), needle), nullptr) << st.message();
+}
+
+TEST(BoardImage, LayoutIsAlignedAndCanonical) {
+  const std::vector<uint8_t> b = TinyLlama().bytes();
+  BoardImage img;
+  ASSERT_TRUE(open_bytes(b, &img).ok());
+  EXPECT_EQ(b.size() % kBoardImageAlign, 0u);
+  EXPECT_EQ(img.n_tensors(), 11u);
+  for (uint32_t i = 0; i < img.n_tensors(); ++i) {
+    const BoardImageTensor& t = img.tensor(i);
+    EXPECT_EQ((img.section(static_cast<Tier>(t.tier)).offset + t.offset) % kBoardImageAlign, 0u);
+    if (i) {
+      EXPECT_LT(img.tensor(i - 1).id, img.tensor(i).id);
+    }
+  }
+  EXPECT_GT(img.section(Tier::kSram).bytes, 0u);
+  EXPECT_GT(img.section(Tier::kPsram).bytes, 0u);
+  EXPECT_GT(img.section(Tier::kFlash).bytes, 0u);
+  EXPECT_EQ(img.section(Tier::kHost).bytes, 0u);
+  EXPECT_EQ(img.find(12345), nullptr);
+  ASSERT_NE(img.find(board_tensor_id(BoardRole::kW2, 0)), nullptr);
+  EXPECT_EQ(img.find(board_tensor_id(BoardRole::kW2, 0))->cols, 12u);
+  // CRC-32 of "123456789" is the standard check value.
+  EXPECT_EQ(crc32_ieee(reinterpret_cast<const uint8_t*>("123456789"), 9), 0xCBF43926u);
+}
+
+TEST(BoardImage, PlaceCopiesRamTiersAndKeepsLogits) {
+  const std::vector<uint8_t> b = TinyLlama().bytes();
+  std::vector<float> in_place;
+  ASSERT_TRUE(open_and_run(b, &in_place).ok());
+  BoardImage img;
+  Buffer* buf = nullptr;
+  ASSERT_TRUE(open_bytes(b, &img, &buf).ok());
+  std::vector<uint8_t> sram_mem(4096), psram_mem(4096);
+  Arena sram(Tier::kSram, sram_mem.data(), sram_mem.size()), psram(Tier::kPsram, psram_mem.data(), psram_mem.size());
+  Arena flash(Tier::kFlash, buf->data(), b.size());
+  Arena* const ram[kTierCount] = {&sram, &psram, nullptr, nullptr};
+  ASSERT_TRUE(img.place(ram, flash).ok());
+  const size_t norms = sram.stats().by_class[static_cast<int>(TensorClass::kNorm)];  // 3 norms of 32 bytes, 64 apart
+  EXPECT_GE(norms, 2 * 64u + 32);
+  EXPECT_LT(norms, 3 * 64u + 64);
+  EXPECT_GE(psram.stats().by_class[static_cast<int>(TensorClass::kEmbedding)], 6 * 8 * 4u);
+  EXPECT_EQ(flash.stats().mapped_by_class[static_cast<int>(TensorClass::kFfn)], (12 * 8 * 3) * 4u);
+  const BoardImageTensor* emb = img.find(board_tensor_id(BoardRole::kTokEmb));
+  EXPECT_GE(img.data(*emb), psram_mem.data());
+  EXPECT_LT(img.data(*emb), psram_mem.data() + psram_mem.size());
+  // Wipe the file's copy of the moved sections: the model must read the arenas' copies.
+  std::memset(buf->data() + img.section(Tier::kSram).offset, 0xFF, img.section(Tier::kSram).bytes);
+  std::memset(buf->data() + img.section(Tier::kPsram).offset, 0xFF, img.section(Tier::kPsram).bytes);
+  std::vector<uint8_t> mem(1 << 20);
+  Arena work(Tier::kSram, mem.data(), mem.size());
+  BoardModel model;
+  ASSERT_TRUE(board_model_from_image(img, work, &model).ok());
+  BoardDecoder dec;
+  SerialPool pool;
+  ASSERT_TRUE(dec.init(model, 4, work, &pool, &kernels_ref()).ok());
+  std::vector<float> placed;
+  for (int pos = 0; pos < 4; ++pos) {
+    const float* l = nullptr;
+    ASSERT_TRUE(dec.decoder().forward(pos % 6, pos, &l).ok());
+    placed.insert(placed.end(), l, l + 6);
+  }
+  ASSERT_EQ(placed.size(), in_place.size());
+  EXPECT_EQ(std::memcmp(placed.data(), in_place.data(), placed.size() * 4), 0);
+}
+
+TEST(BoardImage, PlaceReportsTheTierThatIsTooSmall) {
+  const std::vector<uint8_t> b = TinyLlama(Tier::kPsram).bytes();
+  BoardImage img;
+  Buffer* buf = nullptr;
+  ASSERT_TRUE(open_bytes(b, &img, &buf).ok());
+  std::vector<uint8_t> sram_mem(4096), psram_mem(512);
+  Arena sram(Tier::kSram, sram_mem.data(), sram_mem.size()), psram(Tier::kPsram, psram_mem.data(), psram_mem.size());
+  Arena flash(Tier::kFlash, buf->data(), b.size());
+  Arena* const ram[kTierCount] = {&sram, &psram, nullptr, nullptr};
+  const Status st = img.place(ram, flash);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kOutOfMemory);
+  EXPECT_NE(std::strstr(st.message(), "psram"), nullptr) << st.message();
+}
+
+TEST(BoardImage, EveryTruncationIsRefused) {
+  const std::vector<uint8_t> b = TinyLlama().bytes();
+  ASSERT_TRUE(open_and_run(b).ok());
+  for (size_t n = 0; n < b.size(); ++n) {
+    const std::vector<uint8_t> prefix(b.begin(), b.begin() + static_cast<long>(n));
+    const Status st = open_and_run(prefix);
+    ASSERT_FALSE(st.ok()) << "prefix of " << n << " bytes accepted";
+    ASSERT_TRUE(std::strstr(st.message(), "truncated") || std::strstr(st.message(), "magic")) << n << ": " << st.message();
+  }
+  std::vector<uint8_t> longer = b;
+  longer.push_back(0);
+  expect_refused(longer, "trailing bytes");
+}
+
+TEST(BoardImage, CorruptCrcIsRefused) {
+  const std::vector<uint8_t> b = TinyLlama().bytes();
+  for (size_t at : {size_t{28}, size_t{100}, b.size() / 2, b.size() - 1}) {
+    std::vector<uint8_t> c = b;
+    c[at] ^= 0x10;
+    expect_refused(c, "CRC mismatch");
+  }
+}
+
+TEST(BoardImage, HostileHeaderAndTableFieldsAreRefused) {
+  const std::vector<uint8_t> b = TinyLlama().bytes();
+  auto with = [&](auto edit) {
+    std::vector<uint8_t> c = b;
+    edit(&c);
+    return c;
+  };
+  expect_refused(with([](auto* c) { (*c)[0] = 'X'; }), "bad magic");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, 8, 2); }), "version 2");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, 24, 0x7fffffff); }), "do not fit");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, 24, 3); }), "its tensors end");  // fewer tensors than sections hold
+  expect_refused(with([](auto* c) { put<uint32_t>(c, 40, 1); }), "reserved header");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, 64, 99); }), "unknown architecture");
+  expect_refused(with([](auto* c) { put<int32_t>(c, 64 + 4, -8); }), "non-positive");           // dim
+  expect_refused(with([](auto* c) { put<int32_t>(c, 64 + 52 - 8, 6); }), "outside the vocabulary");  // bos
+  expect_refused(with([](auto* c) { put<uint8_t>(c, 64 + 42, 0); }), "missing");  // untied: no output tensor
+  // Sections: misaligned, past the end, overlapping the table.
+  expect_refused(with([](auto* c) { put<uint64_t>(c, kBoardImageSectionsOffset, 8); }), "misplaced");
+  expect_refused(with([&](auto* c) { put<uint64_t>(c, kBoardImageSectionsOffset + 8, b.size()); }), "misplaced");
+  expect_refused(with([](auto* c) { put<uint64_t>(c, kBoardImageSectionsOffset + 16, 64); }), "misplaced");
+  // Tensor entries: order, tier, type, shape, bytes, offset.
+  expect_refused(with([](auto* c) { put<uint32_t>(c, entry_at(1, 0), 0); }), "not strictly increasing");
+  expect_refused(with([](auto* c) { put<uint8_t>(c, entry_at(2, 24), 9); }), "out of range");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, entry_at(2, 4), 77); }), "unknown type");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, entry_at(2, 12), 0); }), "shape");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, entry_at(2, 20), 4); }), "needs");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, entry_at(3, 16), 192); }), "expected");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, entry_at(3, 8), 2); put<uint32_t>(c, entry_at(3, 20), 64); }), "ends past");
+  // Well-formed image, wrong model: a vector where a matrix belongs, a missing tensor.
+  expect_refused(with([](auto* c) { put<uint32_t>(c, entry_at(1, 0), board_tensor_id(BoardRole::kOutput)); }), "missing");
+}
+
+// Any single byte of the header, config, sections or table set to any of a few values, with the CRC
+// made right again: open / build / run either succeeds or fails with a message, never crashes.
+TEST(BoardImage, MutatedMetadataNeverCrashes) {
+  const std::vector<uint8_t> b = TinyLlama().bytes();
+  const size_t meta = kBoardImageTableOffset + 11 * kBoardImageEntryBytes;
+  int refused = 0;
+  for (size_t at = 16; at < meta; ++at)
+    for (uint8_t v : {uint8_t{0}, uint8_t{1}, uint8_t{0x40}, uint8_t{0x7f}, uint8_t{0xff}}) {
+      std::vector<uint8_t> c = b;
+      if (c[at] == v) continue;
+      c[at] = v;
+      refresh_crc(&c);
+      const Status st = open_and_run(c);
+      if (!st.ok()) {
+        ++refused;
+        EXPECT_GT(std::strlen(st.message()), 10u);
+      }
+    }
+  EXPECT_GT(refused, 500);
+}
+
+TEST(BoardImage, UnalignedBufferIsRefused) {
+  const std::vector<uint8_t> b = TinyLlama().bytes();
+  std::vector<uint64_t> words(b.size() / 8 + 2);
+  uint8_t* p = reinterpret_cast<uint8_t*>(words.data()) + 4;
+  std::memcpy(p, b.data(), b.size());
+  BoardImage img;
+  const Status st = img.open(p, b.size());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::strstr(st.message(), "aligned"), nullptr) << st.message();
+}
+
+TEST(BoardImage, WriterRefusesDuplicateIds) {
+  TinyLlama t;
+  t.tensors.push_back(t.tensors[0]);
+  std::vector<uint8_t> out;
+  const Status st = write_board_image(t.cfg, t.tensors, &out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::strstr(st.message(), "twice"), nullptr) << st.message();
+}
+
+// Every architecture we load: the image gives the very logits the loaded model gives.
+void expect_same_logits(const std::string& path) {
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_TRUE(load_model(path, &lm).ok()) << path;
+  BoardImageOptions opt;
+  opt.sram_budget = 16 * 1024;
+  opt.psram_budget = 256 * 1024;
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  const Status st = export_board_image(*lm, opt, &bytes, &rep);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_GT(rep.tier_bytes[static_cast<int>(Tier::kSram)], 0u);
+  EXPECT_GT(rep.tier_bytes[static_cast<int>(Tier::kPsram)] + rep.tier_bytes[static_cast<int>(Tier::kFlash)], 0u);
+  std::vector<float> from_image;
+  const Status run = open_and_run(bytes, &from_image);
+  ASSERT_TRUE(run.ok()) << run.message();
+
+  DecoderInstance dec;
+  SerialPool pool;
+  ASSERT_TRUE(make_decoder(*lm, 4, &pool, &kernels_ref(), 0, &dec).ok());
+  std::vector<float> from_model;
+  const int vocab = lm->model.cfg.vocab_size;
+  for (int pos = 0; pos < 4; ++pos) {
+    const float* l = nullptr;
+    ASSERT_TRUE(dec.decoder->forward(pos % vocab, pos, &l).ok());
+    from_model.insert(from_model.end(), l, l + vocab);
+  }
+  ASSERT_EQ(from_image.size(), from_model.size());
+  EXPECT_EQ(std::memcmp(from_image.data(), from_model.data(), from_model.size() * 4), 0) << path;
+}
+
+TEST(BoardImage, Stories260kF32GivesTheModelsLogits) {
+  MC_REQUIRE_SHARED();
+  expect_same_logits(test::shared_path("models/stories260K/stories260K.bin"));
+}
+
+TEST(BoardImage, Stories260kQ4g64GivesTheModelsLogits) {
+  MC_REQUIRE_SHARED();
+  const std::string out = test::temp_dir() + "/q4g64.gguf";
+  ASSERT_EQ(test::run_cli({"convert", test::shared_path("models/stories260K/stories260K.bin"), "-o", out, "--type", "q4g64"}).exit_code, 0);
+  expect_same_logits(out);
+}
+
+TEST(BoardImage, BitLlama2cTernaryGivesTheModelsLogits) {
+  MC_REQUIRE_SHARED();
+  expect_same_logits(test::shared_path("models/bitnet-tinystories/bit1M_msb.bin"));
+}
+
+TEST(BoardImage, BitnetGgufGivesTheModelsLogits) {
+  MC_REQUIRE_SHARED();
+  const std::string out = test::temp_dir() + "/bitnet-tiny.gguf";
+  ASSERT_EQ(test::run_cli({"dummy", "--arch", "bitnet", "--layout", "tiny", "-o", out, "--seed", "3"}).exit_code, 0);
+  expect_same_logits(out);
+}
+
+TEST(BoardImageCli, ConvertWritesAnImageAndRefusesBadFlags) {
+  MC_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir();
+  const std::string model = test::shared_path("models/stories260K/stories260K.bin");
+  const test::CommandResult ok = test::run_cli({"convert", model, "--image", dir + "/s.img"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  BoardImage img;
+  ASSERT_TRUE(open_bytes(test::read_file(dir + "/s.img"), &img).ok());
+  EXPECT_EQ(img.config().bos_id, 1);
+  EXPECT_EQ(img.config().eos_id, 2);
+  const test::CommandResult typed = test::run_cli({"convert", model, "--image", dir + "/t.img", "--type", "q8_0"});
+  EXPECT_NE(typed.exit_code, 0);
+  EXPECT_NE(typed.err.find("--image keeps the weights"), std::string::npos) << typed.err;
+  const test::CommandResult none = test::run_cli({"convert", model});
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("-o FILE.gguf or --image"), std::string::npos) << none.err;
+  const test::CommandResult both = test::run_cli({"convert", model, "-o", dir + "/x.gguf", "--image", dir + "/x.img"});
+  EXPECT_NE(both.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace mcullm
