@@ -1,0 +1,279 @@
+// The board runner: the freestanding core on a board (or a host), fed through files.
+//   image=PATH   board image (mcullm convert --image)     prompt=PATH  token ids, e.g. "1 403 407"
+//   n=16 temp=0.8 seed=42 top_k=40 top_p=0.95 min_p=0.05  (`mcullm run`'s defaults, but n)
+//   kernels=auto|ref|avx2   work=sram|psram (where KV cache and activations go; default sram)
+// It reads the image into the "flash" buffer, validates it, copies the SRAM / PSRAM sections into
+// those tiers' arenas, builds the model and generates. It prints one line per step with the target's
+// counter, the tokens, memory per tier and the run's fingerprint in `mcullm run --fingerprint`'s form.
+// Exit codes: 0 ok, 1 bad arguments, 2 image refused, 3 does not fit, 4 generation failed.
+// Only C headers: the Xtensa toolchain has no C++ library.
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/arena.h"
+#include "core/fingerprint.h"
+#include "core/thread_pool.h"
+#include "format/board_image.h"
+#include "format/board_image_model.h"
+#include "kernels/kernels.h"
+#include "model/generate.h"
+#include "model/sampler.h"
+#include "profile.h"
+#include "platform.h"
+
+using namespace mcullm;
+
+namespace {
+
+constexpr int kMaxPrompt = 1024;
+
+struct Args {
+  const char* image = nullptr;
+  const char* prompt = nullptr;
+  const char* kernels = "auto";
+  bool work_psram = false;
+  int n = 16;
+  SamplerConfig sampler;
+};
+
+int fail(int code, const Status& st) {
+  printf("board: error: %s\n", st.message());
+  fflush(stdout);
+  return code;
+}
+
+// A decimal such as 0.95: digits / 10^k, both exact in float, so one correctly rounded division
+// gives the float nearest the decimal (what strtof gives) on every target.
+bool parse_decimal(const char* s, float* out) {
+  uint32_t num = 0, den = 1;
+  bool dot = false, any = false;
+  for (; *s; ++s) {
+    if (*s == '.' && !dot) { dot = true; continue; }
+    if (*s < '0' || *s > '9' || num > 1000000 || den > 1000000) return false;
+    num = num * 10 + static_cast<uint32_t>(*s - '0');
+    if (dot) den *= 10;
+    any = true;
+  }
+  if (!any) return false;
+  *out = static_cast<float>(num) / static_cast<float>(den);
+  return true;
+}
+
+bool parse_uint(const char* s, uint64_t max, uint64_t* out) {
+  uint64_t v = 0;
+  if (!*s) return false;
+  for (; *s; ++s) {
+    if (*s < '0' || *s > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(*s - '0');
+    if (v > max) return false;
+  }
+  *out = v;
+  return true;
+}
+
+Status parse_args(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    const char* arg = argv[i];
+    const char* eq = strchr(arg, '=');
+    if (!eq) return Status::Error(Code::kInvalidArgument, "argument '%s' is not key=value", arg);
+    const size_t klen = static_cast<size_t>(eq - arg);
+    const char* v = eq + 1;
+    auto is = [&](const char* key) { return strlen(key) == klen && strncmp(arg, key, klen) == 0; };
+    uint64_t u = 0;
+    bool ok = true;
+    if (is("image")) a->image = v;
+    else if (is("prompt")) a->prompt = v;
+    else if (is("kernels")) a->kernels = v;
+    else if (is("work")) { a->work_psram = strcmp(v, "psram") == 0; ok = a->work_psram || strcmp(v, "sram") == 0; }
+    else if (is("n")) { ok = parse_uint(v, 1u << 20, &u); a->n = static_cast<int>(u); }
+    else if (is("seed")) { ok = parse_uint(v, UINT64_MAX / 10, &u) && u != 0; a->sampler.seed = u; }
+    else if (is("top_k")) { ok = parse_uint(v, 1u << 24, &u); a->sampler.top_k = static_cast<int>(u); }
+    else if (is("temp")) ok = parse_decimal(v, &a->sampler.temperature);
+    else if (is("top_p")) ok = parse_decimal(v, &a->sampler.top_p);
+    else if (is("min_p")) ok = parse_decimal(v, &a->sampler.min_p);
+    else return Status::Error(Code::kInvalidArgument, "unknown argument '%s'", arg);
+    if (!ok) return Status::Error(Code::kInvalidArgument, "bad value in '%s'", arg);
+  }
+  if (!a->image || !a->prompt) return Status::Error(Code::kInvalidArgument, "usage: image=PATH prompt=PATH [n=16 temp=0 seed=42 ...]");
+  return Status::Ok();
+}
+
+// Reads a whole host file into a 64-byte aligned buffer of at most `cap` bytes.
+Status read_file(const char* path, size_t cap, const char* what, uint8_t** out, size_t* size) {
+  const int fd = open(path, O_RDONLY);
+  if (fd < 0) return Status::Error(Code::kIo, "cannot open %s %s", what, path);
+  const long end = lseek(fd, 0, SEEK_END);
+  if (end < 0 || lseek(fd, 0, SEEK_SET) != 0) {
+    close(fd);
+    return Status::Error(Code::kIo, "cannot size %s %s", what, path);
+  }
+  const size_t n = static_cast<size_t>(end);
+  if (n > cap) {
+    close(fd);
+    return Status::Error(Code::kOutOfMemory, "%s %s has %zu bytes: it does not fit the board's %zu bytes", what, path, n, cap);
+  }
+  uint8_t* raw = static_cast<uint8_t*>(malloc(n + 64));
+  if (!raw) {
+    close(fd);
+    return Status::Error(Code::kOutOfMemory, "no memory for %s (%zu bytes)", what, n);
+  }
+  uint8_t* buf = raw + (64 - reinterpret_cast<uintptr_t>(raw) % 64) % 64;
+  size_t got = 0;
+  while (got < n) {  // large chunks: picolibc's fread copies byte by byte
+    const size_t chunk = n - got < 65536 ? n - got : 65536;
+    const long r = read(fd, buf + got, chunk);
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  close(fd);
+  if (got != n) return Status::Error(Code::kIo, "short read of %s %s (%zu of %zu bytes)", what, path, got, n);
+  *out = buf;
+  *size = n;
+  return Status::Ok();
+}
+
+Status parse_prompt(const uint8_t* text, size_t n, int vocab, int* ids, int* count) {
+  *count = 0;
+  size_t i = 0;
+  while (i < n) {
+    if (text[i] < '0' || text[i] > '9') { ++i; continue; }
+    uint32_t v = 0;
+    while (i < n && text[i] >= '0' && text[i] <= '9' && v <= static_cast<uint32_t>(vocab)) v = v * 10 + (text[i++] - '0');
+    if (v >= static_cast<uint32_t>(vocab)) return Status::Error(Code::kInvalidArgument, "prompt id %u is not below the vocabulary of %d", v, vocab);
+    if (*count == kMaxPrompt) return Status::Error(Code::kOutOfRange, "prompt longer than %d ids", kMaxPrompt);
+    ids[(*count)++] = static_cast<int>(v);
+  }
+  if (*count == 0) return Status::Error(Code::kInvalidArgument, "the prompt file holds no token ids");
+  return Status::Ok();
+}
+
+void print_hex64(const char* label, uint64_t v) {
+  printf("%s %08lx%08lx", label, static_cast<unsigned long>(v >> 32), static_cast<unsigned long>(v & 0xffffffffu));
+}
+
+void print_tier(const char* what, const Arena& a) {
+  const ArenaStats& s = a.stats();
+  printf("memory %s: capacity %lu used %lu mapped %lu (", what, static_cast<unsigned long>(s.capacity),
+         static_cast<unsigned long>(s.peak), static_cast<unsigned long>(s.mapped_total()));
+  bool first = true;
+  for (int c = 0; c < kClassCount; ++c) {
+    const size_t b = s.by_class[c] + s.mapped_by_class[c];
+    if (!b) continue;
+    printf("%s%s %lu", first ? "" : ", ", tensor_class_name(static_cast<TensorClass>(c)), static_cast<unsigned long>(b));
+    first = false;
+  }
+  printf(")\n");
+}
+
+struct StepLog {
+  uint64_t last = 0;
+  uint64_t sampled_total = 0;
+  int sampled = 0;
+  int tokens[kMaxPrompt + (1 << 12)];
+  int n_tokens = 0;
+};
+
+bool on_step(void* user, const GenerateStep& s) {
+  auto* log = static_cast<StepLog*>(user);
+  const uint64_t now = board_counter();
+  const uint64_t d = now - log->last;
+  log->last = now;
+  if (s.sampled) {
+    log->sampled_total += d;
+    ++log->sampled;
+  }
+  printf("step pos %d token %d next %d %s %lu\n", s.pos, s.token, s.next, board_counter_name(), static_cast<unsigned long>(d));
+  if (log->n_tokens < static_cast<int>(sizeof log->tokens / sizeof log->tokens[0])) log->tokens[log->n_tokens++] = s.next;
+  return true;
+}
+
+BoardImage g_image;
+BoardModel g_model;
+BoardDecoder g_decoder;
+Sampler g_sampler;
+StepLog g_log;
+int g_prompt[kMaxPrompt];
+
+int run(int argc, char** argv) {
+  Args a;
+  if (Status st = parse_args(argc, argv, &a); !st.ok()) return fail(1, st);
+  const KernelSet* kernels = kernels_by_name(a.kernels);
+  if (!kernels) return fail(1, Status::Error(Code::kInvalidArgument, "kernels=%s is unknown or not supported here", a.kernels));
+  printf("board: target %s, sram %lu, psram %lu, flash %lu bytes, kernels %s\n", board_target_name(),
+         static_cast<unsigned long>(BOARD_SRAM_BYTES), static_cast<unsigned long>(BOARD_PSRAM_BYTES),
+         static_cast<unsigned long>(BOARD_FLASH_BYTES), kernels->name);
+
+  // The tiers: SRAM and PSRAM arenas, and the flash stand-in that holds the image as read.
+  void* sram_mem = malloc(BOARD_SRAM_BYTES);
+  void* psram_mem = malloc(BOARD_PSRAM_BYTES);
+  if (!sram_mem || !psram_mem) return fail(3, Status::Error(Code::kOutOfMemory, "this build's board profile does not fit the machine"));
+  Arena sram(Tier::kSram, sram_mem, BOARD_SRAM_BYTES);
+  Arena psram(Tier::kPsram, psram_mem, BOARD_PSRAM_BYTES);
+
+  uint8_t* image = nullptr;
+  size_t image_size = 0;
+  if (Status st = read_file(a.image, BOARD_FLASH_BYTES, "board image", &image, &image_size); !st.ok())
+    return fail(st.code() == Code::kOutOfMemory ? 3 : 2, st);
+  Arena flash(Tier::kFlash, image, image_size);
+  if (Status st = g_image.open(image, image_size); !st.ok()) return fail(2, st);
+  const BoardImageConfig& c = g_image.config();
+  printf("image: %s, %u tensors, %lu bytes, dim %d, layers %d, vocab %d\n", board_arch_name(g_image.arch()),
+         g_image.n_tensors(), static_cast<unsigned long>(image_size), c.dim, c.n_layers, c.vocab_size);
+
+  uint8_t* prompt_text = nullptr;
+  size_t prompt_size = 0;
+  int n_prompt = 0;
+  if (Status st = read_file(a.prompt, 1u << 16, "prompt", &prompt_text, &prompt_size); !st.ok()) return fail(1, st);
+  if (Status st = parse_prompt(prompt_text, prompt_size, c.vocab_size, g_prompt, &n_prompt); !st.ok()) return fail(1, st);
+
+  Arena* const ram[kTierCount] = {&sram, &psram, nullptr, nullptr};
+  if (Status st = g_image.place(ram, flash); !st.ok()) return fail(3, st);
+  if (Status st = board_model_from_image(g_image, sram, &g_model); !st.ok()) return fail(2, st);
+  const LlamaConfig& cfg = g_model.cfg();
+  int ctx_len = n_prompt + a.n;
+  if (ctx_len > cfg.seq_len) ctx_len = cfg.seq_len;
+  if (n_prompt > ctx_len)
+    return fail(1, Status::Error(Code::kOutOfRange, "the prompt has %d ids, the context holds %d", n_prompt, ctx_len));
+  Arena& work = a.work_psram ? psram : sram;
+  SerialPool pool;
+  if (Status st = g_decoder.init(g_model, ctx_len, work, &pool, kernels); !st.ok()) return fail(3, st);
+  if (Status st = g_sampler.init(a.sampler, cfg.vocab_size, work); !st.ok()) return fail(3, st);
+  int* history = nullptr;
+  if (Status st = work.alloc_array(static_cast<size_t>(n_prompt + a.n + 1), TensorClass::kScratch, &history); !st.ok())
+    return fail(3, st);
+
+  GenerateOptions go;
+  go.n_predict = a.n;
+  go.stop_a = c.bos_id;  // as `mcullm run`: llama2.c models end a story with BOS
+  go.stop_b = c.eos_id;
+  Fingerprint fp;
+  GenerateHooks hooks{&g_log, nullptr, on_step};
+  GenerateResult result;
+  g_log.last = board_counter();
+  if (Status st = generate(g_decoder.decoder(), g_sampler, g_prompt, n_prompt, go, history, &fp, hooks, &result); !st.ok())
+    return fail(4, st);
+
+  printf("tokens");
+  printf(" %d", g_prompt[0]);  // then the token that followed each step: the prompt, then the samples
+  for (int i = 0; i < g_log.n_tokens; ++i) printf(" %d", g_log.tokens[i]);
+  printf("\n");
+  if (g_log.sampled > 0)
+    printf("per sampled token: %s %lu (mean of %d)\n", board_counter_name(),
+           static_cast<unsigned long>(g_log.sampled_total / static_cast<uint64_t>(g_log.sampled)), g_log.sampled);
+  print_tier("sram", sram);
+  print_tier("psram", psram);
+  print_tier("flash", flash);
+  print_hex64("fingerprint", fp.combined());
+  print_hex64(" tokens", fp.tokens());
+  print_hex64(" logits", fp.logits());
+  printf("\n");
+  fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run(argc, argv); }
