@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Runs one model on every target and compares the fingerprints (token ids + logit bits):
+#   x86-ref    mcullm run --kernels ref     (the model file itself)
+#   x86-simd   mcullm run --kernels avx2    (or auto without AVX2)
+#   board-host mcullm_board                 (the board runner's main on the host, from the board image)
+#   cortex-m7  the board runner on QEMU mps2-an500 (arm-none-eabi + newlib, semihosting)
+#   xtensa     the board runner on QEMU sim lx106 (xtensa-lx106-elf + picolibc, -icount shift=0)
+# aarch64 (NEON) is not in the list yet: its toolchain file lands with the `tlut` branch.
+#
+# usage: tools/run_targets.sh [options] MODEL
+#   -z TOK            tokenizer for models without one beside them (convert and run)
+#   --quant TYPE      first convert MODEL to GGUF with --type TYPE (e.g. q4g64), then run that
+#   -n N              tokens to generate (16)      --prompt-ids IDS   (1,403,407)
+#   --temp T --seed S sampling (0 = greedy; defaults 0 and 42)
+#   --refusals        instead: every runner must refuse a truncated image, a corrupt one, an image
+#                     whose SRAM section does not fit and one larger than its flash, each with its
+#                     message and exit code
+#   --build DIR       the release build with mcullm and mcullm_board (build/release)
+#   --work DIR        scratch directory (a fresh one under $TMPDIR)
+# Exit 0: all fingerprints equal (or all refusals right); 1: a mismatch or failure; 77: skipped
+# because a cross toolchain or QEMU is missing (set MCULLM_REQUIRE_TARGETS=1 to fail instead, as CI does).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$ROOT/build/release
+WORK=""
+TOK=""
+QUANT=""
+N=16
+IDS=1,403,407
+TEMP=0
+SEED=42
+MODE=compare
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -z) TOK=$2; shift 2 ;;
+    --quant) QUANT=$2; shift 2 ;;
+    -n) N=$2; shift 2 ;;
+    --prompt-ids) IDS=$2; shift 2 ;;
+    --temp) TEMP=$2; shift 2 ;;
+    --seed) SEED=$2; shift 2 ;;
+    --refusals) MODE=refusals; shift ;;
+    --build) BUILD=$2; shift 2 ;;
+    --work) WORK=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -*) echo "run_targets: unknown option $1" >&2; exit 1 ;;
+    *) MODEL=$1; shift ;;
+  esac
+done
+[ -n "${MODEL:-}" ] || { echo "run_targets: give a model (see --help)" >&2; exit 1; }
+[ -f "$MODEL" ] || { echo "run_targets: $MODEL: no such file" >&2; exit 1; }
+
+MCULLM=$BUILD/mcullm
+BOARD=$BUILD/mcullm_board
+for f in "$MCULLM" "$BOARD"; do
+  [ -x "$f" ] || { echo "run_targets: $f is missing: build it (cmake --build $BUILD --target mcullm mcullm_board)" >&2; exit 1; }
+done
+
+missing=""
+for tool in arm-none-eabi-gcc xtensa-lx106-elf-gcc qemu-system-arm qemu-system-xtensa; do
+  command -v "$tool" >/dev/null || missing="$missing $tool"
+done
+[ -f /usr/lib/xtensa-lx106-elf/picolibc.specs ] || missing="$missing picolibc-xtensa-lx106-elf"
+ls /usr/src/gcc-12/gcc-12*.tar.xz >/dev/null 2>&1 || missing="$missing gcc-12-source"
+if [ -n "$missing" ]; then
+  msg="missing:$missing (apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc-xtensa-lx106 picolibc-xtensa-lx106-elf gcc-12-source qemu-system-misc)"
+  if [ "${MCULLM_REQUIRE_TARGETS:-0}" = 1 ]; then echo "run_targets: FAIL: $msg" >&2; exit 1; fi
+  echo "run_targets: SKIP: $msg"
+  exit 77
+fi
+
+# The MCU builds (one at a time: parallel tests share the build directory).
+TB=$BUILD/targets
+mkdir -p "$TB"
+if ! flock "$TB/.lock" make -s -C "$ROOT/targets" B="$TB" -j2 all >"$TB/make.log" 2>&1; then
+  cat "$TB/make.log" >&2
+  echo "run_targets: FAIL: the MCU builds failed" >&2
+  exit 1
+fi
+
+[ -n "$WORK" ] || WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcullm-targets.XXXXXX")
+mkdir -p "$WORK"
+TOKARGS=()
+[ -n "$TOK" ] && TOKARGS=(-z "$TOK")
+if [ -n "$QUANT" ]; then
+  "$MCULLM" convert "$MODEL" "${TOKARGS[@]}" -o "$WORK/model-$QUANT.gguf" --type "$QUANT" 2>"$WORK/quant.log" ||
+    { cat "$WORK/quant.log" >&2; exit 1; }
+  MODEL=$WORK/model-$QUANT.gguf
+fi
+IMAGE=$WORK/model.img
+"$MCULLM" convert "$MODEL" "${TOKARGS[@]}" --image "$IMAGE" 2>"$WORK/convert.log" || { cat "$WORK/convert.log" >&2; exit 1; }
+echo "$IDS" | tr ',' ' ' >"$WORK/prompt.txt"
+
+# run_board TARGET IMAGE ARGS...: the board runner on one target; stdout to $WORK/TARGET.out, exit code echoed.
+run_board() {
+  local target=$1 image=$2
+  shift 2
+  local args=(image="$image" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" seed="$SEED" "$@")
+  local rc=0
+  case "$target" in
+    board-host) "$BOARD" "${args[@]}" >"$WORK/$target.out" 2>&1 || rc=$? ;;
+    cortex-m7|xtensa)
+      local semi="enable=on,target=native,arg=board"
+      for a in "${args[@]}"; do semi="$semi,arg=${a//,/,,}"; done
+      if [ "$target" = cortex-m7 ]; then
+        timeout 600 qemu-system-arm -M mps2-an500 -display none -monitor none -semihosting -icount shift=0 \
+          -semihosting-config "$semi" -kernel "$TB/cortex-m7.elf" >"$WORK/$target.out" 2>&1 || rc=$?
+      else
+        timeout 600 qemu-system-xtensa -M sim -cpu lx106 -m 128M -display none -monitor none -semihosting -icount shift=0 \
+          -semihosting-config "$semi" -kernel "$TB/xtensa-lx106.elf" >"$WORK/$target.out" 2>&1 || rc=$?
+      fi ;;
+  esac
+  echo "$rc"
+}
+
+BOARDS=(board-host cortex-m7 xtensa)
+
+if [ "$MODE" = refusals ]; then
+  size=$(stat -c %s "$IMAGE")
+  head -c $((size / 2)) "$IMAGE" >"$WORK/truncated.img"
+  cp "$IMAGE" "$WORK/corrupt.img"
+  printf '\xff' | dd of="$WORK/corrupt.img" bs=1 seek=$((size - 100)) conv=notrunc status=none
+  "$MCULLM" convert "$MODEL" "${TOKARGS[@]}" --image "$WORK/sram-heavy.img" --sram-budget 100000000 2>/dev/null
+  truncate -s $((16 * 1024 * 1024 + 64)) "$WORK/huge.img"  # past every board's flash (sparse: costs nothing)
+  fail=0
+  check() {  # check TARGET IMAGE WANT_RC WANT_TEXT
+    local rc
+    rc=$(run_board "$1" "$2")
+    if [ "$rc" = "$3" ] && grep -q "$4" "$WORK/$1.out"; then
+      printf '%-11s %-15s refused (exit %s): %s\n' "$1" "$(basename "$2")" "$rc" "$(grep -m1 'board: error' "$WORK/$1.out")"
+    else
+      printf '%-11s %-15s WRONG: exit %s, want %s and "%s"\n' "$1" "$(basename "$2")" "$rc" "$3" "$4"
+      cat "$WORK/$1.out"
+      fail=1
+    fi
+  }
+  for t in "${BOARDS[@]}"; do
+    check "$t" "$WORK/truncated.img" 2 "board image: truncated"
+    check "$t" "$WORK/corrupt.img" 2 "CRC mismatch"
+    check "$t" "$WORK/sram-heavy.img" 3 "sram arena: .* do not fit"
+    check "$t" "$WORK/huge.img" 3 "does not fit the board's"
+  done
+  exit $fail
+fi
+
+# The fingerprints.
+declare -A FP
+SIMD=auto
+grep -qw avx2 /proc/cpuinfo 2>/dev/null && SIMD=avx2
+for k in ref "$SIMD"; do
+  name=x86-ref
+  [ "$k" = ref ] || name=x86-simd
+  out=$("$MCULLM" run -m "$MODEL" "${TOKARGS[@]}" --prompt-ids "$IDS" -n "$N" --temp "$TEMP" -s "$SEED" --kernels "$k" \
+        --fingerprint -q 2>"$WORK/$name.err") || { cat "$WORK/$name.err" >&2; exit 1; }
+  FP[$name]=$(echo "$out" | grep '^fingerprint' | cut -d' ' -f2)
+done
+for t in "${BOARDS[@]}"; do
+  rc=$(run_board "$t" "$IMAGE")
+  if [ "$rc" != 0 ]; then
+    cat "$WORK/$t.out" >&2
+    echo "run_targets: FAIL: $t exited with $rc" >&2
+    exit 1
+  fi
+  FP[$t]=$(grep '^fingerprint' "$WORK/$t.out" | cut -d' ' -f2)
+done
+
+ref=${FP[x86-ref]}
+fail=0
+echo "model $MODEL, prompt $IDS, $N tokens, temp $TEMP, seed $SEED"
+echo "tokens: $(grep '^tokens' "$WORK/xtensa.out" | cut -d' ' -f2-)"
+for t in x86-ref x86-simd "${BOARDS[@]}"; do
+  per=""
+  [ -f "$WORK/$t.out" ] && per=$(grep '^per sampled token' "$WORK/$t.out" | sed 's/per sampled token: //')
+  if [ "${FP[$t]}" = "$ref" ] && [ -n "$ref" ]; then status=same; else status=DIFFERENT; fail=1; fi
+  printf '%-11s %-16s %-9s %s\n' "$t" "${FP[$t]:-none}" "$status" "$per"
+done
+grep '^memory' "$WORK/xtensa.out" | sed 's/^/xtensa /'
+echo "aarch64     (not run: the aarch64 NEON build lands with the tlut branch's cmake/toolchains/aarch64-linux-gnu.cmake)"
+exit $fail
