@@ -43,6 +43,7 @@ uint64_t board_counter(void) {
   return ((uint64_t)wraps << 24) + (0xFFFFFFu - value);
 }
 const char* board_counter_name(void) { return "systick"; }
+uint32_t board_instructions_per_count(void) { return 40; }
 const char* board_target_name(void) { return "cortex-m7"; }
 
 static void write0(const char* s) { /* SYS_WRITE0: works whatever state stdio is in */

@@ -9,6 +9,7 @@ extern "C" uint64_t board_counter(void) {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 extern "C" const char* board_counter_name(void) { return "ns"; }
+extern "C" uint32_t board_instructions_per_count(void) { return 0; }
 extern "C" const char* board_target_name(void) {
 #if defined(__x86_64__)
   return "host-x86_64";

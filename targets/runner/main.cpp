@@ -260,9 +260,14 @@ int run(int argc, char** argv) {
   printf(" %d", g_prompt[0]);  // then the token that followed each step: the prompt, then the samples
   for (int i = 0; i < g_log.n_tokens; ++i) printf(" %d", g_log.tokens[i]);
   printf("\n");
-  if (g_log.sampled > 0)
-    printf("per sampled token: %s %lu (mean of %d)\n", board_counter_name(),
-           static_cast<unsigned long>(g_log.sampled_total / static_cast<uint64_t>(g_log.sampled)), g_log.sampled);
+  if (g_log.sampled > 0) {
+    const uint64_t mean = g_log.sampled_total / static_cast<uint64_t>(g_log.sampled);
+    printf("per sampled token: %s %lu (mean of %d)", board_counter_name(), static_cast<unsigned long>(mean), g_log.sampled);
+    if (board_instructions_per_count())
+      printf(", %lu k instructions under qemu -icount shift=0",
+             static_cast<unsigned long>(mean * board_instructions_per_count() / 1000));
+    printf("\n");
+  }
   print_tier("sram", sram);
   print_tier("psram", psram);
   print_tier("flash", flash);

@@ -13,6 +13,10 @@ extern "C" {
 uint64_t board_counter(void);
 const char* board_counter_name(void);
 const char* board_target_name(void);
+// Executed instructions per counter unit when QEMU runs with -icount shift=0 (1 ns of virtual time
+// per instruction): 25 on the lx106 (CCOUNT at 40 MHz), 40 on the mps2-an500 (SysTick at 25 MHz,
+// measured with a loop of known length); 0 when the counter does not count instructions.
+uint32_t board_instructions_per_count(void);
 
 #ifdef __cplusplus
 }

@@ -88,6 +88,7 @@ uint64_t board_counter(void) {
   return high | c;
 }
 const char* board_counter_name(void) { return "ccount"; }
+uint32_t board_instructions_per_count(void) { return 25; }
 const char* board_target_name(void) { return "xtensa-lx106"; }
 
 extern char __bss_start[], __bss_end[];
