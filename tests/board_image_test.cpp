@@ -372,7 +372,7 @@ TEST(BoardImageCli, ConvertWritesAnImageAndRefusesBadFlags) {
   EXPECT_NE(typed.err.find("--image keeps the weights"), std::string::npos) << typed.err;
   const test::CommandResult none = test::run_cli({"convert", model});
   EXPECT_NE(none.exit_code, 0);
-  EXPECT_NE(none.err.find("-o FILE.gguf or --image"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("--output FILE.gguf or --image"), std::string::npos) << none.err;
   const test::CommandResult both = test::run_cli({"convert", model, "-o", dir + "/x.gguf", "--image", dir + "/x.img"});
   EXPECT_NE(both.exit_code, 0);
 }

@@ -123,7 +123,7 @@ void add_convert_command(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"msb", "lsb", "auto"}));
   cmd->callback([o, exit_code] {
     *exit_code = o->output.empty() && o->image.empty()
-                     ? report(Status::Error(Code::kInvalidArgument, "convert: give -o FILE.gguf or --image FILE"))
+                     ? report(Status::Error(Code::kInvalidArgument, "convert: give -o/--output FILE.gguf or --image FILE"))
                      : convert(*o);
   });
 }
