@@ -22,7 +22,9 @@ namespace {
 struct Buffer {
   std::vector<uint64_t> words;
   size_t size = 0;
-  explicit Buffer(const std::vector<uint8_t>& b) : words(b.size() / 8 + 2), size(b.size()) { std::memcpy(words.data(), b.data(), b.size()); }
+  explicit Buffer(const std::vector<uint8_t>& b) : words(b.size() / 8 + 2), size(b.size()) {
+    if (!b.empty()) std::memcpy(words.data(), b.data(), b.size());
+  }
   uint8_t* data() { return reinterpret_cast<uint8_t*>(words.data()); }
 };
 
@@ -104,8 +106,9 @@ struct TinyLlama {
 
 // Opens, builds the model and runs a few positions; any failure comes back as a status.
 Status open_and_run(const std::vector<uint8_t>& bytes, std::vector<float>* logits = nullptr) {
+  Buffer buf(bytes);
   BoardImage img;
-  MC_TRY(open_bytes(bytes, &img));
+  MC_TRY(img.open(buf.data(), bytes.size()));
   std::vector<uint8_t> mem(1 << 20);
   Arena arena(Tier::kSram, mem.data(), mem.size());
   BoardModel model;
