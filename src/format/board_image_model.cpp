@@ -39,15 +39,14 @@ Status layer_table(Arena& tables, int n, Layer** out) {
   return tables.alloc_array(static_cast<size_t>(n), TensorClass::kOther, out);
 }
 
-Status llama_layers(const BoardImage& img, int l, MatRef* wq, MatRef* wk, MatRef* wv, MatRef* wo, MatRef* w1,
-                    MatRef* w2, MatRef* w3) {
-  MC_TRY(matrix(img, BoardRole::kWq, l, wq));
-  MC_TRY(matrix(img, BoardRole::kWk, l, wk));
-  MC_TRY(matrix(img, BoardRole::kWv, l, wv));
-  MC_TRY(matrix(img, BoardRole::kWo, l, wo));
-  MC_TRY(matrix(img, BoardRole::kW1, l, w1));
-  MC_TRY(matrix(img, BoardRole::kW2, l, w2));
-  return matrix(img, BoardRole::kW3, l, w3);
+// The seven matrices of layer l (as gguf_layer_matrices, format/gguf_model.h): wq wk wv wo w1 w2 w3.
+template <class Layer>
+Status layer_matrices(const BoardImage& img, int l, Layer& L) {
+  const BoardRole roles[7] = {BoardRole::kWq, BoardRole::kWk, BoardRole::kWv, BoardRole::kWo,
+                              BoardRole::kW1, BoardRole::kW2, BoardRole::kW3};
+  MatRef* const mats[7] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3};
+  for (int i = 0; i < 7; ++i) MC_TRY(matrix(img, roles[i], l, mats[i]));
+  return Status::Ok();
 }
 
 // The head: its own tensor, or the embedding when tied.
@@ -106,7 +105,7 @@ Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* 
         LlamaLayer& L = m.layers[l];
         MC_TRY(vector(img, BoardRole::kAttnNorm, l, d, &L.attn_norm));
         MC_TRY(vector(img, BoardRole::kFfnNorm, l, d, &L.ffn_norm));
-        MC_TRY(llama_layers(img, l, &L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3));
+        MC_TRY(layer_matrices(img, l, L));
       }
       return m.check_shapes();
     }
@@ -120,7 +119,7 @@ Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* 
       MC_TRY(layer_table(tables, cfg.n_layers, &m.layers));
       for (int l = 0; l < cfg.n_layers; ++l) {
         BitLlama2cLayer& L = m.layers[l];
-        MC_TRY(llama_layers(img, l, &L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3));
+        MC_TRY(layer_matrices(img, l, L));
       }
       return m.check_shapes();
     }
@@ -140,7 +139,7 @@ Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* 
         MC_TRY(vector(img, BoardRole::kAttnSubNorm, l, d, &L.attn_sub_norm));
         MC_TRY(vector(img, BoardRole::kFfnNorm, l, d, &L.ffn_norm));
         MC_TRY(vector(img, BoardRole::kFfnSubNorm, l, h, &L.ffn_sub_norm));
-        MC_TRY(llama_layers(img, l, &L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3));
+        MC_TRY(layer_matrices(img, l, L));
       }
       return m.check_shapes();
     }
