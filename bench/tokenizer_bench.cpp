@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "tokenizer/bpe_tokenizer.h"
-#include "tokenizer/pretokenizer.h"
+#include "text/pretokenizer.h"
 #include "tokenizer/tokenizer_loader.h"
 
 namespace {
