@@ -69,7 +69,9 @@ std::vector<int> fresh_greedy(const std::vector<int>& prefix, int n) {
     for (int v = 1; v < s.dec.decoder->vocab_size(); ++v)
       if (logits[v] > logits[best]) best = v;
     out.push_back(best);
-    if (i + 1 < n) EXPECT_TRUE(s.dec.decoder->forward(best, pos++, &logits).ok());
+    if (i + 1 < n) {
+      EXPECT_TRUE(s.dec.decoder->forward(best, pos++, &logits).ok());
+    }
   }
   return out;
 }
