@@ -118,6 +118,10 @@ ApiError api_error_from(const Status& st) {
       return ApiError(400, "invalid_request_error", st.message());
     case Code::kUnsupported:
       return ApiError(503, "unavailable_error", st.message());
+    case Code::kCorrupt:  // only the bridge's board link fails this way during a generation
+      return ApiError(502, "board_error", st.message());
+    case Code::kIo:  // the board link: the board fell silent
+      return ApiError(504, "timeout_error", st.message());
     default:
       return ApiError(500, "server_error", st.message());
   }

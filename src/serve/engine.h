@@ -18,6 +18,8 @@
 
 namespace mcullm::serve {
 
+class RemoteGenerator;
+
 struct EngineOptions {
   std::string model, tokenizer, alias;  // alias: the model id (default: the file's name)
   int ctx = 0;                          // 0 = the model's context
@@ -26,6 +28,7 @@ struct EngineOptions {
   int queue = 8;                        // admitted requests that may wait for a slot
   int token_delay_ms = 0;               // sleep after each generated token (demos, tests: a slow board)
   std::string kernels = "auto";
+  std::shared_ptr<RemoteGenerator> remote;  // bridge mode (parallel must be 1); null: the local decoder
 };
 
 struct CompletionParams {
@@ -34,6 +37,24 @@ struct CompletionParams {
   SamplerConfig sampler;
   std::vector<std::string> stop;        // stop strings (not included in the text)
   bool ignore_eos = false;              // do not stop at BOS / EOS
+};
+
+// Bridge mode: where the tokens come from when a board on a serial line runs the model
+// (serve/board_link.h). The engine keeps everything else: tokenizer, text (UTF-8, stop strings),
+// stop tokens, timings, the queue. The board samples with temperature, top-k and seed only.
+class RemoteGenerator {
+ public:
+  virtual ~RemoteGenerator() = default;
+  using PromptDoneFn = std::function<void(double prompt_ms)>;
+  using TokenFn = std::function<bool(int id, double us)>;  // false: stop passing tokens on
+  // Generates up to n_predict tokens after p.prompt (p.ignore_eos: not stopping at BOS / EOS); token
+  // ids outside 0..vocab_size-1 are the board's error.
+  // on_token may return false; the generator must still leave its link ready for the next request.
+  // Errors: Code::kIo when the board stays silent too long, Code::kCorrupt for anything else the
+  // board does wrong (a malformed or unexpected line, an X line, a hang-up).
+  virtual Status generate(const CompletionParams& p, int n_predict, int vocab_size, const PromptDoneFn& on_prompt_done, const TokenFn& on_token) = 0;
+  // Makes a running generate() return soon (server shutdown).
+  virtual void shutdown() = 0;
 };
 
 // One generated token as the client sees it: `text` is what can be shown now (complete UTF-8, and
@@ -117,6 +138,7 @@ class Engine {
   Slot* acquire_slot();
   void release_slot(Slot* s);
   void release_admission();
+  Status run_remote(const CompletionParams& p, const PromptDoneFn& on_prompt_done, const TokenFn& on_token, CompletionResult* r);
   Status run_on_slot(Slot& slot, const CompletionParams& p, const PromptDoneFn& on_prompt_done, const TokenFn& on_token,
                      CompletionResult* r);
 
