@@ -293,6 +293,35 @@ TEST(Serve, ChatCompletionsIs501UntilChatTemplatesExist) {
                "not_supported_error", "chat template");
 }
 
+// The page (web/, compiled in) at / and by name; it and the CORS preflight need no API key.
+TEST(Serve, ServesTheWebPageAndAnswersCorsPreflights) {
+  MC_REQUIRE_SHARED();
+  serve::HttpOptions ho;
+  ho.api_key = "sesame";
+  TestServer s({}, ho);
+  auto c = s.client();
+  for (const auto& [path, type, words] : {std::tuple<std::string, std::string, std::string>{"/", "text/html", "id=\"generate\""},
+                                          {"/index.html", "text/html", "<canvas id=\"chart\""},
+                                          {"/app.js", "text/javascript", "navigator.serial"},
+                                          {"/style.css", "text/css", "#chart"}}) {
+    auto res = c.Get(path);
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->status, 200) << path;
+    EXPECT_EQ(res->get_header_value("Content-Type").rfind(type, 0), 0u) << path;
+    EXPECT_NE(res->body.find(words), std::string::npos) << path;
+    EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "*");
+  }
+  auto res = c.Get("/nothing.js");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);  // not a page: the key is asked for before the 404
+  res = c.Options("/v1/completions");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 204);
+  EXPECT_NE(res->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "*");
+  expect_error(get(s, "/v1/models"), 401, "authentication_error");
+}
+
 TEST(Serve, BodyTooLargeIs413) {
   MC_REQUIRE_SHARED();
   serve::HttpOptions ho;

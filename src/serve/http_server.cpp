@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "serve/api_json.h"
+#include "serve/web_assets.h"
 
 namespace mcullm::serve {
 
@@ -75,8 +76,13 @@ struct HttpServer::Impl {
     });
     srv.set_payload_max_length(opt.max_body_bytes);
 
+    // Any origin may call the API (the page also works opened as a file, or from another port);
+    // the API key, when set, is what guards it.
+    srv.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
     srv.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (opt.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+      // The page and the CORS preflight carry no key; the page asks the user for it.
+      const bool open = req.path == "/health" || req.method == "OPTIONS" || (req.method == "GET" && find_web_asset(req.path));
+      if (opt.api_key.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
       std::string given = req.get_header_value("X-Api-Key");
       const std::string auth = req.get_header_value("Authorization");
       if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
@@ -101,6 +107,15 @@ struct HttpServer::Impl {
       send_error(res, 500, "server_error", "internal error");
     });
 
+    srv.Options(".*", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Content-Type, Authorization, X-Api-Key");
+      res.set_header("Access-Control-Max-Age", "600");
+    });
+    srv.Get("/", guarded([](const httplib::Request& req, httplib::Response& res) { web_asset(req, res); }));
+    for (size_t i = 0; i < kWebAssetCount; ++i)
+      srv.Get(kWebAssets[i].path, guarded([](const httplib::Request& req, httplib::Response& res) { web_asset(req, res); }));
     srv.Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) {
       const EngineMetrics m = engine.metrics();
       res.set_content(dump(json{{"status", "ok"}, {"slots_idle", m.slots - m.busy_slots}, {"slots_processing", m.busy_slots}}),
@@ -118,6 +133,13 @@ struct HttpServer::Impl {
     }));
     srv.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
     srv.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); }));
+  }
+
+  static void web_asset(const httplib::Request& req, httplib::Response& res) {
+    const WebAsset* a = find_web_asset(req.path);
+    if (!a) throw ApiError(404, "not_found_error", "no page " + req.path);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(reinterpret_cast<const char*>(a->data), a->size, a->mime);
   }
 
   void models(httplib::Response& res) {
