@@ -84,7 +84,10 @@ function drawChart() {
     const sum = part.reduce((a, b) => a + b, 0);
     return sum > 0 ? part.length * 1e6 / sum : 0;
   });
-  const ymax = niceMax(Math.max(1, ...mean, ...rates.map((r) => Math.min(r, 3 * Math.max(1, ...mean)))));
+  // The scale follows the typical rate: the first token (sampling only, no forward pass) and other
+  // outliers would flatten everything else, so values above it are drawn at the top edge.
+  const sorted = [...mean].sort((a, b) => a - b);
+  const ymax = niceMax(Math.max(1, 1.25 * (sorted[Math.floor(0.9 * (sorted.length - 1))] || 0)));
   const n = Math.max(16, rates.length);
   const x = (i) => left + (w - left - right) * (n <= 1 ? 0 : i / (n - 1));
   const y = (v) => h - bottom - (h - bottom - top) * Math.min(v, ymax) / ymax;
@@ -95,7 +98,7 @@ function drawChart() {
     g.beginPath(); g.moveTo(left, y(v)); g.lineTo(w - right, y(v)); g.stroke();
     g.fillText(v >= 100 ? v.toFixed(0) : v.toFixed(1), 4, y(v) + 4);
   }
-  g.fillText('tokens/s', left + 4, top + 10);
+  g.fillText('tokens/s', w - right - 60, top + 10);
   g.fillText('token ' + n, w - right - 60, h - 6);
   const line = (values, color, width) => {
     if (!values.length) return;
