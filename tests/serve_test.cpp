@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -286,11 +287,143 @@ TEST(Serve, ApiKeyIsRequiredExceptForHealth) {
   EXPECT_EQ(get(s, "/health").status, 200);
 }
 
-TEST(Serve, ChatCompletionsIs501UntilChatTemplatesExist) {
+TEST(Serve, ChatCompletionsWithoutAChatTemplateAre501) {
   MC_REQUIRE_SHARED();
-  TestServer s;
+  TestServer s;  // stories260K is a llama2.c file: no template in it
   expect_error(post(s, "/v1/chat/completions", json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}}), 501,
-               "not_supported_error", "chat template");
+               "not_supported_error", "--chat-template");
+  EXPECT_TRUE(get(s, "/v1/models").body["data"][0]["meta"]["chat_template"].is_null());
+}
+
+json chat_messages() {
+  return json::array({{{"role", "system"}, {"content", "You tell stories."}}, {{"role", "user"}, {"content", "Tell me about a cat."}}});
+}
+
+// messages -> the template -> token ids: the reply equals /v1/completions given those ids, streamed
+// (OpenAI's chat.completion.chunk with deltas) or not.
+TEST(Serve, ChatCompletionsRenderTheTemplateStreamedOrNot) {
+  MC_REQUIRE_SHARED();
+  for (const std::string name : {"chatml", "llama2"}) {
+    serve::EngineOptions eo;
+    eo.chat_template = name;
+    TestServer s(eo);
+    EXPECT_EQ(get(s, "/v1/models").body["data"][0]["meta"]["chat_template"], name);
+    std::vector<ChatMessage> msgs{{"system", "You tell stories."}, {"user", "Tell me about a cat."}};
+    ChatTemplate tmpl;
+    ASSERT_TRUE(ChatTemplate::by_name(name, &tmpl).ok());
+    std::string text;
+    ASSERT_TRUE(tmpl.render(msgs, true, &text).ok());
+    std::vector<int> ids;
+    ASSERT_TRUE(s.engine->chat()->encode(text, &ids).ok());
+    for (const json& extra : {json{{"temperature", 0}}, json{{"temperature", 0.8}, {"seed", 5}}}) {
+      json plain{{"prompt", ids}, {"max_tokens", 40}};
+      plain.update(extra);
+      const Reply want = post(s, "/v1/completions", plain);
+      ASSERT_EQ(want.status, 200) << want.raw;
+      json body{{"messages", chat_messages()}, {"max_tokens", 40}};
+      body.update(extra);
+      const Reply got = post(s, "/v1/chat/completions", body);
+      ASSERT_EQ(got.status, 200) << got.raw;
+      EXPECT_EQ(got.body["object"], "chat.completion");
+      EXPECT_EQ(got.body["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+      const json& choice = got.body["choices"][0];
+      EXPECT_EQ(choice["message"]["role"], "assistant");
+      EXPECT_EQ(choice["message"]["content"], want.body["choices"][0]["text"]) << name << " " << extra.dump();
+      EXPECT_EQ(choice["finish_reason"], want.body["choices"][0]["finish_reason"]);
+      EXPECT_EQ(got.body["usage"], want.body["usage"]);
+      EXPECT_GT(got.body["usage"]["completion_tokens"].get<int>(), 0);
+
+      body["stream"] = true;
+      const Stream st = post_stream(s, "/v1/chat/completions", body);
+      ASSERT_EQ(st.status, 200);
+      ASSERT_GE(st.events.size(), 3u);
+      EXPECT_EQ(st.events.back(), "[DONE]");
+      std::string streamed;
+      for (size_t i = 0; i + 1 < st.events.size(); ++i) {
+        const json j = json::parse(st.events[i], nullptr, false);
+        ASSERT_TRUE(j.is_object()) << st.events[i];
+        EXPECT_EQ(j["object"], "chat.completion.chunk");
+        const json& delta = j["choices"][0]["delta"];
+        if (i == 0) {
+          EXPECT_EQ(delta["role"], "assistant") << st.events[i];
+        }
+        if (delta.contains("content")) streamed += delta["content"].get<std::string>();
+        if (i + 2 == st.events.size()) {
+          EXPECT_EQ(j["choices"][0]["finish_reason"], choice["finish_reason"]);
+          EXPECT_EQ(j["usage"], got.body["usage"]);
+          EXPECT_TRUE(j.contains("timings"));
+        } else {
+          EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
+        }
+      }
+      EXPECT_EQ(streamed, choice["message"]["content"].get<std::string>());
+    }
+  }
+}
+
+TEST(Serve, ChatRequestsAreChecked) {
+  MC_REQUIRE_SHARED();
+  serve::EngineOptions eo;
+  eo.chat_template = "llama2";
+  TestServer s(eo);
+  const json user{{"role", "user"}, {"content", "hi"}};
+  const std::pair<json, std::string> cases[] = {
+      {json::object(), "'messages'"},
+      {json{{"messages", "hi"}}, "'messages'"},
+      {json{{"messages", json::array()}}, "'messages'"},
+      {json{{"messages", json::array({1})}}, "messages[0]"},
+      {json{{"messages", json::array({{{"content", "hi"}}})}}, "'role'"},
+      {json{{"messages", json::array({{{"role", 3}, {"content", "hi"}}})}}, "'role'"},
+      {json{{"messages", json::array({{{"role", "user"}, {"content", 7}}})}}, "content"},
+      {json{{"messages", json::array({{{"role", "user"}, {"content", json::array({{{"type", "image_url"}}})}}})}}, "text"},
+      {json{{"messages", json::array({user, user})}}, ""},                                  // llama2: turns must alternate
+      {json{{"messages", json::array({{{"role", "tool"}, {"content", "x"}}})}}, ""},         // llama2 has no tool role
+      {json{{"messages", json::array({user})}, {"max_tokens", "many"}}, "max_tokens"},
+      {json{{"messages", json::array({user})}, {"n", 2}}, "'n'"},
+  };
+  for (const auto& [body, words] : cases) expect_error(post(s, "/v1/chat/completions", body), 400, "invalid_request_error", words);
+  // Text parts are joined; max_completion_tokens is OpenAI's newer name for max_tokens.
+  const json parts{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "hi"}}})}};
+  Reply r = post(s, "/v1/chat/completions", json{{"messages", json::array({parts})}, {"max_completion_tokens", 3}, {"ignore_eos", true}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
+}
+
+// Extra stop tokens (a chat's end of turn) end the generation at their first occurrence; the token
+// is counted but not shown.
+TEST(ServeEngine, StopTokensEndTheGenerationAtTheirFirstOccurrence) {
+  MC_REQUIRE_SHARED();
+  serve::EngineOptions eo;
+  eo.model = stories();
+  std::unique_ptr<serve::Engine> e;
+  ASSERT_TRUE(serve::Engine::create(eo, &e).ok());
+  serve::CompletionParams p;
+  ASSERT_TRUE(e->encode_prompt("Once upon a time", &p.prompt).ok());
+  p.n_predict = 30;
+  p.sampler.temperature = 0;
+  const auto run = [&](const serve::CompletionParams& q) {
+    auto adm = e->admit();
+    serve::CompletionResult r;
+    EXPECT_TRUE(e->complete(*adm, q, nullptr, nullptr, &r).ok());
+    return r;
+  };
+  const serve::CompletionResult all = run(p);
+  ASSERT_GE(all.tokens.size(), 10u);
+  const int stop = all.tokens[6];
+  const size_t first = static_cast<size_t>(std::find(all.tokens.begin(), all.tokens.end(), stop) - all.tokens.begin());
+  serve::CompletionParams q = p;
+  q.stop_tokens = {stop};
+  const serve::CompletionResult cut = run(q);
+  EXPECT_EQ(cut.tokens, std::vector<int>(all.tokens.begin(), all.tokens.begin() + static_cast<long>(first) + 1));
+  EXPECT_EQ(cut.stop_type, "eos");
+  q = p;
+  q.n_predict = static_cast<int>(first);
+  EXPECT_EQ(cut.text, run(q).text);
+  q.stop_tokens = {stop};
+  q.ignore_eos = true;  // ignores them too
+  q.n_predict = 30;
+  EXPECT_EQ(run(q).tokens.size(), 30u);
 }
 
 // The page (web/, compiled in) at / and by name; it and the CORS preflight need no API key.
@@ -970,7 +1103,7 @@ TEST(ServeCli, BridgeServesHttpThroughABoard) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << test::read_text(log);
 }
 
-TEST(ServeCli, BridgeBadOptionsGiveClearErrors) {
+TEST(ServeCli, BridgeAndChatBadOptionsGiveClearErrors) {
   MC_REQUIRE_SHARED();
   auto r = run_cli_bounded({"serve", "-m", stories(), "--bridge", "/nonexistent/tty"});
   EXPECT_NE(r.exit_code, 0);
@@ -983,6 +1116,9 @@ TEST(ServeCli, BridgeBadOptionsGiveClearErrors) {
   EXPECT_NE(r.err.find("one generation at a time"), std::string::npos) << r.err;
   r = run_cli_bounded({"serve", "-m", stories(), "--bridge", "/dev/null", "--bridge-timeout", "0"});
   EXPECT_NE(r.exit_code, 0);
+  r = run_cli_bounded({"serve", "-m", stories(), "--chat-template", "jinja-of-my-own"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("chatml"), std::string::npos) << r.err;
 }
 
 }  // namespace

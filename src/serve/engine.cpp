@@ -102,6 +102,15 @@ Status Engine::create(const EngineOptions& o, std::unique_ptr<Engine>* out) {
   if (e->ctx_len_ > cfg.seq_len)
     return Status::Error(Code::kInvalidArgument, "-c %d is longer than the model's context of %d", e->ctx_len_, cfg.seq_len);
   e->model_id_ = o.alias.empty() ? base_name(o.model) : o.alias;
+  ChatTemplate tmpl;
+  const Status chat = ChatTemplate::choose(e->lm_->format.rfind("gguf", 0) == 0 ? &e->lm_->gguf : nullptr, o.chat_template, &tmpl);
+  if (chat.ok()) {
+    e->chat_ = std::make_unique<ChatFormat>(tmpl, e->tok_);
+  } else if (!o.chat_template.empty()) {
+    return chat;  // a name we do not know
+  } else {
+    e->chat_error_ = chat.message();  // no template, or one we cannot render: chat completions answer 501
+  }
   const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
   if (!kernels) return Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str());
   if (o.remote && o.parallel != 1) return Status::Error(Code::kInvalidArgument, "a board runs one generation at a time: --parallel must be 1");
@@ -224,8 +233,9 @@ struct StepState {
   int n_prompt;
   int delay_ms;
   int stop_a, stop_b;
+  const std::vector<int>* stop_tokens;  // null when ignore_eos
   Clock::time_point start, last;
-  bool cancelled = false, word_stop = false, prompt_done = false;
+  bool cancelled = false, word_stop = false, prompt_done = false, token_stop = false;
 };
 
 void on_logits(void* user, int pos, const float*, int) {
@@ -243,14 +253,16 @@ bool accept_token(StepState* s, int prev, int next, double us) {
   ev.id = next;
   ev.us = us;
   s->result->tokens.push_back(next);
-  const bool is_stop_token = next == s->stop_a || next == s->stop_b;
+  const bool extra_stop = s->stop_tokens && std::find(s->stop_tokens->begin(), s->stop_tokens->end(), next) != s->stop_tokens->end();
+  const bool is_stop_token = next == s->stop_a || next == s->stop_b || extra_stop;
+  s->token_stop = is_stop_token;
   if (!is_stop_token) ev.text = s->text->push(s->tok->decode_step(prev, next), &s->word_stop);
   bool keep = true;
   if (*s->on_token && !(*s->on_token)(ev)) {
     s->cancelled = true;
     keep = false;
   }
-  if (s->word_stop) keep = false;
+  if (s->word_stop || extra_stop) keep = false;
   // A simulated slow board: the delay counts in the next token's time and in predicted_ms.
   if (keep && s->delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(s->delay_ms));
   return keep;
@@ -318,6 +330,7 @@ Status Engine::run_on_slot(Slot& slot, const CompletionParams& p, const PromptDo
   s.delay_ms = opt_.token_delay_ms;
   s.stop_a = p.ignore_eos ? -1 : tok_.bos_id();
   s.stop_b = p.ignore_eos ? -1 : tok_.eos_id();
+  s.stop_tokens = p.ignore_eos ? nullptr : &p.stop_tokens;
   GenerateOptions go;
   go.n_predict = n_predict;
   go.stop_a = s.stop_a;
@@ -326,7 +339,7 @@ Status Engine::run_on_slot(Slot& slot, const CompletionParams& p, const PromptDo
   GenerateResult gr;
   s.start = s.last = Clock::now();
   MC_TRY(generate(*slot.dec.decoder, sampler, p.prompt.data(), n_prompt, go, history.data(), nullptr, hooks, &gr));
-  finish_text(s, on_token, gr.stopped_by_token, r);
+  finish_text(s, on_token, gr.stopped_by_token || s.token_stop, r);
   const Clock::time_point end = Clock::now();
   // n_predict 0: the prompt's last token is never fed, so the prompt ends with the generation.
   if (!s.prompt_done) r->prompt_ms = ms_between(s.start, end);
@@ -354,8 +367,8 @@ Status Engine::run_remote(const CompletionParams& p, const PromptDoneFn& on_prom
   s.delay_ms = 0;
   s.stop_a = p.ignore_eos ? -1 : tok_.bos_id();
   s.stop_b = p.ignore_eos ? -1 : tok_.eos_id();
+  s.stop_tokens = p.ignore_eos ? nullptr : &p.stop_tokens;
   int prev = p.prompt.back();
-  bool stopped_by_token = false;
   double token_ms = 0;
   const RemoteGenerator::PromptDoneFn prompt_done = [&](double ms) {
     r->prompt_ms = ms;
@@ -363,13 +376,12 @@ Status Engine::run_remote(const CompletionParams& p, const PromptDoneFn& on_prom
   };
   const RemoteGenerator::TokenFn token = [&](int id, double us) {
     token_ms += us / 1000.0;
-    stopped_by_token = id == s.stop_a || id == s.stop_b;
     const bool keep = accept_token(&s, prev, id, us);
     prev = id;
-    return keep && !stopped_by_token;
+    return keep && !s.token_stop;
   };
   MC_TRY(opt_.remote->generate(p, n_predict, vocab_, prompt_done, token));
-  finish_text(s, on_token, stopped_by_token, r);
+  finish_text(s, on_token, s.token_stop, r);
   r->predicted_ms = token_ms;
   r->n_prompt = n_prompt;
   r->n_predicted = static_cast<int>(r->tokens.size());

@@ -15,6 +15,7 @@
 #include "core/thread_pool_host.h"
 #include "host/model_loader.h"
 #include "model/sampler.h"
+#include "tokenizer/chat_template.h"
 
 namespace mcullm::serve {
 
@@ -28,6 +29,7 @@ struct EngineOptions {
   int queue = 8;                        // admitted requests that may wait for a slot
   int token_delay_ms = 0;               // sleep after each generated token (demos, tests: a slow board)
   std::string kernels = "auto";
+  std::string chat_template;            // "chatml" / "llama2"; empty: the model file's own, if any
   std::shared_ptr<RemoteGenerator> remote;  // bridge mode (parallel must be 1); null: the local decoder
 };
 
@@ -36,7 +38,8 @@ struct CompletionParams {
   int n_predict = -1;                   // -1 = until the context is full
   SamplerConfig sampler;
   std::vector<std::string> stop;        // stop strings (not included in the text)
-  bool ignore_eos = false;              // do not stop at BOS / EOS
+  bool ignore_eos = false;              // do not stop at BOS / EOS (nor at stop_tokens)
+  std::vector<int> stop_tokens;         // more ids that end the generation (chat: end of turn); not shown
 };
 
 // Bridge mode: where the tokens come from when a board on a serial line runs the model
@@ -109,6 +112,9 @@ class Engine {
   int vocab_size() const { return vocab_; }
   const EngineOptions& options() const { return opt_; }
   const LoadedModel& model() const { return *lm_; }
+  // The chat template bound to the tokenizer, or null (chat_unavailable() says why).
+  const ChatFormat* chat() const { return chat_.get(); }
+  const std::string& chat_unavailable() const { return chat_error_; }
 
   // BOS + the encoded text, as `mcullm run` does.
   Status encode_prompt(const std::string& text, std::vector<int>* ids) const;
@@ -145,6 +151,8 @@ class Engine {
   EngineOptions opt_;
   std::unique_ptr<LoadedModel> lm_;
   Llama2cTokenizer tok_;
+  std::unique_ptr<ChatFormat> chat_;
+  std::string chat_error_;
   std::string model_id_;
   int ctx_len_ = 0, vocab_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;

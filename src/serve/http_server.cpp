@@ -127,10 +127,8 @@ struct HttpServer::Impl {
     srv.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kOpenAI); }));
     srv.Post("/completion", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kLlamaServer); }));
     srv.Post("/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kLlamaServer); }));
-    srv.Post("/v1/chat/completions", guarded([](const httplib::Request&, httplib::Response& res) {
-      send_error(res, 501, "not_supported_error",
-                 "chat completions need a chat template, which this build does not have yet; use /v1/completions with a text prompt");
-    }));
+    srv.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kOpenAIChat); }));
+    srv.Post("/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kOpenAIChat); }));
     srv.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
     srv.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); }));
   }
@@ -149,7 +147,8 @@ struct HttpServer::Impl {
            {"created", 0},
            {"owned_by", "mcullm"},
            {"meta", {{"n_vocab", c.vocab_size}, {"n_ctx", engine.ctx_len()}, {"n_ctx_train", c.seq_len}, {"n_embd", c.dim},
-                     {"n_layer", c.n_layers}, {"format", engine.model().format}}}};
+                     {"n_layer", c.n_layers}, {"format", engine.model().format},
+                     {"chat_template", engine.chat() ? json(engine.chat()->chat_template().name()) : json(nullptr)}}}};
     res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
   }
 
@@ -226,6 +225,16 @@ struct HttpServer::Impl {
       return json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", engine.model_id()},
                   {"choices", json::array({choice})}, {"usage", usage}, {"timings", timings_json(r)}};
     }
+    if (d == Dialect::kOpenAIChat) {
+      json choice{{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r)}};
+      if (stream) {
+        choice["delta"] = json::object();
+      } else {
+        choice["message"] = json{{"role", "assistant"}, {"content", r.text}};
+      }
+      return json{{"id", id}, {"object", stream ? "chat.completion.chunk" : "chat.completion"}, {"created", created},
+                  {"model", engine.model_id()}, {"choices", json::array({choice})}, {"usage", usage}, {"timings", timings_json(r)}};
+    }
     json o{{"content", stream ? std::string() : r.text},
            {"id_slot", 0},
            {"stop", true},
@@ -247,12 +256,12 @@ struct HttpServer::Impl {
 
   void completion(const httplib::Request& req, httplib::Response& res, Dialect d) {
     const json body = parse_body(req.body);
-    auto cr = std::make_shared<CompletionRequest>(parse_completion(body, d, engine));
+    auto cr = std::make_shared<CompletionRequest>(d == Dialect::kOpenAIChat ? parse_chat(body, engine) : parse_completion(body, d, engine));
     auto adm = std::make_shared<std::unique_ptr<Admission>>(engine.admit());
     if (!*adm)
       throw ApiError(503, "unavailable_error", "the server is busy: all " + std::to_string(engine.options().parallel) + " slots and " +
                                                    std::to_string(engine.options().queue) + " queue places are taken; retry later");
-    const std::string id = (d == Dialect::kOpenAI ? "cmpl-" : "") + std::to_string(next_id++);
+    const std::string id = (d == Dialect::kOpenAI ? "cmpl-" : d == Dialect::kOpenAIChat ? "chatcmpl-" : "") + std::to_string(next_id++);
     const std::time_t created = std::time(nullptr);
 
     if (!cr->stream) {
@@ -267,11 +276,18 @@ struct HttpServer::Impl {
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider("text/event-stream", [this, adm, cr, d, id, created](size_t, httplib::DataSink& sink) {
       if (!*adm) return false;  // called again after the end: nothing more to send
+      bool first_chunk = true;
       const Engine::TokenFn on_token = [&](const TokenEvent& ev) {
         if (stopping.load()) return false;
-        if (d == Dialect::kOpenAI && ev.text.empty()) return sink.is_writable();
+        if (d != Dialect::kLlamaServer && ev.text.empty()) return sink.is_writable();
         json chunk;
-        if (d == Dialect::kOpenAI) {
+        if (d == Dialect::kOpenAIChat) {
+          json delta{{"content", ev.text}};
+          if (first_chunk) delta["role"] = "assistant";  // OpenAI names the role in the first delta
+          first_chunk = false;
+          chunk = json{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", engine.model_id()},
+                       {"choices", json::array({json{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
+        } else if (d == Dialect::kOpenAI) {
           chunk = json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", engine.model_id()},
                        {"choices", json::array({json{{"text", ev.text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
         } else {
@@ -298,7 +314,7 @@ struct HttpServer::Impl {
       } else {
         tail = sse(final_object(d, id, created, r, *cr, true));
       }
-      if (d == Dialect::kOpenAI) tail += "data: [DONE]\n\n";
+      if (d != Dialect::kLlamaServer) tail += "data: [DONE]\n\n";
       if (!sink.write(tail.data(), tail.size())) return false;
       sink.done();
       return true;

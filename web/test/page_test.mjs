@@ -3,7 +3,9 @@
 //  1. HTTP mode: typing a prompt and clicking Generate streams tokens (seen part-way), and the text
 //     equals /v1/completions' for the same settings; the token count, each token's time, the
 //     tokens/s figure and the chart all updated. Saves a screenshot.
-//  2. WebSerial mode with a stand-in for navigator.serial whose bytes go to `mcullm serve --serial`
+//  2. Chat view (the server runs with --chat-template chatml): a message's streamed reply equals
+//     /v1/chat/completions' for the same settings.
+//  3. WebSerial mode with a stand-in for navigator.serial whose bytes go to `mcullm serve --serial`
 //     on a pseudo-terminal (made by util-linux's `script`): the same token ids as over HTTP.
 // Usage: node page_test.mjs MCULLM MODEL CHROMIUM WORK_DIR (run.sh sets it up).
 import { spawn } from 'node:child_process';
@@ -27,7 +29,7 @@ function fail(e) {
 
 // `mcullm serve --port 0` (4 ms per token, so that streaming is visible part-way); resolves its port.
 function startServer() {
-  const child = spawn(bin, ['serve', '-m', model, '--port', '0', '--token-delay-ms', '4'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(bin, ['serve', '-m', model, '--port', '0', '--token-delay-ms', '4', '--chat-template', 'chatml'], { stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(child);
   return new Promise((resolve, reject) => {
     let err = '';
@@ -116,7 +118,22 @@ async function main() {
     assert.ok(inked > 100, 'the tokens/s chart has no line (' + inked + ' pixels)');
     await page.screenshot({ path: path.join(work, 'page.png'), fullPage: true });
 
-    // 2. WebSerial, with a stand-in port whose bytes go to `mcullm serve --serial` on a pty.
+    // 2. Chat.
+    const question = 'Tell me about a cat.';
+    const wantChat = await post(port, '/v1/chat/completions', { messages: [{ role: 'user', content: question }], max_tokens: N, top_p: 1, min_p: 0, ...settings });
+    assert.ok(wantChat.choices[0].message.content.length > 0, 'the reference chat reply is empty');
+    assert.ok(await page.isVisible('#tab-chat'), 'the chat tab should show: the server has a chat template');
+    await page.click('#tab-chat');
+    await page.fill('#chat-input', question);
+    await page.click('#chat-send');
+    await page.waitForFunction(() => document.body.dataset.state !== 'running', null, { timeout: 30000 });
+    assert.equal(await page.getAttribute('body', 'data-state'), 'done', await page.textContent('#error'));
+    assert.equal(await page.textContent('.msg.user'), question);
+    assert.equal(await page.textContent('.msg.assistant'), wantChat.choices[0].message.content);
+    assert.ok(Number(await page.textContent('#stat-tokens')) > 0);
+    await page.click('#tab-story');
+
+    // 3. WebSerial, with a stand-in port whose bytes go to `mcullm serve --serial` on a pty.
     const board = startBoard();
     await page.exposeFunction('__serialWrite', (bytes) => { board.stdin.write(Buffer.from(bytes)); });
     board.stdout.on('data', (b) => { page.evaluate((bytes) => window.__serialIn(bytes), Array.from(b)).catch(() => {}); });
@@ -137,7 +154,7 @@ async function main() {
   } finally {
     await browser.close();
   }
-  console.log(`web_page_browser: ok (${want.usage.completion_tokens} tokens over HTTP and WebSerial; screenshot ${path.join(work, 'page.png')})`);
+  console.log(`web_page_browser: ok (${want.usage.completion_tokens} tokens over HTTP and WebSerial, a chat reply; screenshot ${path.join(work, 'page.png')})`);
   for (const c of children) c.kill('SIGTERM');
   clearTimeout(deadline);
 }
