@@ -1030,6 +1030,7 @@ TEST(ServeBridge, HostileBoardOutputGivesClearErrorsAndNoSlotLeak) {
       {"P 1.00\nT 1 1\nT 1 1\nT 1 1\nT 1 1\nT 1 1\nT 1 1\nE 6 0.01\n", 502, "more than the 5 tokens"},
       {"X busy\n", 502, "the board refused: busy"},
       {"P 1.00\n" + std::string(20000, 'T') + "\nE 0 0.00\n", 502, "longer than 16384"},
+      {"P 1.00\n" + std::string(100, '\n') + "E 0 0.00\n", 502, "more than 21 lines"},  // blank lines are not free
       {"P 1.00\nT 30", 504, "timed out"},          // a truncated line, then silence
       {"", 504, "timed out"},                       // no answer at all
   };
@@ -1052,6 +1053,18 @@ TEST(ServeBridge, HostileBoardOutputGivesClearErrorsAndNoSlotLeak) {
   const Stream st = pending.get();
   ASSERT_FALSE(st.events.empty());
   EXPECT_NE(st.events.back().find("board_error"), std::string::npos) << st.events.back();
+  // A client that leaves mid-stream: the board (no stop command) finishes its reply, which the bridge
+  // reads and drops; then the slot is free and the link in step.
+  pending = std::async(std::launch::async, [&] {
+    return post_stream(bridge, "/completion", json{{"prompt", "Once"}, {"n_predict", 5}, {"stream", true}}, 1);
+  });
+  EXPECT_EQ(board.read_line().rfind("G ", 0), 0u);
+  board.send("P 1.00\nT 300 10\n");
+  EXPECT_TRUE(pending.get().client_aborted);
+  board.send("T 301 10\nT 302 10\nT 303 10\nE 4 0.01\n");
+  EXPECT_TRUE(eventually([&] { return metric(bridge, "mcullm_slots_busy") == 0; }));
+  r = through_board(bridge, board, "P 1.00\nT 300 10\nE 1 0.01\n", body);
+  EXPECT_EQ(r.status, 200) << r.raw;
   // A board that hangs up.
   board.hang_up();
   r = post(bridge, "/completion", body);

@@ -94,7 +94,8 @@ Status BoardLink::generate(const CompletionParams& p, int n_predict, int vocab_s
   }
 
   // A protocol fault does not end the reply: the rest is read (and dropped) up to its E or X line,
-  // at most a few lines more than it may hold, so that the next request starts in step.
+  // so that the next request starts in step. A reply holds at most n_predict + 2 lines; a board
+  // that sends many more (blank lines included) is cut off.
   Status fault = Status::Ok();
   const auto fail = [&fault](Status st) {
     if (fault.ok()) fault = st;
@@ -103,8 +104,9 @@ Status BoardLink::generate(const CompletionParams& p, int n_predict, int vocab_s
   uint32_t n_tokens = 0;
   const uint64_t max_lines = static_cast<uint64_t>(n_predict) + 16;
   for (uint64_t lines = 0;; ++lines) {
-    if (!fault.ok() && lines > max_lines) {
+    if (lines > max_lines) {
       out_of_sync_ = true;
+      fail(Status::Error(Code::kCorrupt, "the board sent more than %llu lines for one reply", static_cast<unsigned long long>(max_lines)));
       return fault;
     }
     lineproto::LineReader::Line line;
