@@ -11,6 +11,7 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 
 const [bin, model, chromiumPath, work] = process.argv.slice(2).map((p, i) => (i === 2 ? p : path.resolve(p)));
@@ -27,9 +28,9 @@ function fail(e) {
   process.exit(1);
 }
 
-// `mcullm serve --port 0` (4 ms per token, so that streaming is visible part-way); resolves its port.
+// `mcullm serve --port 0` (10 ms per token, so that streaming is visible part-way); resolves its port.
 function startServer() {
-  const child = spawn(bin, ['serve', '-m', model, '--port', '0', '--token-delay-ms', '4', '--chat-template', 'chatml'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(bin, ['serve', '-m', model, '--port', '0', '--token-delay-ms', '10', '--chat-template', 'chatml'], { stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(child);
   return new Promise((resolve, reject) => {
     let err = '';
@@ -44,10 +45,15 @@ function startServer() {
 
 // `mcullm serve --serial /dev/tty` inside `script`, which gives it a pty and relays our pipes to it.
 function startBoard() {
+  fs.rmSync(path.join(work, 'board.log'), { force: true });
   const child = spawn('script', ['-q', '-f', '-c', `'${bin}' serve -m '${model}' --serial /dev/tty 2>'${work}/board.log'`, '/dev/null'],
                       { stdio: ['pipe', 'pipe', 'ignore'] });
   children.push(child);
   return child;
+}
+
+function readText(file) {
+  try { return fs.readFileSync(file, 'utf8'); } catch { return ''; }
 }
 
 async function post(port, p, body) {
@@ -145,7 +151,9 @@ async function main() {
       const port = { open: async () => {}, close: async () => {}, readable, writable };
       Object.defineProperty(navigator, 'serial', { value: { requestPort: async () => port } });
     });
-    await page.waitForTimeout(1500);  // the board loads its model
+    // Until the board has set its pty to raw mode (it says so on stderr), the pty would echo the G line.
+    for (let i = 0; i < 200 && !readText(path.join(work, 'board.log')).includes('line protocol'); i++) await page.waitForTimeout(50);
+    assert.ok(readText(path.join(work, 'board.log')).includes('line protocol'), 'the board did not start: ' + readText(path.join(work, 'board.log')));
     await generate(page, 'serial');
     const serialIds = (await page.locator('#token-log li').allTextContents()).map((t) => Number(t.split(' ')[0]));
     assert.deepEqual(serialIds, wantIds);
