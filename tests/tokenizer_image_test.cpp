@@ -35,7 +35,7 @@ struct Image {
   Status load(const std::vector<uint8_t>& bytes) {
     size = bytes.size();
     words.assign((bytes.size() + 7) / 8 + 1, 0);
-    std::memcpy(words.data(), bytes.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(words.data(), bytes.data(), bytes.size());
     return img.open(words.data(), size);
   }
   uint8_t* data() { return reinterpret_cast<uint8_t*>(words.data()); }
