@@ -1,4 +1,4 @@
-// Ternary matvec micro benchmarks: i2_s rows times int8 activations (one scale), reference vs AVX2,
+// Ternary matvec micro benchmarks: i2_s rows times int8 activations (one scale), reference vs AVX2 vs AVX-512 VNNI,
 // one thread, at the shapes of bitnet.cpp's models (125M: 768x768, 3072x768, 768x3072; 2B-4T:
 // 2560x2560, 6912x2560) and bitllama2.c's 3M (256x256). Shapes are rows x cols. Bytes/s counts
 // the packed weight bytes read; items/s counts weights.
@@ -52,7 +52,7 @@ void bench_i2s(benchmark::State& state, const KernelSet* k, Shape s) {
 
 const bool kRegistered = [] {
   for (const Shape& s : kShapes)
-    for (const KernelSet* k : {&kernels_ref(), kernels_avx2()}) {
+    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
       if (k == nullptr) continue;
       const std::string name = "matvec/i2_s/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/" + k->name;
       benchmark::RegisterBenchmark(name.c_str(), bench_i2s, k, s);

@@ -100,6 +100,7 @@ uint64_t run_fingerprint(const BitnetModel& model, const KernelSet& k, int threa
 std::vector<const KernelSet*> tables() {
   std::vector<const KernelSet*> t = {&kernels_ref()};
   if (kernels_avx2()) t.push_back(kernels_avx2());
+  if (kernels_avx512()) t.push_back(kernels_avx512());
   return t;
 }
 

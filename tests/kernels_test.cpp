@@ -448,6 +448,7 @@ void split_task(void* p, int ith, int nth) {
 TEST(KernelsThreads, SplitAcrossThreadsIsBitIdentical) {
   std::vector<const KernelSet*> sets = {&kernels_ref()};
   if (kernels_avx2()) sets.push_back(kernels_avx2());
+  if (kernels_avx512()) sets.push_back(kernels_avx512());
   HostThreadPool pool1(1), pool2(2), pool3(3);
   std::mt19937_64 rng(3);
   for (const KernelSet* k : sets) {
@@ -518,15 +519,22 @@ TEST(KernelsDispatch, TablesByName) {
   EXPECT_EQ(kernels_by_name("auto"), &kernels_best());
   EXPECT_EQ(kernels_by_name("neon"), nullptr);
   EXPECT_EQ(kernels_by_name(""), nullptr);
-  if (kernels_avx2()) {
+  EXPECT_EQ(kernels_by_name("avx512"), kernels_avx512());
+  if (kernels_avx512()) {
+    EXPECT_STREQ(kernels_avx512()->name, "avx512");
+    EXPECT_NE(kernels_avx2(), nullptr);  // the AVX-512 table builds on the AVX2 one
+    EXPECT_EQ(&kernels_best(), kernels_avx512());
+  } else if (kernels_avx2()) {
     EXPECT_STREQ(kernels_avx2()->name, "avx2");
     EXPECT_EQ(&kernels_best(), kernels_avx2());
   } else {
     EXPECT_EQ(&kernels_best(), &kernels_ref());
   }
-  for (const KernelSet* k : {&kernels_ref(), kernels_avx2()}) {
+  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
     if (!k) continue;
-    EXPECT_TRUE(k->dot_f32 && k->matvec_f32 && k->matvec_f16 && k->matvec_q8_0 && k->matvec_q4_0 && k->matvec_q4g64) << k->name;
+    EXPECT_TRUE(k->dot_f32 && k->matvec_f32 && k->matvec_f16 && k->matvec_q8_0 && k->matvec_q4_0 && k->matvec_q4g64 &&
+                k->attn_scores && k->attn_values && k->softmax && k->silu_mul && k->matvec_i2s)
+        << k->name;
   }
 }
 

@@ -295,10 +295,11 @@ TEST(TernaryKernels, I2sAvx2EqualsReferenceAndExactSums) {
           for (int j = 0; j < cols; ++j) isum += w[static_cast<size_t>(r) * cols + j] * x[j];
           EXPECT_EQ(ref[r], static_cast<float>(isum) * (m.scale * xs)) << cols << " row " << r;
         }
-        if (const KernelSet* k = kernels_avx2()) {
+        for (const KernelSet* k : {kernels_avx2(), kernels_avx512()}) {
+          if (!k) continue;
           // Row ranges that start and end anywhere.
           k->matvec_i2s(m, x.data(), &xs, fast.data(), 0, rows);
-          EXPECT_EQ(std::memcmp(ref.data(), fast.data(), rows * sizeof(float)), 0) << cols << "x" << rows;
+          EXPECT_EQ(std::memcmp(ref.data(), fast.data(), rows * sizeof(float)), 0) << k->name << " " << cols << "x" << rows;
           if (rows > 2) {
             std::vector<float> part(rows, NAN);
             k->matvec_i2s(m, x.data(), &xs, part.data(), 1, rows - 1);
@@ -325,7 +326,7 @@ TEST(TernaryKernels, MatvecRoutesTernaryTypes) {
     m.scale = 0.5f;
     ActVec a;
     a.f = x.data();
-    for (const KernelSet* k : {&kernels_ref(), kernels_avx2()}) {
+    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
       if (!k) continue;
       std::vector<float> y(rows);
       matvec(*k, m, a, y.data(), 0, rows);

@@ -77,7 +77,10 @@ struct KernelSet {
 const KernelSet& kernels_ref();
 // nullptr when not compiled in or when the CPU lacks AVX2.
 const KernelSet* kernels_avx2();
-// "ref", "avx2" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
+// The AVX2 table with AVX-512 VNNI kernels where they pay (i2_s); nullptr when the CPU lacks
+// AVX-512 F/BW/VL/VNNI (or AVX2).
+const KernelSet* kernels_avx512();
+// "ref", "avx2", "avx512" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
 const KernelSet* kernels_by_name(const char* name);
 const KernelSet& kernels_best();
 
