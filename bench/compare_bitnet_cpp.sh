@@ -16,7 +16,8 @@
 #   -r N      repetitions inside each tool (default 3; $REPS)
 #   -b BIN    our CLI (default build/release/mcullm; $MCULLM)
 #   -h        this help
-# Ours also runs its own dummy of the same layout (`mcullm dummy --arch bitnet --layout 125M`).
+# Ours also runs its own dummy of the same layout in our best type (`mcullm dummy --arch bitnet
+# --layout 125M --embd-type q8_0`: i2_s layers, q8_0 tied head).
 # The machine is shared: the load average is printed before and after; rerun when it is high.
 set -euo pipefail
 
@@ -67,7 +68,7 @@ case "$(cd -- "$work" && pwd -P)/" in
 esac
 
 OURS_DUMMY=$work/ours-125m.gguf
-"$MCULLM" dummy --arch bitnet --layout 125M --seed 1 -o "$OURS_DUMMY" >/dev/null 2>"$work/dummy.log" ||
+"$MCULLM" dummy --arch bitnet --layout 125M --embd-type q8_0 --seed 1 -o "$OURS_DUMMY" >/dev/null 2>"$work/dummy.log" ||
   { cat "$work/dummy.log" >&2; die "mcullm dummy failed"; }
 
 tlist=$(tr ' ' ',' <<<"$THREADS" | sed 's/,*$//')
