@@ -5,6 +5,7 @@
 #endif
 
 #include "kernels/kernels.h"
+#include "kernels/matmat_rows.h"
 #include "kernels/ref/dot_order.h"
 #include "quant/blocks.h"
 #include "quant/ternary.h"
@@ -96,6 +97,16 @@ void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int 
     case DType::kQ4_0: k.matvec_q4_0(w, x.q, x.scales, y, r0, r1); return;
     case DType::kQ4G64: k.matvec_q4g64(w, x.q, x.scales, y, r0, r1); return;
   }
+}
+
+void matmat(const KernelSet& k, const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1) {
+  if (w.type == DType::kI2_S && x.q && x.scales && x.s_stride == 1) {
+    k.matmat_i2s(w, x.q, x.q_stride, x.scales, n, y, y_stride, r0, r1);
+    return;
+  }
+  for_row_blocks(w, n, r0, r1, [&](int c, int rb0, int rb1) {
+    matvec(k, w, x.col(c), y + static_cast<size_t>(c) * y_stride, rb0, rb1);
+  });
 }
 
 }  // namespace mcullm

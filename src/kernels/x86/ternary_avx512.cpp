@@ -4,6 +4,7 @@
 // run only behind kernels_avx512()'s CPU check.
 #include <immintrin.h>
 
+#include "kernels/matmat_rows.h"
 #include "kernels/x86/avx2_kernels.h"
 
 #define MCULLM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
@@ -75,6 +76,66 @@ MCULLM_AVX512 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs
     rows_dot<1>(w, r, xq, s);
     y[r] = static_cast<float>(s[0] - xsum) * scale;
   }
+}
+
+namespace {
+
+// One row against C columns: each group's codes are unpacked once and multiplied into the C
+// columns' activations (two accumulators per column, as in rows_dot).
+template <int C>
+MCULLM_AVX512 inline void row_cols_dot(const uint8_t* row, int groups, const int8_t* const* x, int32_t* out) {
+  const __m256i mask = _mm256_set1_epi8(3);
+  __m256i acc0[C], acc1[C];
+  for (int c = 0; c < C; ++c) {
+    acc0[c] = _mm256_setzero_si256();
+    acc1[c] = _mm256_setzero_si256();
+  }
+  for (int g = 0; g < groups; ++g) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * g));
+    const __m256i c0 = _mm256_and_si256(_mm256_srli_epi16(raw, 6), mask);
+    const __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+    const __m256i c2 = _mm256_and_si256(_mm256_srli_epi16(raw, 2), mask);
+    const __m256i c3 = _mm256_and_si256(raw, mask);
+    for (int c = 0; c < C; ++c) {
+      const __m256i* xv = reinterpret_cast<const __m256i*>(x[c] + 128 * g);
+      acc0[c] = _mm256_dpbusd_epi32(acc0[c], c0, _mm256_loadu_si256(xv));
+      acc1[c] = _mm256_dpbusd_epi32(acc1[c], c1, _mm256_loadu_si256(xv + 1));
+      acc0[c] = _mm256_dpbusd_epi32(acc0[c], c2, _mm256_loadu_si256(xv + 2));
+      acc1[c] = _mm256_dpbusd_epi32(acc1[c], c3, _mm256_loadu_si256(xv + 3));
+    }
+  }
+  for (int c = 0; c < C; ++c) out[c] = hsum_i32(_mm256_add_epi32(acc0[c], acc1[c]));
+}
+
+}  // namespace
+
+// Rows in blocks that stay in L1 (matmat_row_block) while the columns pass over them, four columns
+// per pass. Each output is (float)(isum - xsum_c) * (w.scale * xs[c]): matvec_i2s's bits.
+MCULLM_AVX512 void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
+                              size_t y_stride, int r0, int r1) {
+  const int groups = w.cols / 128;
+  constexpr int kCols = 4;
+  for_row_blocks(w, (n + kCols - 1) / kCols, r0, r1, [&](int cb, int rb0, int rb1) {
+    const int c0 = cb * kCols, nc = n - c0 < kCols ? n - c0 : kCols;
+    const int8_t* x[kCols];
+    int32_t xsum[kCols];
+    float scale[kCols];
+    for (int c = 0; c < nc; ++c) {
+      x[c] = xq + static_cast<size_t>(c0 + c) * xq_stride;
+      xsum[c] = sum_i8(x[c], w.cols);
+      scale[c] = w.scale * xs[c0 + c];
+    }
+    int32_t s[kCols];
+    for (int r = rb0; r < rb1; ++r) {
+      if (nc == kCols) {
+        row_cols_dot<kCols>(w.row(r), groups, x, s);
+      } else {
+        for (int c = 0; c < nc; ++c) row_cols_dot<1>(w.row(r), groups, x + c, s + c);
+      }
+      for (int c = 0; c < nc; ++c)
+        y[static_cast<size_t>(c0 + c) * y_stride + r] = static_cast<float>(s[c] - xsum[c]) * scale[c];
+    }
+  });
 }
 
 }  // namespace mcullm::avx512
