@@ -104,6 +104,30 @@ std::vector<const KernelSet*> tables() {
   return t;
 }
 
+// Batched prefill: the same logits as one forward per token, bit for bit, for both BitNet
+// architectures, every kernel table, 1 and 2 threads.
+TEST(BitnetPrefill, EqualsForwardPerToken) {
+  for (const char* layout : {"tiny", "tiny-25"}) {
+    Loaded m;
+    ASSERT_TRUE(m.load(tiny_bytes(layout, 3)).ok());
+    for (const KernelSet* k : tables()) {
+      for (int threads : {1, 2}) {
+        std::vector<uint8_t> mem(size_t{32} << 20);
+        Arena arena(Tier::kHost, mem.data(), mem.size());
+        HostThreadPool pool(threads);
+        BitnetContext single, batched;
+        ASSERT_TRUE(single.init(&m.model, 24, arena, &pool, k).ok());
+        ASSERT_TRUE(batched.init(&m.model, 24, arena, &pool, k).ok());
+        ASSERT_TRUE(batched.enable_batch(7, arena).ok());
+        std::vector<int> tokens;
+        for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 1) % m.model.cfg.base.vocab_size);
+        SCOPED_TRACE(std::string(layout) + " " + k->name + " threads " + std::to_string(threads));
+        test::expect_prefill_matches_forward(single, batched, tokens);
+      }
+    }
+  }
+}
+
 TEST(BitnetDummy, TinyLoadsWithItsLayout) {
   Loaded m;
   const auto bytes = tiny_bytes("tiny", 7);
