@@ -4,7 +4,7 @@
 // warm-up), then the bytes each generated token reads.
 //
 // Prompt processing runs as batched prefill (Decoder::prefill, up to max_batch() tokens per call,
-// the head only for the last call): the backend column gives the batch. Like
+// no head), the last token alone with its logits: the backend column gives the batch. Like
 // llama-bench, pp feeds p deterministic pseudo-random token ids into an empty cache, and tg feeds
 // n tokens one at a time into an empty cache (each the argmax of the previous logits).
 #include <chrono>
@@ -121,13 +121,18 @@ Status timed_run(Decoder& dec, bool prompt, int count, double* tps) {
     }
   }
   const Clock::time_point t0 = Clock::now();
-  // pp: batched prefill, max_batch() tokens per call; the head runs for the last call only (llama-bench
-  // computes the last token's logits).
+  // pp: batched prefill, max_batch() tokens per call without the head, then the last token alone
+  // with its logits (llama-bench computes the last token's logits only).
   for (int pos = 0; prompt && pos < count;) {
-    const int n = std::min(count - pos, dec.max_batch());
+    const int n = std::min(count - 1 - pos, dec.max_batch());
     const float* logits = nullptr;
-    MC_TRY(dec.prefill(ids.data() + pos, n, pos, pos + n == count ? &logits : nullptr));
-    pos += n;
+    if (n > 0) {
+      MC_TRY(dec.prefill(ids.data() + pos, n, pos, nullptr));
+      pos += n;
+    } else {
+      MC_TRY(dec.forward(ids[pos], pos, &logits));
+      ++pos;
+    }
   }
   for (int pos = 0; !prompt && pos < count; ++pos) {
     const float* logits = nullptr;
