@@ -109,7 +109,8 @@ std::vector<const KernelSet*> tables() {
 TEST(BitnetPrefill, EqualsForwardPerToken) {
   for (const char* layout : {"tiny", "tiny-25"}) {
     Loaded m;
-    ASSERT_TRUE(m.load(tiny_bytes(layout, 3)).ok());
+    const auto bytes = tiny_bytes(layout, 3);  // the model points into these bytes
+    ASSERT_TRUE(m.load(bytes).ok());
     for (const KernelSet* k : tables()) {
       for (int threads : {1, 2}) {
         std::vector<uint8_t> mem(size_t{32} << 20);
