@@ -1,5 +1,6 @@
-// Matvec micro benchmarks: reference vs AVX2 tables, one thread, for f32, q8_0, q4_0 and q4g64 at
-// the shapes that matter (stories260K's 512x64 head and 64x64 / 172x64 layers, 768x768, 2048x2048).
+// Matvec micro benchmarks: reference vs AVX2 tables, one thread, for f32, f16, q8_0, q4_0 and q4g64
+// at the shapes that matter (stories260K's 512x64 head and 64x64 / 172x64 layers, 768x768, 2048x2048),
+// plus BitNet 125M's tied head (32002x768, f16 as bitnet.cpp writes it, or q8_0).
 // Bytes/s counts the weight bytes read; items/s counts weights (multiply-adds).
 //   build/release/bench/kernels_bench --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
@@ -20,7 +21,8 @@ struct Shape {
   int rows, cols;
 };
 const Shape kShapes[] = {{512, 64}, {64, 64}, {172, 64}, {768, 768}, {2048, 2048}};
-const DType kTypes[] = {DType::kF32, DType::kQ8_0, DType::kQ4_0, DType::kQ4G64};
+const DType kTypes[] = {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4G64};
+const Shape kHead = {32002, 768};
 
 // A quantized weight matrix and activation vector in every form the kernels read.
 struct Problem {
@@ -74,16 +76,18 @@ void bench_matvec(benchmark::State& state, const KernelSet* k, DType type, Shape
 
 // Registered at start-up: ref and avx2 side by side for each (type, shape).
 const bool kRegistered = [] {
-  for (DType type : kTypes) {
-    for (const Shape& s : kShapes) {
-      for (const KernelSet* k : {&kernels_ref(), kernels_avx2()}) {
-        if (k == nullptr) continue;  // no AVX2 on this CPU: the reference alone
-        const std::string name = std::string("matvec/") + dtype_info(type)->name + "/" + std::to_string(s.rows) + "x" +
-                                 std::to_string(s.cols) + "/" + k->name;
-        benchmark::RegisterBenchmark(name.c_str(), bench_matvec, k, type, s);
-      }
+  auto add = [](DType type, Shape s) {
+    for (const KernelSet* k : {&kernels_ref(), kernels_avx2()}) {
+      if (k == nullptr) continue;  // no AVX2 on this CPU: the reference alone
+      const std::string name = std::string("matvec/") + dtype_info(type)->name + "/" + std::to_string(s.rows) + "x" +
+                               std::to_string(s.cols) + "/" + k->name;
+      benchmark::RegisterBenchmark(name.c_str(), bench_matvec, k, type, s);
     }
-  }
+  };
+  for (DType type : kTypes)
+    for (const Shape& s : kShapes) add(type, s);
+  add(DType::kF16, kHead);
+  add(DType::kQ8_0, kHead);
   return true;
 }();
 

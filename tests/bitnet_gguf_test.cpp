@@ -100,7 +100,33 @@ uint64_t run_fingerprint(const BitnetModel& model, const KernelSet& k, int threa
 std::vector<const KernelSet*> tables() {
   std::vector<const KernelSet*> t = {&kernels_ref()};
   if (kernels_avx2()) t.push_back(kernels_avx2());
+  if (kernels_avx512()) t.push_back(kernels_avx512());
   return t;
+}
+
+// Batched prefill: the same logits as one forward per token, bit for bit, for both BitNet
+// architectures, every kernel table, 1 and 2 threads.
+TEST(BitnetPrefill, EqualsForwardPerToken) {
+  for (const char* layout : {"tiny", "tiny-25"}) {
+    Loaded m;
+    const auto bytes = tiny_bytes(layout, 3);  // the model points into these bytes
+    ASSERT_TRUE(m.load(bytes).ok());
+    for (const KernelSet* k : tables()) {
+      for (int threads : {1, 2}) {
+        std::vector<uint8_t> mem(size_t{32} << 20);
+        Arena arena(Tier::kHost, mem.data(), mem.size());
+        HostThreadPool pool(threads);
+        BitnetContext single, batched;
+        ASSERT_TRUE(single.init(&m.model, 24, arena, &pool, k).ok());
+        ASSERT_TRUE(batched.init(&m.model, 24, arena, &pool, k).ok());
+        ASSERT_TRUE(batched.enable_batch(7, arena).ok());
+        std::vector<int> tokens;
+        for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 1) % m.model.cfg.base.vocab_size);
+        SCOPED_TRACE(std::string(layout) + " " + k->name + " threads " + std::to_string(threads));
+        test::expect_prefill_matches_forward(single, batched, tokens);
+      }
+    }
+  }
 }
 
 TEST(BitnetDummy, TinyLoadsWithItsLayout) {

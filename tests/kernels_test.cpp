@@ -445,9 +445,57 @@ void split_task(void* p, int ith, int nth) {
   matvec(*c->k, *c->w, *c->x, c->y, r0, r1);
 }
 
+// Batched (prefill) products: matmat gives per column the bits of matvec on that column, for every
+// dense type, with rows spanning more than one L1 row block and a row range that starts inside one.
+TEST(KernelsMatmat, EqualsMatvecPerColumn) {
+  std::vector<const KernelSet*> sets = {&kernels_ref()};
+  if (kernels_avx2()) sets.push_back(kernels_avx2());
+  if (kernels_avx512()) sets.push_back(kernels_avx512());
+  std::mt19937_64 rng(11);
+  for (DType type : kAllTypes) {
+    const DTypeInfo* info = dtype_info(type);
+    const int cols = type == DType::kQ4G64 ? 320 : 288;
+    const int rows = 16384 / static_cast<int>(dtype_row_bytes(type, cols)) + 7;  // past one row block
+    const Matrix m = make_matrix(rng, type, rows, cols, 0);
+    const int n = 6;
+    std::vector<Act> acts;
+    for (int c = 0; c < n; ++c) acts.push_back(make_act(rng, cols, info->act_block, kNormal, true));
+    // The columns side by side, as a prefill batch holds them.
+    const size_t fs = static_cast<size_t>(cols), qs = acts[0].q.size(), ss = acts[0].scales.size();
+    std::vector<float> f(fs * n), sc(ss * n);
+    std::vector<int8_t> q(qs * n);
+    for (int c = 0; c < n; ++c) {
+      std::copy(acts[c].f.begin(), acts[c].f.end(), f.begin() + c * fs);
+      std::copy(acts[c].q.begin(), acts[c].q.end(), q.begin() + c * qs);
+      std::copy(acts[c].scales.begin(), acts[c].scales.end(), sc.begin() + c * ss);
+    }
+    ActMat a;
+    a.f = f.data();
+    a.f_stride = fs;
+    if (info->act_block > 0) {
+      a.q = q.data();
+      a.q_stride = qs;
+      a.scales = sc.data();
+      a.s_stride = ss;
+      a.block = info->act_block;
+    }
+    for (const KernelSet* k : sets) {
+      const int r0 = 3;
+      std::vector<float> y(static_cast<size_t>(rows) * n, from_bits(kSentinel));
+      matmat(*k, m.ref, a, n, y.data(), rows, r0, rows);
+      for (int c = 0; c < n; ++c) {
+        const std::vector<float> want = run_kernel(*k, m.ref, acts[c], r0, rows);
+        EXPECT_EQ(std::memcmp(want.data(), y.data() + static_cast<size_t>(c) * rows, rows * 4u), 0)
+            << k->name << " " << info->name << " column " << c;
+      }
+    }
+  }
+}
+
 TEST(KernelsThreads, SplitAcrossThreadsIsBitIdentical) {
   std::vector<const KernelSet*> sets = {&kernels_ref()};
   if (kernels_avx2()) sets.push_back(kernels_avx2());
+  if (kernels_avx512()) sets.push_back(kernels_avx512());
   HostThreadPool pool1(1), pool2(2), pool3(3);
   std::mt19937_64 rng(3);
   for (const KernelSet* k : sets) {
@@ -518,15 +566,22 @@ TEST(KernelsDispatch, TablesByName) {
   EXPECT_EQ(kernels_by_name("auto"), &kernels_best());
   EXPECT_EQ(kernels_by_name("neon"), nullptr);
   EXPECT_EQ(kernels_by_name(""), nullptr);
-  if (kernels_avx2()) {
+  EXPECT_EQ(kernels_by_name("avx512"), kernels_avx512());
+  if (kernels_avx512()) {
+    EXPECT_STREQ(kernels_avx512()->name, "avx512");
+    EXPECT_NE(kernels_avx2(), nullptr);  // the AVX-512 table builds on the AVX2 one
+    EXPECT_EQ(&kernels_best(), kernels_avx512());
+  } else if (kernels_avx2()) {
     EXPECT_STREQ(kernels_avx2()->name, "avx2");
     EXPECT_EQ(&kernels_best(), kernels_avx2());
   } else {
     EXPECT_EQ(&kernels_best(), &kernels_ref());
   }
-  for (const KernelSet* k : {&kernels_ref(), kernels_avx2()}) {
+  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
     if (!k) continue;
-    EXPECT_TRUE(k->dot_f32 && k->matvec_f32 && k->matvec_f16 && k->matvec_q8_0 && k->matvec_q4_0 && k->matvec_q4g64) << k->name;
+    EXPECT_TRUE(k->dot_f32 && k->matvec_f32 && k->matvec_f16 && k->matvec_q8_0 && k->matvec_q4_0 && k->matvec_q4g64 &&
+                k->attn_scores && k->attn_values && k->softmax && k->silu_mul && k->matvec_i2s)
+        << k->name;
   }
 }
 

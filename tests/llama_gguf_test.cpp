@@ -4,6 +4,9 @@
 #include <functional>
 
 #include "core/thread_pool.h"
+#include "core/thread_pool_host.h"
+#include "kernels/kernels.h"
+#include "model/llama.h"
 #include "format/gguf.h"
 #include "format/gguf_writer_host.h"
 #include "format/llama_gguf.h"
@@ -91,6 +94,37 @@ std::vector<uint8_t> export_bytes(const LlamaModel& m, DType type) {
   LlamaExportReport rep;
   EXPECT_TRUE(export_llama_gguf(m, nullptr, opt, &w, &rep).ok());
   return w.to_bytes();
+}
+
+// Batched prefill: the same logits as one forward per token, bit for bit, with 1 and 2 threads and
+// every kernel table (f32 weights and a q8_0 export).
+TEST(LlamaPrefill, EqualsForwardPerToken) {
+  TinyModel t;
+  t.model.cfg.seq_len = 16;
+  for (DType type : {DType::kF32, DType::kQ8_0}) {
+    Opened o;
+    o.bytes = export_bytes(t.model, type);
+    open_model(&o);
+    ASSERT_TRUE(o.status.ok()) << o.status.message();
+    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
+      if (!k) continue;
+      for (int threads : {1, 2}) {
+        std::vector<uint8_t> mem(4 << 20);
+        Arena arena(Tier::kHost, mem.data(), mem.size());
+        HostThreadPool pool(threads);
+        LlamaContext single, batched;
+        ASSERT_TRUE(single.init(&o.model, 0, arena, &pool, k).ok());
+        ASSERT_TRUE(batched.init(&o.model, 0, arena, &pool, k).ok());
+        EXPECT_EQ(batched.max_batch(), 1);
+        ASSERT_TRUE(batched.enable_batch(5, arena).ok());
+        EXPECT_EQ(batched.max_batch(), 5);
+        std::vector<int> tokens;
+        for (int i = 0; i < 16; ++i) tokens.push_back((i * 11 + 1) % t.model.cfg.vocab_size);
+        SCOPED_TRACE(std::string(k->name) + " " + dtype_info(type)->name + " threads " + std::to_string(threads));
+        test::expect_prefill_matches_forward(single, batched, tokens);
+      }
+    }
+  }
 }
 
 TEST(LlamaGguf, F32RoundTripGivesTheSameBits) {

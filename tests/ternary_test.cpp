@@ -295,16 +295,67 @@ TEST(TernaryKernels, I2sAvx2EqualsReferenceAndExactSums) {
           for (int j = 0; j < cols; ++j) isum += w[static_cast<size_t>(r) * cols + j] * x[j];
           EXPECT_EQ(ref[r], static_cast<float>(isum) * (m.scale * xs)) << cols << " row " << r;
         }
-        if (const KernelSet* k = kernels_avx2()) {
+        for (const KernelSet* k : {kernels_avx2(), kernels_avx512()}) {
+          if (!k) continue;
           // Row ranges that start and end anywhere.
           k->matvec_i2s(m, x.data(), &xs, fast.data(), 0, rows);
-          EXPECT_EQ(std::memcmp(ref.data(), fast.data(), rows * sizeof(float)), 0) << cols << "x" << rows;
+          EXPECT_EQ(std::memcmp(ref.data(), fast.data(), rows * sizeof(float)), 0) << k->name << " " << cols << "x" << rows;
           if (rows > 2) {
             std::vector<float> part(rows, NAN);
             k->matvec_i2s(m, x.data(), &xs, part.data(), 1, rows - 1);
             for (int r = 1; r < rows - 1; ++r) EXPECT_EQ(part[r], ref[r]);
             EXPECT_TRUE(std::isnan(part[0]));
           }
+        }
+      }
+    }
+  }
+}
+
+// Batched i2_s (prefill): every table's matmat_i2s, and matmat() routing to it, give per column the
+// reference matvec's bits, for column counts around the 4-column step, odd group counts, row ranges
+// that start anywhere and rows past one L1 block.
+TEST(TernaryKernels, MatmatI2sEqualsMatvecPerColumn) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> xd(-128, 127);
+  std::uniform_real_distribution<float> sd(0.001f, 0.1f);
+  for (int cols : {128, 384, 768}) {
+    for (int rows : {1, 5, 90}) {
+      const auto w = random_ternary(static_cast<size_t>(rows) * cols, cols + rows);
+      const auto packed = pack(TernaryLayout::kI2S, w, cols);
+      MatRef m{DType::kI2_S, packed.data(), rows, cols, ternary_row_bytes(TernaryLayout::kI2S, cols)};
+      m.scale = 0.0371f;
+      for (int n : {1, 3, 4, 5, 9}) {
+        const size_t xstride = static_cast<size_t>(cols) + 32, ystride = static_cast<size_t>(rows) + 3;
+        std::vector<int8_t> x(xstride * n);
+        for (auto& v : x) v = static_cast<int8_t>(xd(rng));
+        std::vector<float> xs(n);
+        for (auto& v : xs) v = sd(rng);
+        std::vector<float> want(ystride * n, NAN);
+        for (int c = 0; c < n; ++c) kernels_ref().matvec_i2s(m, x.data() + c * xstride, &xs[c], want.data() + c * ystride, 0, rows);
+        const int r0 = rows > 2 ? 1 : 0;
+        for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
+          if (!k) continue;
+          std::vector<float> got(ystride * n, NAN);
+          k->matmat_i2s(m, x.data(), xstride, xs.data(), n, got.data(), ystride, r0, rows);
+          ActMat a;
+          a.q = x.data();
+          a.q_stride = xstride;
+          a.scales = xs.data();
+          a.s_stride = 1;
+          a.block = cols;
+          std::vector<float> routed(ystride * n, NAN);
+          matmat(*k, m, a, n, routed.data(), ystride, r0, rows);
+          for (int c = 0; c < n; ++c)
+            for (int r = 0; r < rows; ++r) {
+              const size_t i = c * ystride + r;
+              if (r < r0) {
+                EXPECT_TRUE(std::isnan(got[i]) && std::isnan(routed[i])) << "row outside the range was written";
+                continue;
+              }
+              EXPECT_EQ(std::memcmp(&got[i], &want[i], 4), 0) << k->name << " " << cols << "x" << rows << " n " << n << " c " << c << " r " << r;
+              EXPECT_EQ(std::memcmp(&routed[i], &want[i], 4), 0) << k->name << " routed, c " << c << " r " << r;
+            }
         }
       }
     }
@@ -325,7 +376,7 @@ TEST(TernaryKernels, MatvecRoutesTernaryTypes) {
     m.scale = 0.5f;
     ActVec a;
     a.f = x.data();
-    for (const KernelSet* k : {&kernels_ref(), kernels_avx2()}) {
+    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
       if (!k) continue;
       std::vector<float> y(rows);
       matvec(*k, m, a, y.data(), 0, rows);

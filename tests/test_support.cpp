@@ -1,5 +1,7 @@
 #include "test_support.h"
 
+#include <cstring>
+
 #include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -12,7 +14,46 @@
 #include <fstream>
 #include <sstream>
 
+#include "model/decoder.h"
+
 namespace mcullm::test {
+
+void expect_prefill_matches_forward(Decoder& single, Decoder& batched, const std::vector<int>& tokens) {
+  const int n = static_cast<int>(tokens.size());
+  const size_t vocab = static_cast<size_t>(single.vocab_size());
+  ASSERT_GT(batched.max_batch(), 3);
+  ASSERT_GE(n, batched.max_batch() + 6);
+  std::vector<float> want;
+  for (int pos = 0; pos < n; ++pos) {
+    const float* l = nullptr;
+    ASSERT_TRUE(single.forward(tokens[pos], pos, &l).ok());
+    want.insert(want.end(), l, l + vocab);
+  }
+  const float* rows = nullptr;
+  const int big = batched.max_batch();
+  EXPECT_FALSE(batched.prefill(tokens.data(), 0, 0, &rows).ok());
+  EXPECT_FALSE(batched.prefill(tokens.data(), big + 1, 0, &rows).ok());
+  const std::vector<int> bad = {0, single.vocab_size()};
+  EXPECT_FALSE(batched.prefill(bad.data(), 2, 0, &rows).ok());
+  const int chunks[] = {1, 3, big, 2};
+  int pos = 0;
+  for (int c = 0; pos < n - 1; ++c) {
+    const int m = std::min(c < 4 ? chunks[c] : big, n - 1 - pos);
+    if (c == 3) {  // no logits: the cache must still be the same
+      ASSERT_TRUE(batched.prefill(tokens.data() + pos, m, pos, nullptr).ok());
+    } else {
+      ASSERT_TRUE(batched.prefill(tokens.data() + pos, m, pos, &rows).ok());
+      for (int i = 0; i < m; ++i)
+        EXPECT_EQ(std::memcmp(rows + i * vocab, want.data() + (pos + i) * vocab, vocab * 4), 0)
+            << "position " << pos + i << " (chunk of " << m << ")";
+    }
+    pos += m;
+  }
+  const float* l = nullptr;
+  ASSERT_TRUE(batched.forward(tokens[pos], pos, &l).ok());
+  EXPECT_EQ(std::memcmp(l, want.data() + pos * vocab, vocab * 4), 0) << "forward after the batches";
+}
+
 
 namespace {
 bool is_dir(const std::string& p) {

@@ -6,7 +6,18 @@
 #include <string>
 #include <vector>
 
+namespace mcullm {
+class Decoder;
+}
+
 namespace mcullm::test {
+
+// Batched prefill against one forward per token: `single` runs forward on tokens 0..n-1, `batched`
+// (a fresh context of the same model with max_batch() > 1) takes them in chunks of 1, 3, max_batch()
+// and the rest; every logits row must have the same bits. A chunk without logits must fill the cache
+// alike (the next forward's logits equal). Batches of 0 and max_batch() + 1 tokens and a bad token
+// id are refused.
+void expect_prefill_matches_forward(Decoder& single, Decoder& batched, const std::vector<int>& tokens);
 
 // ../shared beside the source tree (or $MCULLM_SHARED). Empty when missing.
 std::string shared_dir();

@@ -3,7 +3,8 @@
 // llama-bench's markdown table (t/s as average ± standard deviation over -r repetitions after one
 // warm-up), then the bytes each generated token reads.
 //
-// Prompt processing runs token by token (no batched prefill yet): the backend column says so. Like
+// Prompt processing runs as batched prefill (Decoder::prefill, up to max_batch() tokens per call,
+// no head), the last token alone with its logits: the backend column gives the batch. Like
 // llama-bench, pp feeds p deterministic pseudo-random token ids into an empty cache, and tg feeds
 // n tokens one at a time into an empty cache (each the argmax of the previous logits).
 #include <chrono>
@@ -111,14 +112,32 @@ Status timed_run(Decoder& dec, bool prompt, int count, double* tps) {
   uint64_t state = 0x9E3779B97F4A7C15ull;
   int token = 1;
   const int vocab = dec.vocab_size();
-  const Clock::time_point t0 = Clock::now();
-  for (int pos = 0; pos < count; ++pos) {
-    const float* logits = nullptr;
-    MC_TRY(dec.forward(token, pos, &logits));
-    if (prompt) {
+  std::vector<int> ids;
+  if (prompt) {  // the prompt's tokens, drawn before the clock starts
+    for (int i = 0; i < count; ++i) {
+      ids.push_back(token);
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       token = static_cast<int>((state >> 33) % static_cast<uint64_t>(vocab));
+    }
+  }
+  const Clock::time_point t0 = Clock::now();
+  // pp: batched prefill, max_batch() tokens per call without the head, then the last token alone
+  // with its logits (llama-bench computes the last token's logits only).
+  for (int pos = 0; prompt && pos < count;) {
+    const int n = std::min(count - 1 - pos, dec.max_batch());
+    const float* logits = nullptr;
+    if (n > 0) {
+      MC_TRY(dec.prefill(ids.data() + pos, n, pos, nullptr));
+      pos += n;
     } else {
+      MC_TRY(dec.forward(ids[pos], pos, &logits));
+      ++pos;
+    }
+  }
+  for (int pos = 0; !prompt && pos < count; ++pos) {
+    const float* logits = nullptr;
+    MC_TRY(dec.forward(token, pos, &logits));
+    {
       int best = 0;
       for (int i = 1; i < vocab; ++i)
         if (logits[i] > logits[best]) best = i;
@@ -138,7 +157,7 @@ int bench(const BenchOptions& o) {
     if (!st.ok()) return report(st);
   const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
   if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
-  const std::string backend = std::string("CPU ") + kernels->name + ", pp token by token";
+  const std::string backend = std::string("CPU ") + kernels->name + ", pp batch " + std::to_string(kPrefillBatch);
 
   std::printf("| %-24s | %10s | %10s | %-27s | %7s | %8s | %20s |\n", "model", "size", "params", "backend", "threads", "test", "t/s");
   std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(24, '-').c_str(), "---------:", "---------:",
@@ -205,7 +224,8 @@ int bench(const BenchOptions& o) {
   }
   std::printf("\n");
   for (const std::string& n : notes) std::printf("%s\n", n.c_str());
-  std::printf("pp runs token by token (no batched prefill yet); %d repetitions after one warm-up; t/s = avg ± stddev.\n", o.reps);
+  std::printf("pp runs as batched prefill (%d tokens per call; bitnet-llama2c models: one at a time); %d repetitions after one warm-up; t/s = avg ± stddev.\n",
+              kPrefillBatch, o.reps);
   return 0;
 }
 
@@ -219,7 +239,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp test (comma list; 0 = none)");
   cmd->add_option("-t,--threads", o->threads, "Threads (comma list)");
   cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->check(CLI::Range(1, 1000));
-  cmd->add_option("--kernels", o->kernels, "ref, avx2 or auto")->check(CLI::IsMember({"ref", "avx2", "auto"}));
+  cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512 or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "auto"}));
   cmd->callback([o, exit_code] { *exit_code = bench(*o); });
 }
 

@@ -165,8 +165,13 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
   const LlamaConfig& c = m.model.cfg;
   if (ctx_len <= 0) ctx_len = c.seq_len;
   const size_t kv = 2ull * c.n_layers * static_cast<size_t>(ctx_len) * c.kv_dim() * sizeof(float);
+  // Batched prefill buffers (BatchState) for kPrefillBatch tokens, with room for alignment.
+  const size_t widest = static_cast<size_t>(c.hidden_dim > c.dim ? c.hidden_dim : c.dim) + 64;
+  const size_t batch = static_cast<size_t>(kPrefillBatch) *
+                           (4ull * c.dim + 2ull * c.hidden_dim + static_cast<size_t>(c.vocab_size) + 2 * widest) * sizeof(float) +
+                       (64u << 10);
   const size_t bytes = kv + 16ull * (c.vocab_size + c.hidden_dim + c.dim) * sizeof(float) +
-                       4ull * c.n_heads * static_cast<size_t>(ctx_len) * sizeof(float) + extra_bytes + (1u << 20);
+                       4ull * c.n_heads * static_cast<size_t>(ctx_len) * sizeof(float) + batch + extra_bytes + (1u << 20);
   out->memory.reset(new uint8_t[bytes]);
   out->work.reset(Tier::kHost, out->memory.get(), bytes);
   if (m.arch == "bitnet-llama2c") {
@@ -178,11 +183,13 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
   if (m.arch == "bitnet" || m.arch == "bitnet-25") {
     auto bit = std::make_shared<BitnetContext>();
     MC_TRY(bit->init(&m.bitnet_gguf, ctx_len, out->work, pool, kernels));
+    MC_TRY(bit->enable_batch(kPrefillBatch, out->work));
     out->decoder = bit;
     return Status::Ok();
   }
   auto ctx = std::make_shared<LlamaContext>();
   MC_TRY(ctx->init(&m.model, ctx_len, out->work, pool, kernels));
+  MC_TRY(ctx->enable_batch(kPrefillBatch, out->work));
   out->decoder = ctx;
   return Status::Ok();
 }

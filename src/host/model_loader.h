@@ -55,6 +55,9 @@ struct DecoderInstance {
   Arena work;
   std::shared_ptr<Decoder> decoder;
 };
+// Tokens the llama and bitnet decoders evaluate together in a prefill (Decoder::max_batch).
+constexpr int kPrefillBatch = 32;
+
 Status make_decoder(const LoadedModel& model, int ctx_len, ThreadPool* pool, const KernelSet* kernels,
                     size_t extra_bytes, DecoderInstance* out);
 

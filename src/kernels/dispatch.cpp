@@ -1,7 +1,11 @@
 // Picks a kernel table at run time (CPU features) and routes a matvec by weight type.
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "kernels/kernels.h"
+#include "kernels/matmat_rows.h"
 #include "kernels/ref/dot_order.h"
 #include "quant/blocks.h"
 #include "quant/ternary.h"
@@ -9,17 +13,40 @@
 namespace mcullm {
 
 #if defined(MCULLM_HAVE_AVX2)
-const KernelSet* kernels_avx2_table();  // kernels/x86/matvec_avx2.cpp
+const KernelSet* kernels_avx2_table();    // kernels/x86/table_avx2.cpp
+const KernelSet* kernels_avx512_table();  // kernels/x86/table_avx2.cpp
+#endif
+
+#if defined(MCULLM_HAVE_AVX2)
+namespace {
+// F16C (half <-> float conversion, CPUID leaf 1, ECX bit 29): every AVX2 CPU made has it, but the
+// AVX2 table's f16 matvec uses it, so it is checked. (clang does not know "f16c" as a
+// __builtin_cpu_supports feature name.)
+bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+}  // namespace
 #endif
 
 const KernelSet* kernels_avx2() {
 #if defined(MCULLM_HAVE_AVX2)
-  if (__builtin_cpu_supports("avx2")) return kernels_avx2_table();
+  if (__builtin_cpu_supports("avx2") && cpu_has_f16c()) return kernels_avx2_table();
+#endif
+  return nullptr;
+}
+
+const KernelSet* kernels_avx512() {
+#if defined(MCULLM_HAVE_AVX2)
+  if (kernels_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+    return kernels_avx512_table();
 #endif
   return nullptr;
 }
 
 const KernelSet& kernels_best() {
+  if (const KernelSet* k = kernels_avx512()) return *k;
   const KernelSet* avx2 = kernels_avx2();
   return avx2 ? *avx2 : kernels_ref();
 }
@@ -27,6 +54,7 @@ const KernelSet& kernels_best() {
 const KernelSet* kernels_by_name(const char* name) {
   if (strcmp(name, "ref") == 0) return &kernels_ref();
   if (strcmp(name, "avx2") == 0) return kernels_avx2();
+  if (strcmp(name, "avx512") == 0) return kernels_avx512();
   if (strcmp(name, "auto") == 0) return &kernels_best();
   return nullptr;
 }
@@ -69,6 +97,16 @@ void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int 
     case DType::kQ4_0: k.matvec_q4_0(w, x.q, x.scales, y, r0, r1); return;
     case DType::kQ4G64: k.matvec_q4g64(w, x.q, x.scales, y, r0, r1); return;
   }
+}
+
+void matmat(const KernelSet& k, const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1) {
+  if (w.type == DType::kI2_S && x.q && x.scales && x.s_stride == 1) {
+    k.matmat_i2s(w, x.q, x.q_stride, x.scales, n, y, y_stride, r0, r1);
+    return;
+  }
+  for_row_blocks(w, n, r0, r1, [&](int c, int rb0, int rb1) {
+    matvec(k, w, x.col(c), y + static_cast<size_t>(c) * y_stride, rb0, rb1);
+  });
 }
 
 }  // namespace mcullm

@@ -51,6 +51,26 @@ struct ActVec {
   int block = 0;                 // block size of q (0: not quantized)
 };
 
+// n input vectors (columns) in the same forms, column c at f + c * f_stride, q + c * q_stride and
+// scales + c * s_stride.
+struct ActMat {
+  const float* f = nullptr;
+  size_t f_stride = 0;
+  const int8_t* q = nullptr;
+  size_t q_stride = 0;
+  const float* scales = nullptr;
+  size_t s_stride = 0;
+  int block = 0;
+  ActVec col(int c) const {
+    ActVec v;
+    v.f = f ? f + static_cast<size_t>(c) * f_stride : nullptr;
+    v.q = q ? q + static_cast<size_t>(c) * q_stride : nullptr;
+    v.scales = scales ? scales + static_cast<size_t>(c) * s_stride : nullptr;
+    v.block = block;
+    return v;
+  }
+};
+
 struct KernelSet {
   const char* name;
   float (*dot_f32)(const float* a, const float* b, int n);
@@ -72,17 +92,30 @@ struct KernelSet {
   void (*silu_mul)(float* gate, const float* up, int n);
   // i2_s rows times int8 activations with one scale (xs[0]): see the contract above.
   void (*matvec_i2s)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+  // The same for n columns: column c's int8 activations at xq + c * xq_stride, its scale xs[c], its
+  // outputs at y + c * y_stride; every output has matvec_i2s's bits (integer sums are exact).
+  void (*matmat_i2s)(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
+                     size_t y_stride, int r0, int r1);
 };
 
 const KernelSet& kernels_ref();
 // nullptr when not compiled in or when the CPU lacks AVX2.
 const KernelSet* kernels_avx2();
-// "ref", "avx2" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
+// The AVX2 table with AVX-512 VNNI kernels where they pay (i2_s); nullptr when the CPU lacks
+// AVX-512 F/BW/VL/VNNI (or AVX2).
+const KernelSet* kernels_avx512();
+// "ref", "avx2", "avx512" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
 const KernelSet* kernels_by_name(const char* name);
 const KernelSet& kernels_best();
 
 // Rows [r0, r1) of w times x, whatever w's type (x.q must be filled when w is quantized; for i2_s
 // weights x.q with one scale selects the integer kernel, else the f32 path is taken).
 void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int r0, int r1);
+
+// Rows [r0, r1) of w times the n columns of x (batched prefill): y[c * y_stride + r] has exactly the
+// bits matvec gives for column c. Each block of rows is read from memory once for all n columns
+// (i2_s with one scale per column: matmat_i2s; the other types: matvec per column over row blocks
+// that stay in L1).
+void matmat(const KernelSet& k, const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 
 }  // namespace mcullm

@@ -5,6 +5,20 @@
 
 namespace mcullm {
 
+namespace {
+// gate = act(gate) * up: SiLU (SwiGLU) or squared ReLU (bitnet-25).
+void ffn_activation(const KernelSet& k, BitnetFfn ffn, float* gate, const float* up, int hidden) {
+  if (ffn == BitnetFfn::kSilu) {
+    k.silu_mul(gate, up, hidden);
+    return;
+  }
+  for (int i = 0; i < hidden; ++i) {
+    const float g = gate[i] > 0.0f ? gate[i] : 0.0f;
+    gate[i] = (g * g) * up[i];
+  }
+}
+}  // namespace
+
 Status BitnetModel::check_shapes() const {
   const LlamaConfig& c = cfg.base;
   MC_TRY(c.validate());
@@ -87,14 +101,7 @@ Status BitnetContext::forward(int token, int pos, const float** logits) {
       float* outs[2] = {s_.hb, s_.hb2};
       ternary(mats, outs, 2, s_.xb, dim);
     }
-    if (m.cfg.ffn == BitnetFfn::kSilu) {
-      k.silu_mul(s_.hb, s_.hb2, hidden);
-    } else {
-      for (int i = 0; i < hidden; ++i) {
-        const float g = s_.hb[i] > 0.0f ? s_.hb[i] : 0.0f;
-        s_.hb[i] = (g * g) * s_.hb2[i];
-      }
-    }
+    ffn_activation(k, m.cfg.ffn, s_.hb, s_.hb2, hidden);
     rmsnorm(k, s_.hb, s_.hb, L.ffn_sub_norm, hidden, c.norm_eps);
     {
       const MatRef* mats[1] = {&L.w2};
@@ -109,6 +116,68 @@ Status BitnetContext::forward(int token, int pos, const float** logits) {
   float* outs[1] = {s_.logits};
   run_dense_matvecs(*pool_, k, mats, outs, 1, s_.x, dim, s_.act_q, s_.act_scales);
   *logits = s_.logits;
+  return Status::Ok();
+}
+
+Status BitnetContext::enable_batch(int cap, Arena& arena) { return b_.init(model_->cfg.base, cap, arena); }
+
+// forward() for n tokens at once, step for step in the same order per token (see decoder.h).
+Status BitnetContext::prefill(const int* tokens, int n, int pos0, const float** logits) {
+  const BitnetModel& m = *model_;
+  const LlamaConfig& c = m.cfg.base;
+  MC_TRY(check_batch(c, s_, b_, tokens, n, pos0));
+  const int dim = c.dim, kv_dim = c.kv_dim(), hidden = c.hidden_dim;
+  const size_t D = static_cast<size_t>(dim), H = static_cast<size_t>(hidden);
+  const KernelSet& k = *kernels_;
+  ThreadPool& pool = *pool_;
+  for (int i = 0; i < n; ++i)
+    if (!dequantize_row_any(m.tok_emb.type, m.tok_emb.row(tokens[i]), b_.x + i * D, dim))
+      return Status::Error(Code::kUnsupported, "token embedding type %u", static_cast<unsigned>(m.tok_emb.type));
+  auto norm_all = [&](float* out, const float* x, const float* w, int width) {
+    for (int i = 0; i < n; ++i) rmsnorm(k, out + i * static_cast<size_t>(width), x + i * static_cast<size_t>(width), w, width, c.norm_eps);
+  };
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const BitnetLayer& L = m.layers[l];
+    norm_all(b_.xb, b_.x, L.attn_norm, dim);
+    {
+      const MatRef* mats[3] = {&L.wq, &L.wk, &L.wv};
+      float* outs[3] = {b_.q, s_.key_row(l, pos0), s_.value_row(l, pos0)};
+      const size_t strides[3] = {D, static_cast<size_t>(kv_dim), static_cast<size_t>(kv_dim)};
+      run_ternary_matmats(pool, k, mats, outs, strides, 3, b_.xb, D, dim, n, b_);
+    }
+    rope_batch(c, s_, b_, l, pos0, n, m.cfg.rope);
+    attend_batch(pool, k, c, s_, l, pos0, n, b_.q, b_.att_out);
+    norm_all(b_.att_out, b_.att_out, L.attn_sub_norm, dim);
+    {
+      const MatRef* mats[1] = {&L.wo};
+      float* outs[1] = {b_.xb};
+      const size_t strides[1] = {D};
+      run_ternary_matmats(pool, k, mats, outs, strides, 1, b_.att_out, D, dim, n, b_);
+    }
+    for (size_t i = 0; i < n * D; ++i) b_.x[i] += b_.xb[i];
+
+    norm_all(b_.xb, b_.x, L.ffn_norm, dim);
+    {
+      const MatRef* mats[2] = {&L.w1, &L.w3};
+      float* outs[2] = {b_.hb, b_.hb2};
+      const size_t strides[2] = {H, H};
+      run_ternary_matmats(pool, k, mats, outs, strides, 2, b_.xb, D, dim, n, b_);
+    }
+    for (int i = 0; i < n; ++i) ffn_activation(k, m.cfg.ffn, b_.hb + i * H, b_.hb2 + i * H, hidden);
+    norm_all(b_.hb, b_.hb, L.ffn_sub_norm, hidden);
+    {
+      const MatRef* mats[1] = {&L.w2};
+      float* outs[1] = {b_.xb};
+      const size_t strides[1] = {D};
+      run_ternary_matmats(pool, k, mats, outs, strides, 1, b_.hb, H, hidden, n, b_);
+    }
+    for (size_t i = 0; i < n * D; ++i) b_.x[i] += b_.xb[i];
+  }
+  if (logits) {
+    head_batch(pool, k, c, m.out_norm, m.output, b_, n);
+    *logits = b_.logits;
+  }
   return Status::Ok();
 }
 

@@ -64,6 +64,10 @@ class BitnetContext final : public Decoder {
   // ctx_len <= seq_len positions of KV cache (0 = seq_len); everything from `arena`.
   Status init(const BitnetModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels);
   Status forward(int token, int pos, const float** logits) override;
+  // Batched prefill for up to `cap` tokens per call (buffers from `arena`); without it max_batch() is 1.
+  Status enable_batch(int cap, Arena& arena);
+  Status prefill(const int* tokens, int n, int pos0, const float** logits) override;
+  int max_batch() const override { return b_.cap > 0 ? b_.cap : 1; }
   int vocab_size() const override { return model_->cfg.base.vocab_size; }
   int ctx_len() const override { return s_.ctx_len; }
 
@@ -75,6 +79,7 @@ class BitnetContext final : public Decoder {
   ThreadPool* pool_ = nullptr;
   const KernelSet* kernels_ = nullptr;
   DecoderState s_;
+  BatchState b_;
 };
 
 }  // namespace mcullm

@@ -11,6 +11,20 @@ class Decoder {
   // Feeds `token` at `pos` (positions in order from 0; a smaller pos rewinds the cache) and
   // computes the logits of the next token; *logits stays valid until the next call.
   virtual Status forward(int token, int pos, const float** logits) = 0;
+  // Feeds n known tokens at positions pos0 .. pos0 + n - 1 together (batched prefill: each weight
+  // matrix is read once for all of them), 1 <= n <= max_batch(). With logits non-null, *logits gets
+  // n rows of vocab_size values, row i being what forward(tokens[i], pos0 + i) returns, bit for bit;
+  // valid until the next call. With logits null the output head is skipped (only the cache is filled).
+  // The default runs forward() once (n == 1 only, as max_batch() defaults to 1).
+  virtual Status prefill(const int* tokens, int n, int pos0, const float** logits) {
+    if (n != 1) return Status::Error(Code::kInvalidArgument, "this decoder feeds one token at a time, not %d", n);
+    const float* l = nullptr;
+    MC_TRY(forward(tokens[0], pos0, &l));
+    if (logits) *logits = l;
+    return Status::Ok();
+  }
+  // Tokens one prefill() call takes at most.
+  virtual int max_batch() const { return 1; }
   virtual int vocab_size() const = 0;
   virtual int ctx_len() const = 0;
 

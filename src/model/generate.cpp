@@ -17,7 +17,27 @@ Status generate(Decoder& ctx, Sampler& sampler, const int* prompt, int n_prompt,
   }
   result->n_prompt = n_prompt;
   int token = prompt[0];
-  for (int pos = 0;; ++pos) {
+  int pos = 0;
+  // The prompt but its last token in batches (the decoder's max_batch): the same logits, bit for
+  // bit, as one forward per token; they are computed only when the fingerprint or a hook reads them.
+  const bool want_logits = fp != nullptr || hooks.on_logits != nullptr;
+  const int batch = ctx.max_batch();
+  while (batch > 1 && pos < n_prompt - 1) {
+    const int n = n_prompt - 1 - pos < batch ? n_prompt - 1 - pos : batch;
+    const float* rows = nullptr;
+    MC_TRY(ctx.prefill(prompt + pos, n, pos, want_logits ? &rows : nullptr));
+    for (int i = 0; i < n; ++i, ++pos) {
+      if (want_logits) {
+        const float* l = rows + static_cast<size_t>(i) * static_cast<size_t>(n_vocab);
+        if (fp) fp->add_logits(l, static_cast<size_t>(n_vocab));
+        if (hooks.on_logits) hooks.on_logits(hooks.user, pos, l, n_vocab);
+      }
+      const GenerateStep step{pos, prompt[pos], prompt[pos + 1], false};
+      if (hooks.on_step && !hooks.on_step(hooks.user, step)) return Status::Ok();
+    }
+    token = prompt[pos];
+  }
+  for (;; ++pos) {
     const bool in_prompt = pos < n_prompt - 1;
     if (!in_prompt && result->n_sampled >= opt.n_predict) break;
     if (pos >= ctx.ctx_len()) {

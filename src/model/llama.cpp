@@ -96,4 +96,63 @@ Status LlamaContext::forward(int token, int pos, const float** logits) {
   return Status::Ok();
 }
 
+Status LlamaContext::enable_batch(int cap, Arena& arena) { return b_.init(model_->cfg, cap, arena); }
+
+// forward() for n tokens at once, step for step in the same order per token (see decoder.h).
+Status LlamaContext::prefill(const int* tokens, int n, int pos0, const float** logits) {
+  const LlamaModel& m = *model_;
+  const LlamaConfig& c = m.cfg;
+  MC_TRY(check_batch(c, s_, b_, tokens, n, pos0));
+  const int dim = c.dim, kv_dim = c.kv_dim(), hidden = c.hidden_dim;
+  const size_t D = static_cast<size_t>(dim), H = static_cast<size_t>(hidden);
+  ThreadPool& pool = *pool_;
+  const KernelSet& k = *kernels_;
+  auto dense = [&](const MatRef* const* mats, float* const* outs, const size_t* strides, int count, const float* x,
+                   size_t x_stride, int n_vals) { run_dense_matmats(pool, k, mats, outs, strides, count, x, x_stride, n_vals, n, b_); };
+  for (int i = 0; i < n; ++i)
+    if (!dequantize_row(m.tok_emb.type, m.tok_emb.row(tokens[i]), b_.x + i * D, dim))
+      return Status::Error(Code::kUnsupported, "token embedding type %u", static_cast<unsigned>(m.tok_emb.type));
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LlamaLayer& L = m.layers[l];
+    for (int i = 0; i < n; ++i) rmsnorm(k, b_.xb + i * D, b_.x + i * D, L.attn_norm, dim, c.norm_eps);
+    {
+      const MatRef* mats[3] = {&L.wq, &L.wk, &L.wv};
+      float* outs[3] = {b_.q, s_.key_row(l, pos0), s_.value_row(l, pos0)};
+      const size_t strides[3] = {D, static_cast<size_t>(kv_dim), static_cast<size_t>(kv_dim)};
+      dense(mats, outs, strides, 3, b_.xb, D, dim);
+    }
+    rope_batch(c, s_, b_, l, pos0, n, RopeStyle::kAdjacent);
+    attend_batch(pool, k, c, s_, l, pos0, n, b_.q, b_.att_out);
+    {
+      const MatRef* mats[1] = {&L.wo};
+      float* outs[1] = {b_.xb};
+      const size_t strides[1] = {D};
+      dense(mats, outs, strides, 1, b_.att_out, D, dim);
+    }
+    for (size_t i = 0; i < n * D; ++i) b_.x[i] += b_.xb[i];
+
+    for (int i = 0; i < n; ++i) rmsnorm(k, b_.xb + i * D, b_.x + i * D, L.ffn_norm, dim, c.norm_eps);
+    {
+      const MatRef* mats[2] = {&L.w1, &L.w3};
+      float* outs[2] = {b_.hb, b_.hb2};
+      const size_t strides[2] = {H, H};
+      dense(mats, outs, strides, 2, b_.xb, D, dim);
+    }
+    for (int i = 0; i < n; ++i) k.silu_mul(b_.hb + i * H, b_.hb2 + i * H, hidden);
+    {
+      const MatRef* mats[1] = {&L.w2};
+      float* outs[1] = {b_.xb};
+      const size_t strides[1] = {D};
+      dense(mats, outs, strides, 1, b_.hb, H, hidden);
+    }
+    for (size_t i = 0; i < n * D; ++i) b_.x[i] += b_.xb[i];
+  }
+  if (logits) {
+    head_batch(pool, k, c, m.out_norm, m.output, b_, n);
+    *logits = b_.logits;
+  }
+  return Status::Ok();
+}
+
 }  // namespace mcullm

@@ -39,6 +39,10 @@ class LlamaContext final : public Decoder {
   // Feeds `token` at position `pos` (0 <= pos < ctx_len, positions fed in order) and computes
   // the logits of the next token; *logits stays valid until the next call.
   Status forward(int token, int pos, const float** logits) override;
+  // Batched prefill for up to `cap` tokens per call (buffers from `arena`); without it max_batch() is 1.
+  Status enable_batch(int cap, Arena& arena);
+  Status prefill(const int* tokens, int n, int pos0, const float** logits) override;
+  int max_batch() const override { return b_.cap > 0 ? b_.cap : 1; }
   int vocab_size() const override { return model_->cfg.vocab_size; }
   int ctx_len() const override { return s_.ctx_len; }
   const LlamaModel& model() const { return *model_; }
@@ -48,6 +52,7 @@ class LlamaContext final : public Decoder {
   ThreadPool* pool_ = nullptr;
   const KernelSet* kernels_ = nullptr;
   DecoderState s_;
+  BatchState b_;
 };
 
 }  // namespace mcullm

@@ -2,6 +2,7 @@
 
 #include "core/fmath.h"
 #include "quant/blocks.h"
+#include "quant/ternary.h"
 
 namespace mcullm {
 
@@ -87,6 +88,24 @@ Status DecoderState::init(const LlamaConfig& c, int ctx, Arena& arena) {
   return Status::Ok();
 }
 
+Status BatchState::init(const LlamaConfig& c, int n, Arena& arena) {
+  if (n < 1 || n > 4096) return Status::Error(Code::kInvalidArgument, "batch of %d tokens (1..4096)", n);
+  cap = n;
+  widest = (c.hidden_dim > c.dim ? c.hidden_dim : c.dim) + 64;
+  const TensorClass act = TensorClass::kActivations;
+  const size_t cn = static_cast<size_t>(n);
+  MC_TRY(arena.alloc_array(cn * c.dim, act, &x));
+  MC_TRY(arena.alloc_array(cn * c.dim, act, &xb));
+  MC_TRY(arena.alloc_array(cn * c.dim, act, &q));
+  MC_TRY(arena.alloc_array(cn * c.dim, act, &att_out));
+  MC_TRY(arena.alloc_array(cn * c.hidden_dim, act, &hb));
+  MC_TRY(arena.alloc_array(cn * c.hidden_dim, act, &hb2));
+  MC_TRY(arena.alloc_array(cn * c.vocab_size, act, &logits));
+  MC_TRY(arena.alloc_array(cn * widest, act, &act_q));
+  MC_TRY(arena.alloc_array(cn * widest, act, &act_scales));
+  return Status::Ok();
+}
+
 Status check_token_pos(const LlamaConfig& c, int ctx_len, int token, int pos) {
   if (token < 0 || token >= c.vocab_size)
     return Status::Error(Code::kOutOfRange, "token id %d is outside the vocabulary of %d", token, c.vocab_size);
@@ -152,19 +171,63 @@ int act_block_of(const MatRef& m) {
   return info ? info->act_block : 0;
 }
 
-void attention_task(void* p, int ith, int nth) {
-  const AttentionJob& j = *static_cast<const AttentionJob*>(p);
+// Heads [h0, h1) of one position.
+void attend_heads(const AttentionJob& j, int h0, int h1) {
   const int hs = j.cfg->head_dim(), kv_dim = j.cfg->kv_dim();
   const int group = j.cfg->n_heads / j.cfg->n_kv_heads;
   const float scale = mc_sqrtf(static_cast<float>(hs));
-  int h0, h1;
-  slice(j.cfg->n_heads, ith, nth, &h0, &h1);
   for (int h = h0; h < h1; ++h) {
     float* att = j.att + static_cast<size_t>(h) * j.ctx_len;
     const int kv_off = (h / group) * hs;
     j.kernels->attn_scores(j.q + h * hs, j.key_rows + kv_off, static_cast<size_t>(kv_dim), j.pos + 1, hs, scale, att);
     j.kernels->softmax(att, j.pos + 1);
     j.kernels->attn_values(att, j.value_rows + kv_off, static_cast<size_t>(kv_dim), j.pos + 1, hs, j.out + h * hs);
+  }
+}
+
+void attention_task(void* p, int ith, int nth) {
+  const AttentionJob& j = *static_cast<const AttentionJob*>(p);
+  int h0, h1;
+  slice(j.cfg->n_heads, ith, nth, &h0, &h1);
+  attend_heads(j, h0, h1);
+}
+
+// n positions, each thread its heads (a head's score row is reused position after position).
+struct BatchAttentionJob {
+  AttentionJob first;  // position pos0: q and out of column 0
+  int n;
+};
+
+void batch_attention_task(void* p, int ith, int nth) {
+  const BatchAttentionJob& b = *static_cast<const BatchAttentionJob*>(p);
+  int h0, h1;
+  slice(b.first.cfg->n_heads, ith, nth, &h0, &h1);
+  const size_t dim = static_cast<size_t>(b.first.cfg->dim);
+  for (int i = 0; i < b.n; ++i) {
+    AttentionJob j = b.first;
+    j.q += i * dim;
+    j.out += i * dim;
+    j.pos += i;
+    attend_heads(j, h0, h1);
+  }
+}
+
+struct MatmatJob {
+  const KernelSet* kernels;
+  const MatRef* const* mats;
+  float* const* outs;
+  const size_t* out_strides;
+  int count;
+  const ActMat* act;
+  int n;
+};
+
+void matmat_task(void* p, int ith, int nth) {
+  const MatmatJob& job = *static_cast<const MatmatJob*>(p);
+  for (int m = 0; m < job.count; ++m) {
+    int r0, r1;
+    slice(job.mats[m]->rows, ith, nth, &r0, &r1);
+    matmat(*job.kernels, *job.mats[m], *job.act, job.n, job.outs[m], job.out_strides[m], r0, r1);
   }
 }
 
@@ -202,6 +265,82 @@ AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderStat
 void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos) {
   AttentionJob job = attention_job(&k, c, s, layer, pos);
   pool.run(attention_task, &job);
+}
+
+void attend_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos0,
+                  int n, const float* q, float* out) {
+  BatchAttentionJob job{attention_job(&k, c, s, layer, pos0), n};
+  job.first.q = q;
+  job.first.out = out;
+  pool.run(batch_attention_task, &job);
+}
+
+void run_ternary_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
+                         const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
+                         BatchState& b) {
+  const size_t qs = static_cast<size_t>(b.widest);
+  for (int i = 0; i < n; ++i) quantize_i8s(x + i * x_stride, n_vals, b.act_q + i * qs, b.act_scales + i);
+  ActMat a;
+  a.f = x;
+  a.f_stride = x_stride;
+  a.q = b.act_q;
+  a.q_stride = qs;
+  a.scales = b.act_scales;
+  a.s_stride = 1;
+  a.block = n_vals;
+  MatmatJob job{&k, mats, outs, out_strides, count, &a, n};
+  pool.run(matmat_task, &job);
+}
+
+void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
+                       const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
+                       BatchState& b) {
+  const size_t qs = static_cast<size_t>(b.widest);
+  for (int start = 0; start < count;) {
+    const int block = act_block_of(*mats[start]);
+    int end = start + 1;
+    while (end < count && act_block_of(*mats[end]) == block) ++end;
+    ActMat a;
+    a.f = x;
+    a.f_stride = x_stride;
+    if (block > 0) {
+      for (int i = 0; i < n; ++i) quantize_activations(x + i * x_stride, n_vals, block, b.act_q + i * qs, b.act_scales + i * qs);
+      a.q = b.act_q;
+      a.q_stride = qs;
+      a.scales = b.act_scales;
+      a.s_stride = qs;
+      a.block = block;
+    }
+    MatmatJob job{&k, mats + start, outs + start, out_strides + start, end - start, &a, n};
+    pool.run(matmat_task, &job);
+    start = end;
+  }
+}
+
+Status check_batch(const LlamaConfig& c, const DecoderState& s, const BatchState& b, const int* tokens, int n, int pos0) {
+  if (n < 1 || n > (b.cap > 0 ? b.cap : 1))
+    return Status::Error(Code::kInvalidArgument, "a batch of %d tokens (this decoder takes 1..%d)", n, b.cap);
+  for (int i = 0; i < n; ++i) MC_TRY(check_token_pos(c, s.ctx_len, tokens[i], pos0 + i));
+  return Status::Ok();
+}
+
+void rope_batch(const LlamaConfig& c, DecoderState& s, BatchState& b, int layer, int pos0, int n, RopeStyle style) {
+  const int hs = c.head_dim();
+  for (int i = 0; i < n; ++i) {
+    rope_angles(c.rope_theta, hs, pos0 + i, s.rope_cos, s.rope_sin);
+    rope_rotate(b.q + static_cast<size_t>(i) * c.dim, c.dim, hs, s.rope_cos, s.rope_sin, style);
+    rope_rotate(s.key_row(layer, pos0 + i), c.kv_dim(), hs, s.rope_cos, s.rope_sin, style);
+  }
+}
+
+void head_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, const float* out_norm, const MatRef& output,
+                BatchState& b, int n) {
+  const size_t dim = static_cast<size_t>(c.dim);
+  for (int i = 0; i < n; ++i) rmsnorm(k, b.x + i * dim, b.x + i * dim, out_norm, c.dim, c.norm_eps);
+  const MatRef* mats[1] = {&output};
+  float* outs[1] = {b.logits};
+  const size_t strides[1] = {static_cast<size_t>(c.vocab_size)};
+  run_dense_matmats(pool, k, mats, outs, strides, 1, b.x, dim, c.dim, n, b);
 }
 
 }  // namespace mcullm

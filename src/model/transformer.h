@@ -66,6 +66,24 @@ struct DecoderState {
   float* value_row(int layer, int pos) { return value_cache + (static_cast<size_t>(layer) * ctx_len + pos) * kv_dim; }
 };
 
+// Activations of up to `cap` tokens evaluated together (batched prefill): column i of each buffer
+// starts at i times its width (dim, hidden, vocab; `widest` for the quantized copies and scales).
+struct BatchState {
+  int cap = 0;
+  int widest = 0;
+  float* x = nullptr;        // [cap, dim]
+  float* xb = nullptr;       // [cap, dim]
+  float* q = nullptr;        // [cap, dim]
+  float* att_out = nullptr;  // [cap, dim]
+  float* hb = nullptr;       // [cap, hidden]
+  float* hb2 = nullptr;      // [cap, hidden]
+  float* logits = nullptr;   // [cap, vocab]
+  int8_t* act_q = nullptr;   // [cap, widest]
+  float* act_scales = nullptr;  // [cap, widest]
+
+  Status init(const LlamaConfig& c, int cap, Arena& arena);
+};
+
 // A token id inside the vocabulary and a position inside the context.
 Status check_token_pos(const LlamaConfig& c, int ctx_len, int token, int pos);
 
@@ -86,6 +104,25 @@ void run_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats
 void run_dense_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
                        const float* x, int n, int8_t* q, float* scales);
 
+// Batched forms of the two above for n columns (column i of the input at x + i * x_stride, n_vals
+// values; of output m at outs[m] + i * out_strides[m]): each weight matrix is read once for the n
+// columns (kernels.h matmat) and every column gets the bits run_matvecs / run_dense_matvecs give it.
+// Ternary: each column quantized as bitnet.cpp's I8_S (quantize_i8s); dense: per the weights' block.
+void run_ternary_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
+                         const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
+                         BatchState& b);
+void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
+                       const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
+                       BatchState& b);
+
+// Batched prefill pieces shared by the architectures: check the tokens and positions of a batch;
+// rotate the n queries (b.q) and the n new keys of `layer` (positions pos0..) by their positions'
+// angles; the final RMSNorm of b.x and the head into b.logits.
+Status check_batch(const LlamaConfig& c, const DecoderState& s, const BatchState& b, const int* tokens, int n, int pos0);
+void rope_batch(const LlamaConfig& c, DecoderState& s, BatchState& b, int layer, int pos0, int n, RopeStyle style);
+void head_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, const float* out_norm, const MatRef& output,
+                BatchState& b, int n);
+
 // One layer's attention at one position, as the pool's tasks read it.
 struct AttentionJob {
   const KernelSet* kernels;
@@ -103,5 +140,9 @@ AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderStat
 // Multi-head (grouped-query) attention of layer `layer` at `pos`: s.q against the cached keys and
 // values of positions 0..pos, into s.att_out; heads split over the pool's threads.
 void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos);
+// The same for positions pos0 .. pos0 + n - 1 in order (their keys and values already cached): query
+// i at q + i * dim, output i at out + i * dim; one hand-off to the pool for all of them.
+void attend_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos0,
+                  int n, const float* q, float* out);
 
 }  // namespace mcullm

@@ -2,6 +2,7 @@
 #include "core/fmath.h"
 #include "kernels/kernels.h"
 #include "kernels/ref/dot_order.h"
+#include "kernels/matmat_rows.h"
 #include "kernels/ref/ternary_ref.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"
@@ -93,6 +94,7 @@ constexpr KernelSet kRef = {
       softmax_ref,
       silu_mul_ref,
       matvec_i2s_ref,
+      matmat_i2s_by_rows<matvec_i2s_ref>,
 };
 }  // namespace
 

@@ -58,3 +58,12 @@ static inline float dot16(const float* a, const float* b, int n) {
 }
 
 }  // namespace mcullm::avx2
+
+namespace mcullm::avx512 {
+
+// AVX-512 VNNI (kernels/x86/ternary_avx512.cpp); the rest of the avx512 table is the AVX2 kernels.
+void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y, size_t y_stride,
+                int r0, int r1);
+
+}  // namespace mcullm::avx512

@@ -47,15 +47,25 @@ void matvec_f32(const MatRef& w, const float* x, float* y, int r0, int r1) {
 
 namespace {
 
-// Sum of 32 int8 x int8 products as one int32 (exact: |sum| < 2^21).
-inline int32_t dot32_i8(__m256i w, __m256i x) {
+// 32 int8 x int8 products summed in pairs and quads into 8 int32 lanes (exact: |lane| < 2^17).
+inline __m256i prod32_i8(__m256i w, __m256i x) {
   // maddubs needs an unsigned operand: |w| times x carrying w's sign.
   const __m256i prod16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-  const __m256i prod32 = _mm256_madd_epi16(prod16, _mm256_set1_epi16(1));
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(prod32), _mm256_extracti128_si256(prod32, 1));
+  return _mm256_madd_epi16(prod16, _mm256_set1_epi16(1));
+}
+
+inline int32_t hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
   return _mm_cvtsi128_si32(s);
+}
+
+// Lane k of the result = the sum of p[k]'s 8 lanes (exact integer sums, any order).
+inline __m256i hsum8_i32(const __m256i* p) {
+  const __m256i q = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  const __m256i r = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(q, r, 0x20), _mm256_permute2x128_si256(q, r, 0x31));
 }
 
 // Weights of one block as int8 vectors of 32, in block order.
@@ -65,31 +75,28 @@ inline __m256i unpack_nibbles16(const uint8_t* qs) {  // 16 bytes -> 32 codes - 
   const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
   return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
 }
+inline __m256i load_x(const int8_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)); }
 
+// prod(block, x): 8 int32 lanes whose sum is the block's exact integer dot product.
 struct Q8_0Traits {
   using Block = BlockQ8_0;
   static constexpr int kBlock = 32;
-  static int32_t dot(const Block& b, const int8_t* x) {
-    return dot32_i8(load_q8_0(b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
-  }
+  static __m256i prod(const Block& b, const int8_t* x) { return prod32_i8(load_q8_0(b), load_x(x)); }
 };
 struct Q4_0Traits {
   using Block = BlockQ4_0;
   static constexpr int kBlock = 32;
-  static int32_t dot(const Block& b, const int8_t* x) {
-    return dot32_i8(unpack_nibbles16(b.qs), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
-  }
+  static __m256i prod(const Block& b, const int8_t* x) { return prod32_i8(unpack_nibbles16(b.qs), load_x(x)); }
 };
 struct Q4G64Traits {
   using Block = BlockQ4G64;
   static constexpr int kBlock = 64;
-  static int32_t dot(const Block& b, const int8_t* x) {
+  static __m256i prod(const Block& b, const int8_t* x) {
     const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
     const __m256i mask = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
     const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(raw, mask), eight);                        // weights 0..31
     const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask), eight);  // weights 32..63
-    return dot32_i8(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))) +
-           dot32_i8(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32)));
+    return _mm256_add_epi32(prod32_i8(lo, load_x(x)), prod32_i8(hi, load_x(x + 32)));
   }
 };
 
@@ -101,24 +108,38 @@ inline float f16_scale(uint16_t h) {
   return f32_from_bits(f32_bits(f32_from_bits(static_cast<uint32_t>(h & 0x7FFFu) << 13) * 0x1p112f) | sign);
 }
 
+// Eight blocks per step into the 8 lanes of the contract (kernels.h): their integer sums side by
+// side (hsum8_i32), times the f16 weight scales (F16C, exact) times the activation scales.
 template <typename T>
-void matvec_blocks(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+__attribute__((target("f16c"))) void matvec_blocks(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0,
+                                                   int r1) {
   constexpr int kBlock = T::kBlock;
   const int nb = (w.cols + kBlock - 1) / kBlock;
+  const int nb8 = nb / kBlockLanes * kBlockLanes;
   for (int r = r0; r < r1; ++r) {
     const typename T::Block* blocks = reinterpret_cast<const typename T::Block*>(w.row(r));
     __m256 acc = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b += kBlockLanes) {
-      // Up to eight blocks into lanes b % 8. Missing blocks of the last chunk add (float)0 * 0 = +0,
-      // which leaves an accumulator unchanged (it starts at +0 and never becomes -0).
-      const int count = nb - b < kBlockLanes ? nb - b : kBlockLanes;
+    for (int b = 0; b < nb8; b += kBlockLanes) {
+      __m256i p[kBlockLanes];
+      alignas(16) uint16_t dw[kBlockLanes];
+      for (int k = 0; k < kBlockLanes; ++k) {
+        p[k] = T::prod(blocks[b + k], xq + (b + k) * kBlock);
+        dw[k] = blocks[b + k].d;
+      }
+      const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dw))),
+                                         _mm256_loadu_ps(xs + b));
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(hsum8_i32(p)), scale));
+    }
+    if (nb8 < nb) {
+      // The last chunk: missing blocks add (float)0 * 0 = +0, which leaves an accumulator unchanged
+      // (it starts at +0 and never becomes -0).
       alignas(32) int32_t isum[kBlockLanes] = {};
       alignas(32) float dw[kBlockLanes] = {};
       alignas(32) float dx[kBlockLanes] = {};
-      for (int k = 0; k < count; ++k) {
-        isum[k] = T::dot(blocks[b + k], xq + (b + k) * kBlock);
-        dw[k] = f16_scale(blocks[b + k].d);
-        dx[k] = xs[b + k];
+      for (int k = 0; k < nb - nb8; ++k) {
+        isum[k] = hsum_i32(T::prod(blocks[nb8 + k], xq + (nb8 + k) * kBlock));
+        dw[k] = f16_scale(blocks[nb8 + k].d);
+        dx[k] = xs[nb8 + k];
       }
       const __m256 scale = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_load_ps(dx));
       acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(isum))), scale));
@@ -129,38 +150,52 @@ void matvec_blocks(const MatRef& w, const int8_t* xq, const float* xs, float* y,
 
 }  // namespace
 
-// Eight halves to floats, exactly: finite halves through the shift-and-scale identity (no
-// flush-to-zero on x86 by default), inf / nan by setting the exponent, as f16_to_f32 does.
-static inline __m256 f16x8_to_f32(const uint16_t* h) {
-  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(v, _mm256_set1_epi32(0x8000)), 16);
-  const __m256i abs = _mm256_and_si256(v, _mm256_set1_epi32(0x7FFF));
-  const __m256i shifted = _mm256_slli_epi32(abs, 13);
-  const __m256 finite = _mm256_mul_ps(_mm256_castsi256_ps(shifted), _mm256_set1_ps(0x1p112f));
-  const __m256 special = _mm256_castsi256_ps(_mm256_or_si256(shifted, _mm256_set1_epi32(0x7F800000)));
-  const __m256 is_special = _mm256_castsi256_ps(_mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7BFF)));
-  return _mm256_or_ps(_mm256_blendv_ps(finite, special, is_special), _mm256_castsi256_ps(sign));
+// Eight halves to floats with F16C: exact for every half (conversion to a wider format never
+// rounds; subnormals are kept since the MXCSR's DAZ bit is clear). A signalling-NaN half comes out
+// quietened, which f16_to_f32 does not do, but the product that follows quietens it in both paths.
+__attribute__((target("f16c"))) static inline __m256 f16x8_to_f32(const uint16_t* h) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
-void matvec_f16(const MatRef& w, const float* x, float* y, int r0, int r1) {
+// Four rows at a time: eight independent add chains (the add latency is hidden) and each x chunk
+// loaded once for four rows. Lanes and fold order as the reference (kernels.h).
+__attribute__((target("f16c"))) void matvec_f16(const MatRef& w, const float* x, float* y, int r0, int r1) {
   const int n = w.cols;
-  for (int r = r0; r < r1; ++r) {
-    const uint16_t* row = reinterpret_cast<const uint16_t*>(w.row(r));
-    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-      lo = _mm256_add_ps(lo, _mm256_mul_ps(f16x8_to_f32(row + j), _mm256_loadu_ps(x + j)));
-      hi = _mm256_add_ps(hi, _mm256_mul_ps(f16x8_to_f32(row + j + 8), _mm256_loadu_ps(x + j + 8)));
-    }
-    if (j == n) {
-      y[r] = fold16(lo, hi);
-      continue;
-    }
+  const int n16 = n / 16 * 16;
+  auto tail = [&](const uint16_t* row, __m256 lo, __m256 hi) {
+    if (n16 == n) return fold16(lo, hi);
     alignas(32) float acc[kF32Lanes];
     _mm256_store_ps(acc, lo);
     _mm256_store_ps(acc + 8, hi);
-    for (; j < n; ++j) acc[j % kF32Lanes] += f16_to_f32(row[j]) * x[j];
-    y[r] = fold_lanes16(acc);
+    for (int j = n16; j < n; ++j) acc[j % kF32Lanes] += f16_to_f32(row[j]) * x[j];
+    return fold_lanes16(acc);
+  };
+  int r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const uint16_t* row[4];
+    __m256 lo[4], hi[4];
+    for (int k = 0; k < 4; ++k) {
+      row[k] = reinterpret_cast<const uint16_t*>(w.row(r + k));
+      lo[k] = _mm256_setzero_ps();
+      hi[k] = _mm256_setzero_ps();
+    }
+    for (int j = 0; j < n16; j += 16) {
+      const __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + 8);
+      for (int k = 0; k < 4; ++k) {
+        lo[k] = _mm256_add_ps(lo[k], _mm256_mul_ps(f16x8_to_f32(row[k] + j), x0));
+        hi[k] = _mm256_add_ps(hi[k], _mm256_mul_ps(f16x8_to_f32(row[k] + j + 8), x1));
+      }
+    }
+    for (int k = 0; k < 4; ++k) y[r + k] = tail(row[k], lo[k], hi[k]);
+  }
+  for (; r < r1; ++r) {
+    const uint16_t* row = reinterpret_cast<const uint16_t*>(w.row(r));
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (int j = 0; j < n16; j += 16) {
+      lo = _mm256_add_ps(lo, _mm256_mul_ps(f16x8_to_f32(row + j), _mm256_loadu_ps(x + j)));
+      hi = _mm256_add_ps(hi, _mm256_mul_ps(f16x8_to_f32(row + j + 8), _mm256_loadu_ps(x + j + 8)));
+    }
+    y[r] = tail(row, lo, hi);
   }
 }
 

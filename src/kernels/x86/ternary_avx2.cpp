@@ -27,46 +27,49 @@ inline int32_t sum_i8(const int8_t* x, int n) {
   return hsum_i32(acc);
 }
 
-// sum over one 128-weight group of code * x, as 8 int32 lanes. Codes are 0..2 (3 on corrupt data),
-// so maddubs pairs are at most 2 * 3 * 128 and four of them fit int16 exactly.
-inline __m256i group_dot(const uint8_t* packed, const int8_t* x) {
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(packed));
-  const __m256i mask = _mm256_set1_epi8(3);
-  const __m256i c0 = _mm256_and_si256(_mm256_srli_epi16(raw, 6), mask);
-  const __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-  const __m256i c2 = _mm256_and_si256(_mm256_srli_epi16(raw, 2), mask);
-  const __m256i c3 = _mm256_and_si256(raw, mask);
-  const __m256i* xv = reinterpret_cast<const __m256i*>(x);
-  __m256i s = _mm256_maddubs_epi16(c0, _mm256_loadu_si256(xv));
-  s = _mm256_add_epi16(s, _mm256_maddubs_epi16(c1, _mm256_loadu_si256(xv + 1)));
-  s = _mm256_add_epi16(s, _mm256_maddubs_epi16(c2, _mm256_loadu_si256(xv + 2)));
-  s = _mm256_add_epi16(s, _mm256_maddubs_epi16(c3, _mm256_loadu_si256(xv + 3)));
-  return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+// Sums of code * x over rows [r, r + R): the four activation vectors of each 128-weight group are
+// loaded once for the R rows. Codes are 0..2 (3 on corrupt data), so a maddubs pair is at most
+// 2 * 3 * 128 and four of them fit int16 exactly before they are widened to int32.
+template <int R>
+inline void rows_dot(const MatRef& w, int r, const int8_t* xq, int32_t* out) {
+  const int groups = w.cols / 128;
+  const __m256i mask = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+  const uint8_t* row[R];
+  __m256i acc[R];
+  for (int i = 0; i < R; ++i) {
+    row[i] = w.row(r + i);
+    acc[i] = _mm256_setzero_si256();
+  }
+  for (int g = 0; g < groups; ++g) {
+    const __m256i* xv = reinterpret_cast<const __m256i*>(xq + 128 * g);
+    const __m256i x0 = _mm256_loadu_si256(xv), x1 = _mm256_loadu_si256(xv + 1);
+    const __m256i x2 = _mm256_loadu_si256(xv + 2), x3 = _mm256_loadu_si256(xv + 3);
+    for (int i = 0; i < R; ++i) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[i] + 32 * g));
+      __m256i s16 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 6), mask), x0);
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask), x1));
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 2), mask), x2));
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_and_si256(raw, mask), x3));
+      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(s16, ones));
+    }
+  }
+  for (int i = 0; i < R; ++i) out[i] = hsum_i32(acc[i]);
 }
 
 }  // namespace
 
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
   const float scale = w.scale * xs[0];
-  const int groups = w.cols / 128;
   const int32_t xsum = sum_i8(xq, w.cols);
+  int32_t s[4];
   int r = r0;
-  for (; r + 2 <= r1; r += 2) {
-    const uint8_t* a = w.row(r);
-    const uint8_t* b = w.row(r + 1);
-    __m256i acc_a = _mm256_setzero_si256(), acc_b = _mm256_setzero_si256();
-    for (int g = 0; g < groups; ++g) {
-      acc_a = _mm256_add_epi32(acc_a, group_dot(a + 32 * g, xq + 128 * g));
-      acc_b = _mm256_add_epi32(acc_b, group_dot(b + 32 * g, xq + 128 * g));
-    }
-    y[r] = static_cast<float>(hsum_i32(acc_a) - xsum) * scale;
-    y[r + 1] = static_cast<float>(hsum_i32(acc_b) - xsum) * scale;
+  for (; r + 4 <= r1; r += 4) {
+    rows_dot<4>(w, r, xq, s);
+    for (int k = 0; k < 4; ++k) y[r + k] = static_cast<float>(s[k] - xsum) * scale;
   }
   for (; r < r1; ++r) {
-    const uint8_t* a = w.row(r);
-    __m256i acc = _mm256_setzero_si256();
-    for (int g = 0; g < groups; ++g) acc = _mm256_add_epi32(acc, group_dot(a + 32 * g, xq + 128 * g));
-    y[r] = static_cast<float>(hsum_i32(acc) - xsum) * scale;
+    rows_dot<1>(w, r, xq, s);
+    y[r] = static_cast<float>(s[0] - xsum) * scale;
   }
 }
 
