@@ -86,6 +86,9 @@ void quantize_bitlinear(const float* x, int n, int8_t* q, float* scale);
 // *inv_scale receives (float)(1.0 / s), the multiplier matvec_i2s expects (y = isum * (w.scale * inv)).
 // Non-finite inputs give q = 0 for every entry and *inv_scale = 0.
 void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale);
+// The scale of quantize_i8s for a given max |x| (0 when amax is not finite) and its rounding step.
+float i8s_scale(float amax);
+void quantize_i8s_with(const float* x, int n, float s, int8_t* q);
 
 // ---- bitnet.cpp's tiled LUT layouts (../shared/FACTS-ternary.md): whole tensors, not rows ----
 // Both store a M x K ternary matrix as 4-bit indices into per-activation-group lookup tables, in tiles
@@ -110,8 +113,10 @@ enum class TlType : uint8_t { kTL1 = 1, kTL2 = 2 };
 constexpr uint32_t kGgmlTypeTL1 = 38;
 constexpr uint32_t kGgmlTypeTL2 = 39;
 
+constexpr int kTlMaxBM = 1024;  // bound on BM (the kernels keep a tile's int32 sums on the stack)
+
 struct TlTiling {
-  int BM = 0;  // rows per tile (unit of thread work; M % BM == 0)
+  int BM = 0;  // rows per tile (unit of thread work; M % BM == 0; <= kTlMaxBM)
   int BK = 0;  // K per block (TL1: K % BK == 0; TL2: multiple of 24, (K % BK) % 32 == 0)
   int bm = 0;  // SIMD row block (TL1: 16, 32 or 64; TL2: 32)
 };

@@ -85,7 +85,7 @@ bool tl_type_by_name(const char* name, TlType* out) {
 }
 
 bool tl_tiling_valid(TlType type, int64_t M, int64_t K, const TlTiling& t) {
-  if (M <= 0 || K <= 0 || M > (1 << 24) || K > (1 << 24) || t.BM <= 0 || t.BK <= 0 || M % t.BM != 0) return false;
+  if (M <= 0 || K <= 0 || M > (1 << 24) || K > (1 << 24) || t.BM <= 0 || t.BM > kTlMaxBM || t.BK <= 0 || M % t.BM != 0) return false;
   if (type == TlType::kTL1) {
     if (t.bm != 16 && t.bm != 32 && t.bm != 64) return false;
     const int by = 256 / t.bm;
