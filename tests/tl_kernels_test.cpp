@@ -110,6 +110,10 @@ TEST(TlKernels, ReferenceEqualsIntegerDotOfUnpackedWeights) {
 }
 
 TEST(TlKernels, EveryVariantEqualsReferenceBitForBit) {
+#if defined(__aarch64__)
+  ASSERT_NE(kernels_neon(), nullptr) << "the aarch64 build must carry the NEON kernel";
+  EXPECT_EQ(&kernels_best(), kernels_neon());
+#endif
   const auto vs = variants();
   if (vs.empty()) GTEST_SKIP() << "no SIMD LUT kernel on this CPU/build";
   uint32_t seed = 100;
