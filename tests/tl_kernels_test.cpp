@@ -133,6 +133,25 @@ TEST(TlKernels, EveryVariantEqualsReferenceBitForBit) {
   }
 }
 
+TEST(TlKernels, EveryVariantBuildsTheReferenceLut) {
+  uint32_t seed = 300;
+  for (const Shape& s : kShapes) {
+    const Packed p = make(s, seed++);
+    const std::vector<float> x = activations(1, s.K, seed++);
+    std::vector<int8_t> q(s.K);
+    float inv = 0;
+    tl_quantize_activations(x.data(), 1, s.K, TlActQuant::kPerToken, q.data(), s.K, &inv);
+    q[0] = -128;  // the int8 extreme too (the per-tensor rule never makes it, a caller might)
+    std::vector<uint8_t> want(tl_lut_bytes(p.t)), got(want.size());
+    kernels_ref().tl_lut_build(p.t, q.data(), want.data());
+    for (const KernelSet* k : variants()) {
+      std::fill(got.begin(), got.end(), 0xCD);
+      k->tl_lut_build(p.t, q.data(), got.data());
+      EXPECT_EQ(got, want) << k->name << " " << tl_type_name(s.type) << " " << s.M << "x" << s.K;
+    }
+  }
+}
+
 TEST(TlKernels, ExtremeActivationsStayExact) {
   // All weights -1 and activations at +-127: the largest int16 block sums the tilings allow.
   for (const Shape& s : kShapes) {

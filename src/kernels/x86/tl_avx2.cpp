@@ -117,7 +117,43 @@ void tl1_tile(const TlTensor& w, int tile, const uint8_t* lut, int32_t* acc) {
     }
 }
 
+// Per table entry (16 int16 lanes), the coefficient of each activation: TL2 triple patterns
+// 9a + 3b + c = 0..13, pairs 3a + b + 4 = 0..8; unused entries 0.
+alignas(32) constexpr int16_t kTripleA[16] = {0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+alignas(32) constexpr int16_t kTripleB[16] = {0, 0, 1, 1, 1, -1, -1, -1, 0, 0, 0, 1, 1, 1, 0, 0};
+alignas(32) constexpr int16_t kTripleC[16] = {0, 1, -1, 0, 1, -1, 0, 1, -1, 0, 1, -1, 0, 1, 0, 0};
+alignas(32) constexpr int16_t kPairA[16] = {-1, -1, -1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
+alignas(32) constexpr int16_t kPairB[16] = {-1, 0, 1, -1, 0, 1, -1, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+
+inline __m256i coef(const int16_t* c) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(c)); }
+
+// 16 int16 entries -> [16 low bytes, 16 high bytes].
+inline void store_table(__m256i v, uint8_t* out) {
+  const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,  //
+                                         0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i b = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, split), _MM_SHUFFLE(3, 1, 2, 0));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), b);
+}
+
 }  // namespace
+
+void tl_lut_build(const TlTensor& w, const int8_t* q, uint8_t* lut) {
+  int k = 0;
+  if (w.type == TlType::kTL2) {
+    const __m256i a = coef(kTripleA), b = coef(kTripleB), c = coef(kTripleC);
+    for (; k < w.three_k; k += 3, lut += tl::kLutGroupBytes) {
+      const __m256i v = _mm256_add_epi16(_mm256_add_epi16(_mm256_sign_epi16(_mm256_set1_epi16(q[k]), a),
+                                                          _mm256_sign_epi16(_mm256_set1_epi16(q[k + 1]), b)),
+                                         _mm256_sign_epi16(_mm256_set1_epi16(q[k + 2]), c));
+      store_table(v, lut);
+    }
+  }
+  const __m256i a = coef(kPairA), b = coef(kPairB);
+  for (; k < w.cols; k += 2, lut += tl::kLutGroupBytes)
+    store_table(_mm256_add_epi16(_mm256_sign_epi16(_mm256_set1_epi16(q[k]), a),
+                                 _mm256_sign_epi16(_mm256_set1_epi16(q[k + 1]), b)),
+                lut);
+}
 
 void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens, float* y,
                size_t y_stride, int tile0, int tile1) {

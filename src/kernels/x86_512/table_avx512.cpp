@@ -1,5 +1,4 @@
 // The AVX-512 kernel table: the AVX2 table with the AVX-512 LUT matmul (constant-initialised).
-#include "kernels/ref/tl_ref.h"
 #include "kernels/x86_512/avx512_kernels.h"
 
 namespace mcullm {
@@ -8,7 +7,7 @@ namespace {
 constexpr KernelSet kAvx512 = {
     "avx512",          avx2::dot_f32,      avx2::matvec_f32,  avx2::matvec_f16,  avx2::matvec_q8_0,
     avx2::matvec_q4_0, avx2::matvec_q4g64, avx2::attn_scores, avx2::attn_values, avx2::softmax,
-    avx2::silu_mul,    avx2::matvec_i2s,   tl_lut_build_ref,  avx512::tl_matmul,
+    avx2::silu_mul,    avx2::matvec_i2s,   avx2::tl_lut_build,  avx512::tl_matmul,
 };
 }  // namespace
 
