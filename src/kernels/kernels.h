@@ -60,6 +60,15 @@ struct ActVec {
 };
 
 // ---- LUT kernels (TL1 / TL2) ----
+// How a model layer uses a TL1 / TL2 weight (GGUF types kGgmlTypeTL1 / kGgmlTypeTL2, quant/ternary.h):
+//  1. at load: TlTiling t = tl_tiling_for(type, M, K) (kernels/tl_tuning.h: --use-pretuned's stored
+//     tiling, else the default; it must be the tiling the file was packed with), then
+//     tl_tensor_init(&tensor, type, data, nbytes, M, K, t) once (the f32 scale is read at
+//     tl_scale_offset; a file that stores it elsewhere, e.g. bitnet.cpp's `<name>_scale` tensor, sets
+//     tensor.scale afterwards); reserve tl_workspace_bytes(tensor, max_tokens) from the arena;
+//  2. per matmul: tl_mul_mat(kernels, tensor, x, n_tokens, y, work, work_bytes, pool) (x, y row-major
+//     by token; tl_applicable tells whether bitnet.cpp would route the call here);
+//  3. at unload: tl_tensor_free(&tensor).
 // A TL1 / TL2 weight tensor as the kernels read it: pointers into the file's bytes (no copy), the
 // three parts of TL2 (triple indices, sign words, pair indices; quant/ternary.h) and the tensor scale.
 struct TlTensor {
