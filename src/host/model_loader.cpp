@@ -10,6 +10,7 @@
 #include "format/bitllama2c_gguf.h"
 #include "format/bitnet_gguf.h"
 #include "format/llama2c.h"
+#include "format/gguf_model.h"
 #include "format/llama_gguf.h"
 #include "tokenizer/tokenizer_loader.h"
 
