@@ -16,6 +16,17 @@ void add_eval_command(CLI::App& app, int* exit_code);
 void add_tokenize_commands(CLI::App& app, int* exit_code);  // tokenize and detokenize
 void add_serve_command(CLI::App& app, int* exit_code);
 void add_bench_command(CLI::App& app, int* exit_code);
+void add_tune_command(CLI::App& app, int* exit_code);
+
+// --use-pretuned / --tuning FILE (run, bench): the LUT-kernel tilings `mcullm tune` stored.
+struct PretunedOptions {
+  bool use = false;
+  std::string file;
+};
+void add_pretuned_options(CLI::App* cmd, PretunedOptions* o);
+// Installs the stored tilings process-wide when asked (kernels/tl_tuning.h tl_tiling_for), else the
+// built-in defaults; an error for a missing or malformed file.
+Status apply_pretuned(const PretunedOptions& o);
 
 // Prints "mcullm: error: <message>" to stderr and returns the exit code for a failed status.
 int report(const Status& st);

@@ -28,6 +28,7 @@ namespace {
 struct BenchOptions {
   std::string models, n_gen = "128", n_prompt = "512", threads = "2", kernels = "auto";
   int reps = 5;
+  PretunedOptions pretuned;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -150,6 +151,7 @@ Status timed_run(Decoder& dec, bool prompt, int count, double* tps) {
 }
 
 int bench(const BenchOptions& o) {
+  if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);
   std::vector<std::string> models;
   std::vector<int> gens, prompts, threads;
   for (const Status& st : {parse_list("-m", o.models, &models), parse_ints("-n", o.n_gen, 0, 1 << 20, &gens),
@@ -240,6 +242,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-t,--threads", o->threads, "Threads (comma list)");
   cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->check(CLI::Range(1, 1000));
   cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512 or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "auto"}));
+  add_pretuned_options(cmd, &o->pretuned);
   cmd->callback([o, exit_code] { *exit_code = bench(*o); });
 }
 

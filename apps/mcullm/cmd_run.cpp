@@ -29,6 +29,7 @@ struct RunOptions {
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   int top_k = 40, repeat_last_n = 64;
   bool fingerprint = false, no_bos = false, quiet = false, cnv = false;
+  PretunedOptions pretuned;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -169,6 +170,7 @@ int chat(const RunOptions& o, const LoadedModel& lm, const Tokenizer& tok, const
 }
 
 int run(const RunOptions& o) {
+  if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);
   const Clock::time_point t_load = Clock::now();
   std::unique_ptr<LoadedModel> lm;
   LoadOptions lo;
@@ -312,6 +314,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512 or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "auto"}));
   cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
       ->check(CLI::IsMember({"msb", "lsb", "auto"}));
+  add_pretuned_options(cmd, &o->pretuned);
   cmd->add_flag("--fingerprint", o->fingerprint, "Print the run's fingerprint (hash of token ids and logits)");
   cmd->add_option("--dump-tokens", o->dump_tokens, "Write PROMPT / TOK lines (the format of ../shared/models/*/ref)");
   cmd->add_option("--dump-logits", o->dump_logits, "Write every step's logits as little-endian f32");

@@ -14,7 +14,6 @@ namespace mcullm {
 
 #if defined(MCULLM_HAVE_AVX2)
 const KernelSet* kernels_avx2_table();    // kernels/x86/table_avx2.cpp
-const KernelSet* kernels_avx512_table();  // kernels/x86/table_avx2.cpp
 #endif
 
 #if defined(MCULLM_HAVE_AVX2)
@@ -36,8 +35,12 @@ const KernelSet* kernels_avx2() {
   return nullptr;
 }
 
+#if defined(MCULLM_HAVE_AVX512)
+const KernelSet* kernels_avx512_table();  // kernels/x86_512/table_avx512.cpp
+#endif
+
 const KernelSet* kernels_avx512() {
-#if defined(MCULLM_HAVE_AVX2)
+#if defined(MCULLM_HAVE_AVX512)
   if (kernels_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
     return kernels_avx512_table();
@@ -45,16 +48,30 @@ const KernelSet* kernels_avx512() {
   return nullptr;
 }
 
+#if defined(MCULLM_HAVE_NEON)
+const KernelSet* kernels_neon_table();  // kernels/ref/matvec_ref.cpp
+#endif
+
+const KernelSet* kernels_neon() {
+#if defined(MCULLM_HAVE_NEON)
+  return kernels_neon_table();
+#else
+  return nullptr;
+#endif
+}
+
 const KernelSet& kernels_best() {
   if (const KernelSet* k = kernels_avx512()) return *k;
-  const KernelSet* avx2 = kernels_avx2();
-  return avx2 ? *avx2 : kernels_ref();
+  if (const KernelSet* k = kernels_avx2()) return *k;
+  if (const KernelSet* k = kernels_neon()) return *k;
+  return kernels_ref();
 }
 
 const KernelSet* kernels_by_name(const char* name) {
   if (strcmp(name, "ref") == 0) return &kernels_ref();
   if (strcmp(name, "avx2") == 0) return kernels_avx2();
   if (strcmp(name, "avx512") == 0) return kernels_avx512();
+  if (strcmp(name, "neon") == 0) return kernels_neon();
   if (strcmp(name, "auto") == 0) return &kernels_best();
   return nullptr;
 }

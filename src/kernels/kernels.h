@@ -12,12 +12,20 @@
 //    y = (float)isum * (w.scale * xs[0]). Types without an integer kernel (tq1_0, tq2_0, i2_s with f32
 //    input) go through one scalar path shared by every table: rows expanded to f32, then the f32
 //    16-lane order above.
+//  * TL1 / TL2 LUT kernels (bitnet.cpp's tiled layouts, quant/ternary.h; see "LUT kernels" below):
+//    activations quantized to int8 in [-127, 127] with s = (float)(127 / max(max|x|, 1e-5)) per token
+//    or per tensor, q = round-half-away(x * s); one LUT per token of the int16 partial sums of every
+//    weight group; each row's dot product is one exact int32 sum (the tilings bound a K block's int16
+//    partial sums below 2^15, so SIMD int16 accumulation inside a block is exact too). The only float
+//    step: y[n][r] = (float)isum * (w.scale * inv_s[n]) with inv_s = (float)(1.0 / s), the product
+//    w.scale * inv_s rounded to f32 first. Any order of integer adds gives the same bits.
 // Rows are independent, so any split of rows among threads gives the same bits.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
 
 #include "quant/dtype.h"
+#include "quant/ternary.h"
 
 namespace mcullm {
 
@@ -71,6 +79,63 @@ struct ActMat {
   }
 };
 
+// ---- LUT kernels (TL1 / TL2) ----
+// How a model layer uses a TL1 / TL2 weight (GGUF types kGgmlTypeTL1 / kGgmlTypeTL2, quant/ternary.h):
+//  1. at load: TlTiling t = tl_tiling_for(type, M, K) (kernels/tl_tuning.h: --use-pretuned's stored
+//     tiling, else the default; it must be the tiling the file was packed with), then
+//     tl_tensor_init(&tensor, type, data, nbytes, M, K, t) once (the f32 scale is read at
+//     tl_scale_offset; a file that stores it elsewhere, e.g. bitnet.cpp's `<name>_scale` tensor, sets
+//     tensor.scale afterwards); reserve tl_workspace_bytes(tensor, max_tokens) from the arena;
+//  2. per matmul: tl_mul_mat(kernels, tensor, x, n_tokens, y, work, work_bytes, pool) (x, y row-major
+//     by token; tl_applicable tells whether bitnet.cpp would route the call here);
+//  3. at unload: tl_tensor_free(&tensor).
+// A TL1 / TL2 weight tensor as the kernels read it: pointers into the file's bytes (no copy), the
+// three parts of TL2 (triple indices, sign words, pair indices; quant/ternary.h) and the tensor scale.
+struct TlTensor {
+  TlType type = TlType::kTL2;
+  TlTiling tiling;
+  int rows = 0, cols = 0;
+  int three_k = 0;                  // TL2: columns stored as triples; TL1: cols
+  const uint8_t* index = nullptr;   // TL1: all indices; TL2: triple indices
+  const uint8_t* sign = nullptr;    // TL2 only
+  const uint8_t* pairs = nullptr;   // TL2 only (nullptr when three_k == cols)
+  float scale = 0.0f;
+  bool ready = false;
+};
+
+// The per-tensor cache: validates shape, tiling and size (bytes >= tl_tensor_bytes), finds the parts
+// and reads the f32 scale at tl_scale_offset. Idempotent: a second call with the same arguments
+// returns true and changes nothing; a call on a ready tensor with other arguments returns false
+// (free it first). tl_tensor_free clears it (also idempotent). No allocation.
+bool tl_tensor_init(TlTensor* t, TlType type, const void* data, size_t bytes, int M, int K, const TlTiling& tiling);
+void tl_tensor_free(TlTensor* t);
+
+// bitnet.cpp's applicability rule: TL weights, f32 activations and f32 output; TL1 only for one
+// column (n_tokens <= 1: its v1.0 ARM kernel's limit). Our kernels compute any n_tokens for both, so
+// callers of TL1 with a batch either loop over tokens or call tl_mul_mat anyway.
+bool tl_applicable(TlType weights, DType activations, DType output, int n_tokens);
+
+enum class TlActQuant : uint8_t { kPerToken, kPerTensor };
+// x: n_tokens rows of K floats; q: n_tokens rows of K int8, q_stride apart; inv_scales[n] = (float)(1.0 / s_n) (see
+// the contract above). Non-finite input gives q = 0 and inv_scale = 0 for the tokens it touches.
+void tl_quantize_activations(const float* x, int n_tokens, int K, TlActQuant mode, int8_t* q, size_t q_stride,
+                             float* inv_scales);
+
+// Bytes of one token's LUT: 32 per weight group (16 low bytes, then 16 high bytes of the int16 sums
+// of the group's index patterns: TL2 triples |v| = 0..13, pairs 3a + b + 4 = 0..8, the rest 0).
+size_t tl_lut_bytes(const TlTensor& w);
+// Workspace of tl_mul_mat for n_tokens, rounded up to 64 bytes: scales, int8 activations, LUTs.
+size_t tl_workspace_bytes(const TlTensor& w, int n_tokens);
+
+struct KernelSet;
+class ThreadPool;
+// y (n_tokens rows of w.rows floats) = w times x (n_tokens rows of w.cols floats). Thread 0 (the
+// caller) quantizes the activations and builds every token's LUT, then every pool thread computes
+// its share of the tiles (whole BM-row tiles, slice() order). pool may be nullptr (one thread).
+// False (y untouched) when w is not ready or the workspace is too small.
+bool tl_mul_mat(const KernelSet& k, const TlTensor& w, const float* x, int n_tokens, float* y, void* work,
+                size_t work_bytes, ThreadPool* pool, TlActQuant mode = TlActQuant::kPerToken);
+
 struct KernelSet {
   const char* name;
   float (*dot_f32)(const float* a, const float* b, int n);
@@ -96,15 +161,24 @@ struct KernelSet {
   // outputs at y + c * y_stride; every output has matvec_i2s's bits (integer sums are exact).
   void (*matmat_i2s)(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
                      size_t y_stride, int r0, int r1);
+
+  // One token's LUT (tl_lut_bytes) from its int8 activations (w.cols of them).
+  void (*tl_lut_build)(const TlTensor& w, const int8_t* q, uint8_t* lut);
+  // Tiles [tile0, tile1) (BM rows each) for n_tokens: token n's LUT at lut + n * lut_stride, its
+  // inverse activation scale inv_scales[n], output row y + n * y_stride (see the contract above).
+  void (*tl_matmul)(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens,
+                    float* y, size_t y_stride, int tile0, int tile1);
 };
 
 const KernelSet& kernels_ref();
 // nullptr when not compiled in or when the CPU lacks AVX2.
 const KernelSet* kernels_avx2();
-// The AVX2 table with AVX-512 VNNI kernels where they pay (i2_s); nullptr when the CPU lacks
-// AVX-512 F/BW/VL/VNNI (or AVX2).
+// The AVX2 table with the kernels AVX-512 makes faster: VNNI i2_s matvec / matmat, the TL2 LUT
+// matmul; nullptr when not compiled in or when the CPU lacks AVX-512 F/BW/VL/VNNI (or AVX2).
 const KernelSet* kernels_avx512();
-// "ref", "avx2", "avx512" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
+// The reference table with the NEON TL1 kernel (aarch64 builds only; nullptr elsewhere).
+const KernelSet* kernels_neon();
+// "ref", "avx2", "avx512", "neon" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
 const KernelSet* kernels_by_name(const char* name);
 const KernelSet& kernels_best();
 

@@ -372,6 +372,19 @@ void quantize_bitlinear(const float* x, int n, int8_t* q, float* scale) {
   }
 }
 
+float i8s_scale(float amax) {
+  if (!(amax - amax == 0.0f)) return 0.0f;  // inf or nan
+  const double m = amax > 1e-5f ? static_cast<double>(amax) : 1e-5;
+  return static_cast<float>(127.0 / m);
+}
+
+void quantize_i8s_with(const float* x, int n, float s, int8_t* q) {
+  for (int i = 0; i < n; ++i) {
+    const float r = round_half_away(x[i] * s);
+    q[i] = static_cast<int8_t>(r > 127.0f ? 127 : r < -128.0f ? -128 : r == r ? static_cast<int>(r) : 0);
+  }
+}
+
 void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale) {
   float amax = 0.0f;
   bool finite = true;
@@ -380,18 +393,14 @@ void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale) {
     if (!(a - a == 0.0f)) finite = false;  // inf or nan
     if (a > amax) amax = a;
   }
-  if (!finite) {
+  const float s = finite ? i8s_scale(amax) : 0.0f;
+  if (s == 0.0f) {
     for (int i = 0; i < n; ++i) q[i] = 0;
     *inv_scale = 0.0f;
     return;
   }
-  const double m = amax > 1e-5f ? static_cast<double>(amax) : 1e-5;
-  const float s = static_cast<float>(127.0 / m);
   *inv_scale = static_cast<float>(1.0 / static_cast<double>(s));
-  for (int i = 0; i < n; ++i) {
-    const float r = round_half_away(x[i] * s);
-    q[i] = static_cast<int8_t>(r > 127.0f ? 127 : r < -128.0f ? -128 : static_cast<int>(r));
-  }
+  quantize_i8s_with(x, n, s, q);
 }
 
 }  // namespace mcullm

@@ -86,5 +86,68 @@ void quantize_bitlinear(const float* x, int n, int8_t* q, float* scale);
 // *inv_scale receives (float)(1.0 / s), the multiplier matvec_i2s expects (y = isum * (w.scale * inv)).
 // Non-finite inputs give q = 0 for every entry and *inv_scale = 0.
 void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale);
+// The scale of quantize_i8s for a given max |x| (0 when amax is not finite) and its rounding step.
+float i8s_scale(float amax);
+void quantize_i8s_with(const float* x, int n, float s, int8_t* q);
+
+// ---- bitnet.cpp's tiled LUT layouts (../shared/FACTS-ternary.md): whole tensors, not rows ----
+// Both store a M x K ternary matrix as 4-bit indices into per-activation-group lookup tables, in tiles
+// of BM rows x BK columns, with one f32 scale per tensor after the packed data.
+//  TL1 (ARM): pairs of weights (a, b) -> index 3a + b + 4 (0..8), two indices a byte. Byte order, outer
+//     to inner: tile t (M / BM), K block (K / BK), row block (BM / bm), pair block (BK / by, by = 256 / bm),
+//     row group of 16 (bm / 16), pair quad (by / 4), row (16); the byte's high nibble holds the even
+//     pair of the quad's two, the low nibble the odd one. 2 bits a weight.
+//  TL2 (x86): K splits into three_k = K - K % BK (triples) and two_k = K % BK (pairs, multiple of 32).
+//     A triple (a, b, c) -> v = 9a + 3b + c, index |v| (0..13) plus a sign bit (v < 0). Three parts,
+//     in this order: index bytes [tile][K block][32-row block][pair of triples (BK / 6)][32 bytes],
+//     high nibble = even triple; inside the 32 bytes, byte 8q + j holds row 8 * {0,2,1,3}[q] + j (so
+//     that the unpacklo/unpackhi of a byte shuffle give rows 0-15 and 16-31 in order). Sign words:
+//     [tile][K block][32-row block][8 triples (BK / 24)][16 uint16 little-endian]; word c, bit 15 - i
+//     is the sign of triple i / 2 of the eight, row 16 * (i % 2) + c. Then the pair part with the
+//     index layout above, BK = 32 (16 pairs a block), pair index 3a + b + 4. 1.67 bits a weight
+//     (three part), 2 (pair part).
+// bitnet.cpp's llama.cpp fork names them GGML types 38 (TL1) and 39 (TL2); its converter chooses BM /
+// BK / bm per (M, K) and the file only works with a kernel using the same values (they are not stored
+// in the file), so a loader must be told the tiling (tl_default_tiling or the tuning file).
+enum class TlType : uint8_t { kTL1 = 1, kTL2 = 2 };
+constexpr uint32_t kGgmlTypeTL1 = 38;
+constexpr uint32_t kGgmlTypeTL2 = 39;
+
+constexpr int kTlMaxBM = 1024;  // bound on BM (the kernels keep a tile's int32 sums on the stack)
+
+struct TlTiling {
+  int BM = 0;  // rows per tile (unit of thread work; M % BM == 0; <= kTlMaxBM)
+  int BK = 0;  // K per block (TL1: K % BK == 0; TL2: multiple of 24, (K % BK) % 32 == 0)
+  int bm = 0;  // SIMD row block (TL1: 16, 32 or 64; TL2: 32)
+};
+
+const char* tl_type_name(TlType type);  // "tl1", "tl2"
+bool tl_type_by_name(const char* name, TlType* out);
+// True when (M, K) can be stored with this tiling; also bounds BK so that a block's int16 partial
+// sums of activations in [-127, 127] cannot overflow (TL1 BK <= 256, TL2 BK <= 240).
+bool tl_tiling_valid(TlType type, int64_t M, int64_t K, const TlTiling& t);
+// A tiling that fits (M, K) (bitnet.cpp's presets where they fit); BM == 0 when none does.
+TlTiling tl_default_tiling(TlType type, int64_t M, int64_t K);
+// TL2: the columns stored as triples (K - K % BK); TL1: K.
+int tl_three_k(TlType type, int64_t K, const TlTiling& t);
+// Bytes of the packed indices (+ sign words); 0 when the tiling is not valid.
+size_t tl_packed_bytes(TlType type, int64_t M, int64_t K, const TlTiling& t);
+// Offset of the f32 scale in a tensor (bitnet.cpp's ggml_nbytes: TL1 M * K / 4; TL2
+// (K - 256) * M * 5 / 24 + 256 * M / 4 when K >= 256 and that covers the packed bytes, else the
+// packed bytes; zero padding in between) and the whole tensor's size (scale offset + 32).
+size_t tl_scale_offset(TlType type, int64_t M, int64_t K, const TlTiling& t);
+size_t tl_tensor_bytes(TlType type, int64_t M, int64_t K, const TlTiling& t);
+
+// Packs a row-major M x K matrix of values in {-1, 0, 1} into dst (tl_packed_bytes bytes). False
+// when the tiling is not valid or a value is out of range.
+bool tl_pack(TlType type, const TlTiling& t, const int8_t* w, int M, int K, void* dst);
+// Unpacks into a row-major M x K matrix. False when the tiling is not valid or an index is out of
+// range (TL1 > 8, TL2 triple > 13, pair > 8; w is then unspecified).
+bool tl_unpack(TlType type, const TlTiling& t, const void* src, int M, int K, int8_t* w);
+// Whole tensors between a row layout (row_bytes apart) and a TL layout; scratch holds M * K int8.
+bool ternary_rows_to_tl(TernaryLayout from, const void* src, size_t row_bytes, TlType to, const TlTiling& t, int M,
+                        int K, void* dst, int8_t* scratch);
+bool tl_to_ternary_rows(TlType from, const TlTiling& t, const void* src, TernaryLayout to, void* dst, size_t row_bytes,
+                        int M, int K, int8_t* scratch);
 
 }  // namespace mcullm

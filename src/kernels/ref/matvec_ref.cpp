@@ -4,6 +4,7 @@
 #include "kernels/ref/dot_order.h"
 #include "kernels/matmat_rows.h"
 #include "kernels/ref/ternary_ref.h"
+#include "kernels/ref/tl_ref.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"
 
@@ -81,23 +82,22 @@ void silu_mul_ref(float* gate, const float* up, int n) {
 
 namespace {
 // Constant-initialised (no guard variable: the MCU builds have no C++ runtime).
-constexpr KernelSet kRef = {
-      "ref",
-      dot_f32_ref,
-      matvec_f32_ref,
-      matvec_f16_ref,
-      matvec_blocks_ref<BlockQ8_0, 32, weight_q8_0>,
-      matvec_blocks_ref<BlockQ4_0, 32, weight_q4_0>,
-      matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>,
-      attn_scores_ref,
-      attn_values_ref,
-      softmax_ref,
-      silu_mul_ref,
-      matvec_i2s_ref,
-      matmat_i2s_by_rows<matvec_i2s_ref>,
-};
+#define MCULLM_REF_ENTRIES                                                                                  \
+  dot_f32_ref, matvec_f32_ref, matvec_f16_ref, matvec_blocks_ref<BlockQ8_0, 32, weight_q8_0>,              \
+      matvec_blocks_ref<BlockQ4_0, 32, weight_q4_0>, matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>,      \
+      attn_scores_ref, attn_values_ref, softmax_ref, silu_mul_ref, matvec_i2s_ref,                    \
+      matmat_i2s_by_rows<matvec_i2s_ref>, tl_lut_build_ref
+constexpr KernelSet kRef = {"ref", MCULLM_REF_ENTRIES, tl_matmul_ref};
+#if defined(MCULLM_HAVE_NEON)
+// aarch64: the reference table with the NEON TL1 kernel (kernels/arm/tl_neon.cpp).
+constexpr KernelSet kNeon = {"neon", MCULLM_REF_ENTRIES, tl_matmul_neon};
+#endif
+#undef MCULLM_REF_ENTRIES
 }  // namespace
 
+#if defined(MCULLM_HAVE_NEON)
+const KernelSet* kernels_neon_table() { return &kNeon; }
+#endif
 const KernelSet& kernels_ref() { return kRef; }
 
 }  // namespace mcullm
