@@ -12,6 +12,14 @@
 //    y = (float)isum * (w.scale * xs[0]). Types without an integer kernel (tq1_0, tq2_0, i2_s with f32
 //    input) go through one scalar path shared by every table: rows expanded to f32, then the f32
 //    16-lane order above.
+//  * esp32-ai int4 (q4e, quant/q4e.h), in esp32-ai's own order so that its C core can be matched:
+//    f32 activations: per group g = sum of (float)w_j * x_j in increasing j (rounded product, then
+//    add), acc += g * d_group in increasing group order from 0, y = acc.
+//    int8 activations (one scale xs[0] for the whole vector, q4e_quantize_activations): one exact
+//    int32 sum per group, acc += (float)isum * d_group in increasing group order, y = acc * xs[0].
+//  * q4g64 with int8 activations quantized per 64-value block (quantize_activations, called once
+//    per token and input vector) follows the quantized-block rule above: int32 group sums, then
+//    one f32 multiply-add per group, (float)isum * (d_w * d_x), into 8 lanes folded as a tree.
 // Rows are independent, so any split of rows among threads gives the same bits.
 #pragma once
 #include <stddef.h>
@@ -29,6 +37,8 @@ struct MatRef {
   int cols = 0;
   size_t row_bytes = 0;
   float scale = 1.0f;  // the per-tensor scale of i2_s weights (ignored by the other types)
+  const uint8_t* scales = nullptr;  // q4e: the f16 group scales, rows * ceil(cols / group), any alignment
+  int group = 0;                    // q4e: weights per scale group
   const uint8_t* row(int r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes; }
 };
 
@@ -72,6 +82,9 @@ struct KernelSet {
   void (*silu_mul)(float* gate, const float* up, int n);
   // i2_s rows times int8 activations with one scale (xs[0]): see the contract above.
   void (*matvec_i2s)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+  // esp32-ai int4 rows (q4e) times f32 or int8 activations: see the contract above.
+  void (*matvec_q4e_f32)(const MatRef& w, const float* x, float* y, int r0, int r1);
+  void (*matvec_q4e_q8)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 };
 
 const KernelSet& kernels_ref();
@@ -82,7 +95,8 @@ const KernelSet* kernels_by_name(const char* name);
 const KernelSet& kernels_best();
 
 // Rows [r0, r1) of w times x, whatever w's type (x.q must be filled when w is quantized; for i2_s
-// weights x.q with one scale selects the integer kernel, else the f32 path is taken).
+// weights x.q with one scale selects the integer kernel, else the f32 path is taken; q4e weights
+// likewise: x.q with its one scale (q4e_quantize_activations), else x.f).
 void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int r0, int r1);
 
 }  // namespace mcullm

@@ -2,6 +2,7 @@
 #include "core/fmath.h"
 #include "kernels/kernels.h"
 #include "kernels/ref/dot_order.h"
+#include "kernels/ref/q4e_ref.h"
 #include "kernels/ref/ternary_ref.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"
@@ -93,6 +94,8 @@ constexpr KernelSet kRef = {
       softmax_ref,
       silu_mul_ref,
       matvec_i2s_ref,
+      matvec_q4e_f32_ref,
+      matvec_q4e_q8_ref,
 };
 }  // namespace
 
