@@ -9,6 +9,7 @@
 #include "format/bitllama2c.h"
 #include "format/bitllama2c_gguf.h"
 #include "format/bitnet_gguf.h"
+#include "format/esp32ai.h"
 #include "format/llama2c.h"
 #include "format/llama_gguf.h"
 #include "tokenizer/tokenizer_loader.h"
@@ -142,6 +143,23 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
     } else if (st.ok()) {
       st = llama_from_gguf(m->gguf, m->tables, &m->model);
     }
+  } else if (esp32ai_is_model(data, size)) {
+    st = esp32ai_load(data, size, m->tables, &m->ple);
+    if (st.ok()) {
+      const PleConfig& c = m->ple.cfg;
+      m->arch = "ple";
+      m->format = c.version == 0 ? "esp32-ai v0" : "esp32-ai v1";
+      m->f32_activations = opt.f32_activations;
+      LlamaConfig& lc = m->model.cfg;  // the shared summary the commands print
+      lc.dim = c.dim;
+      lc.hidden_dim = c.ffn;
+      lc.n_layers = c.n_layers;
+      lc.n_heads = lc.n_kv_heads = c.n_heads;
+      lc.vocab_size = c.output_vocab;
+      lc.seq_len = c.seq_len;
+      lc.norm_eps = c.norm_eps;
+      lc.rope_theta = c.rope_theta;
+    }
   } else if (bitllama2c_is_ternary(data, size)) {
     st = load_bitllama2c(m.get(), opt);
   } else {
@@ -172,6 +190,12 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
     auto bit = std::make_shared<BitLlama2cContext>();
     MC_TRY(bit->init(&m.bitnet, ctx_len, out->work, pool, kernels));
     out->decoder = bit;
+    return Status::Ok();
+  }
+  if (m.arch == "ple") {
+    auto ple = std::make_shared<PleContext>();
+    MC_TRY(ple->init(&m.ple, ctx_len, out->work, pool, kernels, m.f32_activations));
+    out->decoder = ple;
     return Status::Ok();
   }
   if (m.arch == "bitnet" || m.arch == "bitnet-25") {
