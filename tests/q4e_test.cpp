@@ -145,7 +145,7 @@ TEST(Q4E, Avx2EqualsReferenceBitForBit) {
   if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
   for (int cols : {1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 415, 1000, 4099}) {
     for (int group : {1, 3, 32, 64, 128, 100000}) {
-      const int rows = 9;
+      const int rows = 17;
       Tensor t = make_tensor(rows, cols, group, 100 + cols * 7 + group);
       std::mt19937_64 rng(cols + group);
       std::vector<int8_t> xq(cols);
@@ -155,6 +155,16 @@ TEST(Q4E, Avx2EqualsReferenceBitForBit) {
       kernels_ref().matvec_q4e_q8(t.m, xq.data(), &xs, a.data(), 1, rows);
       avx2->matvec_q4e_q8(t.m, xq.data(), &xs, b.data(), 1, rows);
       for (int r = 0; r < rows; ++r) EXPECT_EQ(std::memcmp(&a[r], &b[r], 4), 0) << cols << " " << group << " " << r;
+      // f32 activations with signed zeros, tiny and huge values: rows 0..8 and 1..9 (8-row blocks + tails)
+      std::vector<float> x(cols);
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (int j = 0; j < cols; ++j) x[j] = j % 11 == 3 ? -0.0f : j % 13 == 5 ? normal(rng) * 1e30f : normal(rng);
+      for (int start : {0, 1}) {
+        std::vector<float> fa(rows, -1.0f), fb(rows, -1.0f);
+        kernels_ref().matvec_q4e_f32(t.m, x.data(), fa.data(), start, rows);
+        avx2->matvec_q4e_f32(t.m, x.data(), fb.data(), start, rows);
+        for (int r = 0; r < rows; ++r) EXPECT_EQ(std::memcmp(&fa[r], &fb[r], 4), 0) << "f32 " << cols << " " << group << " " << r;
+      }
     }
   }
 }

@@ -18,6 +18,7 @@ void attn_values(const float* att, const float* values, size_t stride, int n, in
 void softmax(float* x, int n);
 void silu_mul(float* gate, const float* up, int n);
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matvec_q4e_f32(const MatRef& w, const float* x, float* y, int r0, int r1);
 void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 
 // Lanes [0, n) set, the rest clear (n may be <= 0 or >= 8).

@@ -64,3 +64,41 @@ void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y,
 }
 
 }  // namespace mcullm::avx2
+
+namespace mcullm::avx2 {
+
+// f32 activations, eight rows at a time, one row per lane: every lane adds its products in the
+// reference's order (increasing column within a group, then sum * scale into the row's total).
+// Each lane's code byte is gathered as the top byte of the dword ending at it: the dword starts
+// at most 3 bytes before the byte, inside the tensor, since a stored q4e tensor's 4-byte group
+// prefix precedes its codes (q4e_bind).
+void matvec_q4e_f32(const MatRef& w, const float* x, float* y, int r0, int r1) {
+  const int ng = q4e_groups(w.cols, w.group);
+  const int stride = static_cast<int>(w.row_bytes);
+  const __m256i offs = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+  const __m256i low = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
+  int r = r0;
+  for (; r + 8 <= r1 && static_cast<int64_t>(stride) * 8 < (int64_t{1} << 30); r += 8) {
+    const uint8_t* base = w.row(r) - 3;
+    __m256 acc = _mm256_setzero_ps();
+    for (int g = 0; g < ng; ++g) {
+      const int begin = g * w.group, end = begin + w.group < w.cols ? begin + w.group : w.cols;
+      __m256 sum = _mm256_setzero_ps();
+      __m256i bytes = _mm256_setzero_si256();
+      for (int j = begin; j < end; ++j) {
+        if (j == begin || (j & 1) == 0)
+          bytes = _mm256_srli_epi32(_mm256_i32gather_epi32(reinterpret_cast<const int*>(base + (j >> 1)), offs, 1), 24);
+        const __m256i code = (j & 1) ? _mm256_srli_epi32(bytes, 4) : _mm256_and_si256(bytes, low);
+        const __m256 wv = _mm256_cvtepi32_ps(_mm256_sub_epi32(code, eight));
+        sum = _mm256_add_ps(sum, _mm256_mul_ps(wv, _mm256_set1_ps(x[j])));
+      }
+      alignas(32) float sc[8];
+      for (int i = 0; i < 8; ++i) sc[i] = q4e_scale(w, r + i, g);
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(sum, _mm256_load_ps(sc)));
+    }
+    _mm256_storeu_ps(y + r, acc);
+  }
+  if (r < r1) matvec_q4e_f32_ref(w, x, y, r, r1);
+}
+
+}  // namespace mcullm::avx2

@@ -1,5 +1,4 @@
 // The AVX2 kernel table (constant-initialised, no guard variables).
-#include "kernels/ref/q4e_ref.h"
 #include "kernels/x86/avx2_kernels.h"
 
 namespace mcullm {
@@ -9,7 +8,7 @@ constexpr KernelSet kAvx2 = {
     "avx2",          avx2::dot_f32,     avx2::matvec_f32,  avx2::matvec_f16, avx2::matvec_q8_0,
     avx2::matvec_q4_0, avx2::matvec_q4g64, avx2::attn_scores, avx2::attn_values, avx2::softmax,
     avx2::silu_mul,  avx2::matvec_i2s,
-    matvec_q4e_f32_ref,  // esp32-ai's sequential f32 order leaves nothing to vectorize within a row
+    avx2::matvec_q4e_f32,
     avx2::matvec_q4e_q8,
 };
 }  // namespace
