@@ -1,0 +1,64 @@
+// `mcullm run` on esp32-ai's PLE model: the format is recognised, 1 vs 2 threads and every kernel
+// table give the same fingerprint in both activation modes, a cut file is refused, and the greedy
+// stream with --f32-activations equals esp32-ai's C core when its references are shipped.
+#include <fstream>
+
+#include "test_support.h"
+
+namespace mcullm {
+namespace {
+
+using test::run_cli;
+
+std::string fixture() { return test::shared_path("models/esp32-ai-ple/ple4096_int4.bin"); }
+
+std::string fingerprint_of(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"run", "-m", fixture(), "--prompt-ids", "1,337,805", "-q", "--temp", "0", "-n", "24", "--fingerprint"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("esp32-ai v0"), std::string::npos) << r.err;
+  return r.out;
+}
+
+TEST(CliPle, FingerprintIndependentOfThreadsAndKernels) {
+  MC_REQUIRE_SHARED();
+  for (const char* mode : {"", "--f32-activations"}) {
+    std::vector<std::string> m;
+    if (*mode) m.push_back(mode);
+    const std::string base = fingerprint_of(m);
+    ASSERT_NE(base.find("fingerprint"), std::string::npos);
+    for (const auto& extra : std::vector<std::vector<std::string>>{{"-t", "2"}, {"--kernels", "ref"}, {"--kernels", "ref", "-t", "2"}}) {
+      std::vector<std::string> args = m;
+      args.insert(args.end(), extra.begin(), extra.end());
+      EXPECT_EQ(fingerprint_of(args), base) << mode;
+    }
+  }
+  // the two activation modes differ (int8 rounding reaches the logits)
+  EXPECT_NE(fingerprint_of({}), fingerprint_of({"--f32-activations"}));
+}
+
+TEST(CliPle, TruncatedFileIsRefused) {
+  MC_REQUIRE_SHARED();
+  std::vector<uint8_t> bytes = test::read_file(fixture());
+  bytes.resize(bytes.size() - 100);
+  const std::string cut = test::temp_dir() + "/cut.bin";
+  test::write_file(cut, bytes);
+  const auto r = run_cli({"run", "-m", cut, "--prompt-ids", "1", "-q", "-n", "2"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("run past the file"), std::string::npos) << r.err;
+}
+
+TEST(CliPle, GreedyF32EqualsEsp32aiCCore) {
+  MC_REQUIRE_SHARED();
+  const std::string ref = test::shared_dir() + "/models/esp32-ai-ple/ref/greedy_bos1_f32.tokens";
+  if (!std::ifstream(ref)) GTEST_SKIP() << ref << " is missing: esp32-ai's C-core reference stream is not shipped yet";
+  const std::string dump = test::temp_dir() + "/greedy.tokens";
+  const auto r = run_cli({"run", "-m", fixture(), "--prompt-ids", "1", "-q", "--temp", "0", "-n", "256",
+                          "--f32-activations", "--dump-tokens", dump});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(test::read_text(dump), test::read_text(ref));
+}
+
+}  // namespace
+}  // namespace mcullm
