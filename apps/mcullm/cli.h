@@ -16,6 +16,7 @@ void add_eval_command(CLI::App& app, int* exit_code);
 void add_tokenize_commands(CLI::App& app, int* exit_code);  // tokenize and detokenize
 void add_serve_command(CLI::App& app, int* exit_code);
 void add_bench_command(CLI::App& app, int* exit_code);
+void add_head_command(CLI::App& app, int* exit_code);   // two-stage / pruned vocabulary heads
 
 // Prints "mcullm: error: <message>" to stderr and returns the exit code for a failed status.
 int report(const Status& st);

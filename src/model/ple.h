@@ -67,6 +67,10 @@ class PleContext final : public Decoder {
   Status forward(int token, int pos, const float** logits) override;
   int vocab_size() const override { return model_->cfg.output_vocab; }
   int ctx_len() const override { return ctx_len_; }
+  // After forward: the head's input (the final RMSNorm's output), [dim].
+  const float* head_input() const { return x_; }
+  const PleModel& model() const { return *model_; }
+  bool f32_activations() const { return f32_act_; }
 
  private:
   void run_matvec(const MatRef& w, const float* x, float* y);
