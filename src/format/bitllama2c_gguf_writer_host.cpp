@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "format/bitllama2c_gguf.h"
+#include "format/gguf_model.h"
 #include "format/llama_gguf.h"
 #include "format/llama_gguf_writer_host.h"
 #include "quant/ternary.h"

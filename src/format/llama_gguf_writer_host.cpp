@@ -1,5 +1,6 @@
 #include "format/llama_gguf_writer_host.h"
 
+#include "format/gguf_model.h"
 #include "format/llama_gguf.h"
 #include "quant/blocks.h"
 

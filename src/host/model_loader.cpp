@@ -11,6 +11,7 @@
 #include "format/bitnet_gguf.h"
 #include "format/esp32ai.h"
 #include "format/llama2c.h"
+#include "format/gguf_model.h"
 #include "format/llama_gguf.h"
 #include "tokenizer/tokenizer_loader.h"
 

@@ -24,13 +24,12 @@
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "model/decoder.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "mcullm/status.h"
 
 namespace mcullm {
 
 enum class BitnetFfn : uint8_t { kSilu = 0, kReluSqr };
-enum class RopeStyle : uint8_t { kNeox = 0, kAdjacent };
 
 struct BitnetConfig {
   LlamaConfig base;  // dim, hidden_dim, layers, heads, kv heads, vocab, seq_len, norm_eps, rope_theta
@@ -66,33 +65,16 @@ class BitnetContext final : public Decoder {
   Status init(const BitnetModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels);
   Status forward(int token, int pos, const float** logits) override;
   int vocab_size() const override { return model_->cfg.base.vocab_size; }
-  int ctx_len() const override { return ctx_len_; }
+  int ctx_len() const override { return s_.ctx_len; }
 
  private:
-  // Quantizes x (n values) once, then the matrices in one hand-off to the pool.
+  // Quantizes x (n values) once (one scale per token), then the matrices in one hand-off to the pool.
   void ternary(const MatRef* const* mats, float* const* outs, int count, const float* x, int n);
-  void attention(int layer, int pos);
 
   const BitnetModel* model_ = nullptr;
   ThreadPool* pool_ = nullptr;
   const KernelSet* kernels_ = nullptr;
-  int ctx_len_ = 0;
-  float* x_ = nullptr;        // residual stream [dim]
-  float* xb_ = nullptr;       // normed input / branch output [dim]
-  float* q_ = nullptr;        // [dim]
-  float* att_out_ = nullptr;  // [dim]
-  float* hb_ = nullptr;       // [hidden]
-  float* hb2_ = nullptr;      // [hidden]
-  float* att_ = nullptr;      // [n_heads, ctx_len]
-  float* rope_cos_ = nullptr; // [head_dim / 2]
-  float* rope_sin_ = nullptr;
-  float* logits_ = nullptr;   // [vocab]
-  float* key_cache_ = nullptr;    // [layers, ctx_len, kv_dim]
-  float* value_cache_ = nullptr;
-  int8_t* act_q_ = nullptr;       // [max(dim, hidden)]
-  float act_scale_ = 0.0f;
-  int8_t* head_q_ = nullptr;      // quantized head input when the head is q8_0 / q4_0 / q4g64
-  float* head_scales_ = nullptr;
+  DecoderState s_;
 };
 
 }  // namespace mcullm

@@ -7,17 +7,6 @@ namespace mcullm {
 
 namespace {
 
-Status check_matrix(const MatRef& m, const char* what, int layer, int rows, int cols, DType type) {
-  if (!m.data) return Status::Error(Code::kNotFound, "%s (layer %d) is missing", what, layer);
-  if (m.rows != rows || m.cols != cols)
-    return Status::Error(Code::kCorrupt, "%s (layer %d) is %dx%d, the config implies %dx%d", what, layer, m.rows, m.cols,
-                         rows, cols);
-  if (m.type != type || !dtype_row_fits(type, cols) || m.row_bytes < dtype_row_bytes(type, cols))
-    return Status::Error(Code::kCorrupt, "%s (layer %d): expected %s rows of %d weights", what, layer,
-                         dtype_info(type) ? dtype_info(type)->name : "?", cols);
-  return Status::Ok();
-}
-
 // SimpleRMSNorm as the family's C reader computes it: scale = 1 / sqrt(sum / n), then scale / n.
 void simple_rmsnorm(float* out, const float* x, int n) {
   float ss = 0.0f;
@@ -29,30 +18,13 @@ void simple_rmsnorm(float* out, const float* x, int n) {
 }
 
 // The learned final RMSNorm, same order of operations.
-void rmsnorm(float* out, const float* x, const float* w, int n, float eps) {
+void rmsnorm_seq(float* out, const float* x, const float* w, int n, float eps) {
   float ss = 0.0f;
   for (int i = 0; i < n; ++i) ss += x[i] * x[i];
   ss /= static_cast<float>(n);
   ss += eps;
   ss = 1.0f / mc_sqrtf(ss);
   for (int i = 0; i < n; ++i) out[i] = w[i] * (ss * x[i]);
-}
-
-struct MatvecJob {
-  const KernelSet* kernels;
-  const MatRef* const* mats;
-  float* const* outs;
-  int count;
-  const ActVec* act;
-};
-
-void matvec_task(void* p, int ith, int nth) {
-  const MatvecJob& job = *static_cast<const MatvecJob*>(p);
-  for (int m = 0; m < job.count; ++m) {
-    int r0, r1;
-    slice(job.mats[m]->rows, ith, nth, &r0, &r1);
-    matvec(*job.kernels, *job.mats[m], *job.act, job.outs[m], r0, r1);
-  }
 }
 
 // exp in single precision, correctly rounded but for ties closer than 2^-50 (a double exp rounded
@@ -65,17 +37,6 @@ float dot_seq(const float* a, const float* b, int n) {
   for (int i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
 }
-
-struct AttentionJob {
-  const LlamaConfig* cfg;
-  const float* q;
-  const float* key_rows;    // this layer's cache: [ctx_len, kv_dim]
-  const float* value_rows;
-  float* att;               // [n_heads, ctx_len]
-  float* out;               // [dim]
-  int ctx_len;
-  int pos;
-};
 
 // One scalar code path (no kernel table), heads split across threads: scores in increasing index
 // order, softmax with expf_rounded, values summed in increasing position order.
@@ -125,22 +86,31 @@ void classifier_task(void* p, int ith, int nth) {
 
 }  // namespace
 
+// The scalar paths read f32 rows in place: they must be 4-byte aligned.
+static Status check_f32_matrix(const MatRef& m, const char* what, int rows, int cols) {
+  MC_TRY(check_matrix(m, what, -1, rows, cols));
+  if (m.type != DType::kF32) return Status::Error(Code::kCorrupt, "%s: expected f32 rows of %d weights", what, cols);
+  if (reinterpret_cast<uintptr_t>(m.data) % 4 != 0 || m.row_bytes % 4 != 0)
+    return Status::Error(Code::kCorrupt, "%s is not 4-byte aligned", what);
+  return Status::Ok();
+}
+
 Status BitLlama2cModel::check_shapes() const {
   MC_TRY(cfg.validate());
   const int d = cfg.dim, kv = cfg.kv_dim(), h = cfg.hidden_dim;
-  MC_TRY(check_matrix(tok_emb, "token embedding", -1, cfg.vocab_size, d, DType::kF32));
-  MC_TRY(check_matrix(output, "classifier", -1, cfg.vocab_size, d, DType::kF32));
+  MC_TRY(check_f32_matrix(tok_emb, "token embedding", cfg.vocab_size, d));
+  MC_TRY(check_f32_matrix(output, "classifier", cfg.vocab_size, d));
   if (!out_norm) return Status::Error(Code::kNotFound, "final norm is missing");
   if (!layers) return Status::Error(Code::kNotFound, "layers are missing");
   for (int l = 0; l < cfg.n_layers; ++l) {
     const BitLlama2cLayer& L = layers[l];
-    MC_TRY(check_matrix(L.wq, "wq", l, d, d, DType::kI2_S));
-    MC_TRY(check_matrix(L.wk, "wk", l, kv, d, DType::kI2_S));
-    MC_TRY(check_matrix(L.wv, "wv", l, kv, d, DType::kI2_S));
-    MC_TRY(check_matrix(L.wo, "wo", l, d, d, DType::kI2_S));
-    MC_TRY(check_matrix(L.w1, "w1", l, h, d, DType::kI2_S));
-    MC_TRY(check_matrix(L.w2, "w2", l, d, h, DType::kI2_S));
-    MC_TRY(check_matrix(L.w3, "w3", l, h, d, DType::kI2_S));
+    MC_TRY(check_ternary_matrix(L.wq, "wq", l, d, d));
+    MC_TRY(check_ternary_matrix(L.wk, "wk", l, kv, d));
+    MC_TRY(check_ternary_matrix(L.wv, "wv", l, kv, d));
+    MC_TRY(check_ternary_matrix(L.wo, "wo", l, d, d));
+    MC_TRY(check_ternary_matrix(L.w1, "w1", l, h, d));
+    MC_TRY(check_ternary_matrix(L.w2, "w2", l, d, h));
+    MC_TRY(check_ternary_matrix(L.w3, "w3", l, h, d));
   }
   return Status::Ok();
 }
@@ -149,130 +119,82 @@ Status BitLlama2cContext::init(const BitLlama2cModel* model, int ctx_len, Arena&
                                const KernelSet* kernels) {
   MC_TRY(model->check_shapes());
   const LlamaConfig& c = model->cfg;
-  if (ctx_len <= 0) ctx_len = c.seq_len;
-  if (ctx_len > c.seq_len)
-    return Status::Error(Code::kOutOfRange, "context %d is longer than the model's %d positions", ctx_len, c.seq_len);
+  MC_TRY(s_.init(c, ctx_len, arena));
+  MC_TRY(arena.alloc_array(c.hidden_dim > c.dim ? c.hidden_dim : c.dim, TensorClass::kActivations, &normed_));
   model_ = model;
   pool_ = pool;
   kernels_ = kernels;
-  ctx_len_ = ctx_len;
-  const size_t kv_elems = static_cast<size_t>(c.n_layers) * static_cast<size_t>(ctx_len) * static_cast<size_t>(c.kv_dim());
-  const int widest = c.hidden_dim > c.dim ? c.hidden_dim : c.dim;
-  const TensorClass act = TensorClass::kActivations;
-  MC_TRY(arena.alloc_array(c.dim, act, &x_));
-  MC_TRY(arena.alloc_array(c.dim, act, &xb_));
-  MC_TRY(arena.alloc_array(c.dim, act, &q_));
-  MC_TRY(arena.alloc_array(c.dim, act, &att_out_));
-  MC_TRY(arena.alloc_array(c.hidden_dim, act, &hb_));
-  MC_TRY(arena.alloc_array(c.hidden_dim, act, &hb2_));
-  MC_TRY(arena.alloc_array(widest, act, &normed_));
-  MC_TRY(arena.alloc_array(static_cast<size_t>(c.n_heads) * static_cast<size_t>(ctx_len), act, &att_));
-  MC_TRY(arena.alloc_array(c.head_dim() / 2, act, &rope_cos_));
-  MC_TRY(arena.alloc_array(c.head_dim() / 2, act, &rope_sin_));
-  MC_TRY(arena.alloc_array(c.vocab_size, act, &logits_));
-  MC_TRY(arena.alloc_array(kv_elems, TensorClass::kKvCache, &key_cache_));
-  MC_TRY(arena.alloc_array(kv_elems, TensorClass::kKvCache, &value_cache_));
-  MC_TRY(arena.alloc_array(widest, act, &act_q_));
   return Status::Ok();
-}
-
-void BitLlama2cContext::run(const MatRef* const* mats, float* const* outs, int count, const ActVec& act) {
-  MatvecJob job{kernels_, mats, outs, count, &act};
-  pool_->run(matvec_task, &job);
 }
 
 // Thread 0 (the caller) normalises and quantizes; then every thread computes its rows.
 void BitLlama2cContext::bitlinear(const MatRef* const* mats, float* const* outs, int count, const float* x, int n) {
   simple_rmsnorm(normed_, x, n);
-  quantize_bitlinear(normed_, n, act_q_, &act_scale_);
+  quantize_bitlinear(normed_, n, s_.act_q, s_.act_scales);
   ActVec act;
   act.f = normed_;
-  act.q = act_q_;
-  act.scales = &act_scale_;
+  act.q = s_.act_q;
+  act.scales = s_.act_scales;
   act.block = n;
-  run(mats, outs, count, act);
+  run_matvecs(*pool_, *kernels_, mats, outs, count, act);
 }
 
 void BitLlama2cContext::attention(int layer, int pos) {
-  const LlamaConfig& c = model_->cfg;
-  const size_t layer_off = static_cast<size_t>(layer) * static_cast<size_t>(ctx_len_) * static_cast<size_t>(c.kv_dim());
-  AttentionJob job{&c, q_, key_cache_ + layer_off, value_cache_ + layer_off, att_, att_out_, ctx_len_, pos};
+  AttentionJob job = attention_job(nullptr, model_->cfg, s_, layer, pos);  // no kernel table: scalar sums
   pool_->run(attention_task, &job);
 }
 
 Status BitLlama2cContext::forward(int token, int pos, const float** logits) {
   const BitLlama2cModel& m = *model_;
   const LlamaConfig& c = m.cfg;
-  if (token < 0 || token >= c.vocab_size)
-    return Status::Error(Code::kOutOfRange, "token id %d is outside the vocabulary of %d", token, c.vocab_size);
-  if (pos < 0 || pos >= ctx_len_)
-    return Status::Error(Code::kOutOfRange, "position %d is outside the context of %d tokens", pos, ctx_len_);
+  MC_TRY(check_token_pos(c, s_.ctx_len, token, pos));
   const int dim = c.dim, hs = c.head_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
+  float* x = s_.x;
 
   const float* emb = reinterpret_cast<const float*>(m.tok_emb.row(token));
-  for (int i = 0; i < dim; ++i) x_[i] = emb[i];
-
-  // RoPE angles of this position (as LlamaContext: llama2.c's formula with the project's own functions).
-  const double log_theta = mc_log(static_cast<double>(c.rope_theta));
-  for (int i = 0; i < hs / 2; ++i) {
-    const float e = static_cast<float>(2 * i) / static_cast<float>(hs);
-    const float freq = 1.0f / static_cast<float>(mc_exp(log_theta * static_cast<double>(e)));
-    const float angle = static_cast<float>(pos) * freq;
-    double s, co;
-    mc_sincos(static_cast<double>(angle), &s, &co);
-    rope_cos_[i] = static_cast<float>(co);
-    rope_sin_[i] = static_cast<float>(s);
-  }
+  for (int i = 0; i < dim; ++i) x[i] = emb[i];
+  rope_angles(c.rope_theta, hs, pos, s_.rope_cos, s_.rope_sin);
 
   for (int l = 0; l < c.n_layers; ++l) {
     const BitLlama2cLayer& L = m.layers[l];
-    const size_t cache_row = (static_cast<size_t>(l) * ctx_len_ + pos) * kv_dim;
-    float* k = key_cache_ + cache_row;
-    float* v = value_cache_ + cache_row;
+    float* key = s_.key_row(l, pos);
+    float* value = s_.value_row(l, pos);
     {
       const MatRef* mats[3] = {&L.wq, &L.wk, &L.wv};
-      float* outs[3] = {q_, k, v};
-      bitlinear(mats, outs, 3, x_, dim);
+      float* outs[3] = {s_.q, key, value};
+      bitlinear(mats, outs, 3, x, dim);
     }
-    for (int i = 0; i < dim; i += 2) {
-      const float fc = rope_cos_[(i % hs) / 2], fs = rope_sin_[(i % hs) / 2];
-      const int rotations = i < kv_dim ? 2 : 1;
-      for (int r = 0; r < rotations; ++r) {
-        float* vec = r == 0 ? q_ : k;
-        const float v0 = vec[i], v1 = vec[i + 1];
-        vec[i] = v0 * fc - v1 * fs;
-        vec[i + 1] = v0 * fs + v1 * fc;
-      }
-    }
+    rope_rotate(s_.q, dim, hs, s_.rope_cos, s_.rope_sin, RopeStyle::kAdjacent);
+    rope_rotate(key, kv_dim, hs, s_.rope_cos, s_.rope_sin, RopeStyle::kAdjacent);
     attention(l, pos);
     {
       const MatRef* mats[1] = {&L.wo};
-      float* outs[1] = {xb_};
-      bitlinear(mats, outs, 1, att_out_, dim);
+      float* outs[1] = {s_.xb};
+      bitlinear(mats, outs, 1, s_.att_out, dim);
     }
-    for (int i = 0; i < dim; ++i) x_[i] += xb_[i];
+    for (int i = 0; i < dim; ++i) x[i] += s_.xb[i];
     {
       const MatRef* mats[2] = {&L.w1, &L.w3};
-      float* outs[2] = {hb_, hb2_};
-      bitlinear(mats, outs, 2, x_, dim);
+      float* outs[2] = {s_.hb, s_.hb2};
+      bitlinear(mats, outs, 2, x, dim);
     }
     for (int i = 0; i < hidden; ++i) {  // SwiGLU as the C reader writes it
-      float val = hb_[i];
+      float val = s_.hb[i];
       val *= 1.0f / (1.0f + expf_rounded(-val));
-      hb_[i] = val * hb2_[i];
+      s_.hb[i] = val * s_.hb2[i];
     }
     {
       const MatRef* mats[1] = {&L.w2};
-      float* outs[1] = {xb_};
-      bitlinear(mats, outs, 1, hb_, hidden);  // the whole hidden vector (FACTS.md section 2)
+      float* outs[1] = {s_.xb};
+      bitlinear(mats, outs, 1, s_.hb, hidden);  // the whole hidden vector (FACTS.md section 2)
     }
-    for (int i = 0; i < dim; ++i) x_[i] += xb_[i];
+    for (int i = 0; i < dim; ++i) x[i] += s_.xb[i];
   }
 
-  rmsnorm(x_, x_, m.out_norm, dim, c.norm_eps);
-  ClassifierJob job{&m.output, x_, logits_};
+  rmsnorm_seq(x, x, m.out_norm, dim, c.norm_eps);
+  ClassifierJob job{&m.output, x, s_.logits};
   pool_->run(classifier_task, &job);
-  *logits = logits_;
+  *logits = s_.logits;
   return Status::Ok();
 }
 

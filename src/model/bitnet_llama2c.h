@@ -22,7 +22,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "model/decoder.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "mcullm/status.h"
 
 namespace mcullm {
@@ -49,33 +49,18 @@ class BitLlama2cContext final : public Decoder {
   Status init(const BitLlama2cModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels);
   Status forward(int token, int pos, const float** logits) override;
   int vocab_size() const override { return model_->cfg.vocab_size; }
-  int ctx_len() const override { return ctx_len_; }
+  int ctx_len() const override { return s_.ctx_len; }
 
  private:
-  // SimpleRMSNorm of x (n values) into act_in_, quantized once, then the matrices in one hand-off.
+  // SimpleRMSNorm of x (n values) into normed_, quantized once, then the matrices in one hand-off.
   void bitlinear(const MatRef* const* mats, float* const* outs, int count, const float* x, int n);
-  void run(const MatRef* const* mats, float* const* outs, int count, const ActVec& act);
   void attention(int layer, int pos);
 
   const BitLlama2cModel* model_ = nullptr;
   ThreadPool* pool_ = nullptr;
   const KernelSet* kernels_ = nullptr;
-  int ctx_len_ = 0;
-  float* x_ = nullptr;        // residual stream [dim]
-  float* xb_ = nullptr;       // branch output [dim]
-  float* q_ = nullptr;        // [dim]
-  float* att_out_ = nullptr;  // [dim]
-  float* hb_ = nullptr;       // [hidden]
-  float* hb2_ = nullptr;      // [hidden]
-  float* normed_ = nullptr;   // SimpleRMSNorm output [max(dim, hidden)]
-  float* att_ = nullptr;      // [n_heads, ctx_len]
-  float* rope_cos_ = nullptr;
-  float* rope_sin_ = nullptr;
-  float* logits_ = nullptr;
-  float* key_cache_ = nullptr;    // [layers, ctx_len, kv_dim]
-  float* value_cache_ = nullptr;
-  int8_t* act_q_ = nullptr;       // [max(dim, hidden)]
-  float act_scale_ = 0.0f;
+  DecoderState s_;
+  float* normed_ = nullptr;  // SimpleRMSNorm output [max(dim, hidden)]
 };
 
 }  // namespace mcullm

@@ -52,6 +52,36 @@ Status optional_id(const GgufFile& g, const char* key, int n, int* out) {
   return Status::Ok();
 }
 
+// tokenizer.ggml.tokens and (optional) tokenizer.ggml.token_type: types outside 0..6 read as normal.
+Status read_tokens_and_types(const GgufFile& g, Arena& scratch, std::vector<std::string>* tokens,
+                             std::vector<TokenType>* types) {
+  const Arena::Mark mark = scratch.mark();
+  GgufStr* strs = nullptr;
+  uint64_t count = 0;
+  Status st = g.get_string_array("tokenizer.ggml.tokens", scratch, &strs, &count);
+  if (st.ok() && count > 0x7fffffff) st = Status::Error(Code::kCorrupt, "tokenizer.ggml.tokens has %llu entries", static_cast<unsigned long long>(count));
+  if (st.ok()) {
+    tokens->reserve(count);
+    for (uint64_t i = 0; i < count; ++i) tokens->emplace_back(strs[i].data, strs[i].size);
+  }
+  scratch.rollback(mark);
+  MC_TRY(st);
+  const uint8_t* type_bytes = nullptr;
+  uint64_t type_count = 0;
+  st = g.get_array("tokenizer.ggml.token_type", GgufType::kI32, &type_bytes, &type_count);
+  if (st.code() == Code::kNotFound) return Status::Ok();
+  MC_TRY(st);
+  if (type_count != count)
+    return Status::Error(Code::kCorrupt, "tokenizer.ggml.token_type has %llu entries for %llu tokens",
+                         static_cast<unsigned long long>(type_count), static_cast<unsigned long long>(count));
+  types->resize(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint32_t t = gguf_load_u32(type_bytes + 4 * i);
+    (*types)[i] = t <= 6 ? static_cast<TokenType>(t) : TokenType::kNormal;
+  }
+  return Status::Ok();
+}
+
 Status bpe_from_gguf(const GgufFile& g, Arena& scratch, std::unique_ptr<Tokenizer>* out) {
   BpeVocab v;
   GgufStr pre{"", 0};
@@ -66,35 +96,11 @@ Status bpe_from_gguf(const GgufFile& g, Arena& scratch, std::unique_ptr<Tokenize
   }  // missing: GPT-2's (what Hugging Face's ByteLevel pre-tokenizer does)
   v.ignore_merges = v.pre == PreTokenizer::kLlama3;
 
+  MC_TRY(read_tokens_and_types(g, scratch, &v.tokens, &v.types));
+  const int n = static_cast<int>(v.tokens.size());
   const Arena::Mark mark = scratch.mark();
   GgufStr* strs = nullptr;
   uint64_t count = 0;
-  st = g.get_string_array("tokenizer.ggml.tokens", scratch, &strs, &count);
-  if (st.ok() && count > 0x7fffffff) st = Status::Error(Code::kCorrupt, "tokenizer.ggml.tokens has %llu entries", static_cast<unsigned long long>(count));
-  if (st.ok()) {
-    v.tokens.reserve(count);
-    for (uint64_t i = 0; i < count; ++i) v.tokens.emplace_back(strs[i].data, strs[i].size);
-  }
-  scratch.rollback(mark);
-  MC_TRY(st);
-  const int n = static_cast<int>(count);
-
-  const uint8_t* type_bytes = nullptr;
-  uint64_t type_count = 0;
-  st = g.get_array("tokenizer.ggml.token_type", GgufType::kI32, &type_bytes, &type_count);
-  if (st.ok()) {
-    if (type_count != count)
-      return Status::Error(Code::kCorrupt, "tokenizer.ggml.token_type has %llu entries for %d tokens",
-                           static_cast<unsigned long long>(type_count), n);
-    v.types.resize(count);
-    for (uint64_t i = 0; i < count; ++i) {
-      const uint32_t t = gguf_load_u32(type_bytes + 4 * i);
-      v.types[i] = t <= 6 ? static_cast<TokenType>(t) : TokenType::kNormal;
-    }
-  } else if (st.code() != Code::kNotFound) {
-    return st;
-  }
-
   st = g.get_string_array("tokenizer.ggml.merges", scratch, &strs, &count);
   if (st.ok()) {
     v.merges.reserve(count);
@@ -127,33 +133,8 @@ Status bpe_from_gguf(const GgufFile& g, Arena& scratch, std::unique_ptr<Tokenize
 
 Status wordpiece_from_gguf(const GgufFile& g, Arena& scratch, std::unique_ptr<Tokenizer>* out) {
   WordPieceVocab v;
-  const Arena::Mark mark = scratch.mark();
-  GgufStr* strs = nullptr;
-  uint64_t count = 0;
-  Status st = g.get_string_array("tokenizer.ggml.tokens", scratch, &strs, &count);
-  if (st.ok() && count > 0x7fffffff) st = Status::Error(Code::kCorrupt, "tokenizer.ggml.tokens has %llu entries", static_cast<unsigned long long>(count));
-  if (st.ok()) {
-    v.tokens.reserve(count);
-    for (uint64_t i = 0; i < count; ++i) v.tokens.emplace_back(strs[i].data, strs[i].size);
-  }
-  scratch.rollback(mark);
-  MC_TRY(st);
-  const int n = static_cast<int>(count);
-  const uint8_t* type_bytes = nullptr;
-  uint64_t type_count = 0;
-  st = g.get_array("tokenizer.ggml.token_type", GgufType::kI32, &type_bytes, &type_count);
-  if (st.ok()) {
-    if (type_count != count)
-      return Status::Error(Code::kCorrupt, "tokenizer.ggml.token_type has %llu entries for %d tokens",
-                           static_cast<unsigned long long>(type_count), n);
-    v.types.resize(count);
-    for (uint64_t i = 0; i < count; ++i) {
-      const uint32_t t = gguf_load_u32(type_bytes + 4 * i);
-      v.types[i] = t <= 6 ? static_cast<TokenType>(t) : TokenType::kNormal;
-    }
-  } else if (st.code() != Code::kNotFound) {
-    return st;
-  }
+  MC_TRY(read_tokens_and_types(g, scratch, &v.tokens, &v.types));
+  const int n = static_cast<int>(v.tokens.size());
   MC_TRY(optional_id(g, "tokenizer.ggml.unknown_token_id", n, &v.unk));
   MC_TRY(optional_id(g, "tokenizer.ggml.cls_token_id", n, &v.cls));
   MC_TRY(optional_id(g, "tokenizer.ggml.seperator_token_id", n, &v.sep));  // llama.cpp's spelling

@@ -1,0 +1,107 @@
+// The pieces every transformer here is built from: the llama-style config, the per-generation
+// state (activations and KV cache from one arena), RMSNorm, RoPE, matrices handed to the thread
+// pool, and attention over the cache. Architectures (llama, bitnet, ...) compose these; a piece
+// that must compute differently for one model (bitllama2.c's scalar attention) stays in its file.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/thread_pool.h"
+#include "kernels/kernels.h"
+#include "mcullm/status.h"
+
+namespace mcullm {
+
+struct LlamaConfig {
+  int dim = 0;
+  int hidden_dim = 0;
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int vocab_size = 0;
+  int seq_len = 0;
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+
+  int head_dim() const { return dim / n_heads; }
+  int kv_dim() const { return head_dim() * n_kv_heads; }
+  // Positive sizes, heads that divide dim, even head size, limits that keep every product in range.
+  Status validate() const;
+};
+
+// Which pairs RoPE rotates in each head: (2i, 2i+1) as llama2.c / llama.cpp's NORM mode, or
+// (i, i + head_dim/2) as llama.cpp's NEOX mode.
+enum class RopeStyle : uint8_t { kNeox = 0, kAdjacent };
+
+// Present, of the shape the config implies, rows that fit the type. `layer` < 0: a model-wide matrix.
+Status check_matrix(const MatRef& m, const char* what, int layer, int rows, int cols);
+// check_matrix, and the type is one the dense kernels read (f32, f16, q8_0, q4_0, q4g64).
+Status check_dense_matrix(const MatRef& m, const char* what, int layer, int rows, int cols);
+// check_matrix, and i2_s with a finite non-negative per-tensor scale.
+Status check_ternary_matrix(const MatRef& m, const char* what, int layer, int rows, int cols);
+
+// Activations and KV cache of one generation, all from one arena.
+struct DecoderState {
+  int ctx_len = 0;
+  int kv_dim = 0;
+  float* x = nullptr;        // residual stream [dim]
+  float* xb = nullptr;       // normed input / branch output [dim]
+  float* q = nullptr;        // [dim]
+  float* att_out = nullptr;  // [dim]
+  float* hb = nullptr;       // [hidden]
+  float* hb2 = nullptr;      // [hidden]
+  float* att = nullptr;      // [n_heads, ctx_len] attention scores
+  float* rope_cos = nullptr; // [head_dim / 2] for the current position
+  float* rope_sin = nullptr;
+  float* logits = nullptr;   // [vocab]
+  float* key_cache = nullptr;    // [layers, ctx_len, kv_dim]
+  float* value_cache = nullptr;
+  int8_t* act_q = nullptr;   // quantized copy of a matvec input [max(dim, hidden) + 64]
+  float* act_scales = nullptr;
+
+  // ctx_len 0 means the model's seq_len; longer than seq_len is refused.
+  Status init(const LlamaConfig& c, int ctx_len, Arena& arena);
+  float* key_row(int layer, int pos) { return key_cache + (static_cast<size_t>(layer) * ctx_len + pos) * kv_dim; }
+  float* value_row(int layer, int pos) { return value_cache + (static_cast<size_t>(layer) * ctx_len + pos) * kv_dim; }
+};
+
+// A token id inside the vocabulary and a position inside the context.
+Status check_token_pos(const LlamaConfig& c, int ctx_len, int token, int pos);
+
+// RMSNorm: out = w * (x * (1 / sqrt(mean(x^2) + eps))), the sum of squares in kernels.h's lane order.
+void rmsnorm(const KernelSet& k, float* out, const float* x, const float* w, int n, float eps);
+
+// RoPE angles of position `pos`, as llama2.c computes them: freq = 1 / theta^(2i / hs) in float,
+// angle = pos * freq in float, then cos / sin correctly rounded (own double routines).
+void rope_angles(float theta, int head_dim, int pos, float* cos_out, float* sin_out);
+// Rotates vec (n values, heads of head_dim) by the angles rope_angles wrote.
+void rope_rotate(float* vec, int n, int head_dim, const float* cos_, const float* sin_, RopeStyle style);
+
+// Rows of each matrix split over the pool's threads, all reading the same input `act`, in one hand-off.
+void run_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
+                 const ActVec& act);
+// The same for dense matrices that read x (n values): the caller's thread first quantizes x into
+// q / scales for quantized weights (one quantization per run of matrices with the same block).
+void run_dense_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
+                       const float* x, int n, int8_t* q, float* scales);
+
+// One layer's attention at one position, as the pool's tasks read it.
+struct AttentionJob {
+  const KernelSet* kernels;
+  const LlamaConfig* cfg;
+  const float* q;
+  const float* key_rows;  // this layer's cache: [ctx_len, kv_dim]
+  const float* value_rows;
+  float* att;             // [n_heads, ctx_len]
+  float* out;             // [dim]
+  int ctx_len;
+  int pos;
+};
+AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderState& s, int layer, int pos);
+
+// Multi-head (grouped-query) attention of layer `layer` at `pos`: s.q against the cached keys and
+// values of positions 0..pos, into s.att_out; heads split over the pool's threads.
+void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos);
+
+}  // namespace mcullm
