@@ -1,6 +1,6 @@
 // `mcullm run` on esp32-ai's PLE model: the format is recognised, 1 vs 2 threads and every kernel
 // table give the same fingerprint in both activation modes, a cut file is refused, and the greedy
-// stream with --f32-activations equals esp32-ai's C core when its references are shipped.
+// streams (f32 and int8 activations) equal esp32-ai's C core when its references are shipped.
 #include <fstream>
 
 #include "test_support.h"
@@ -49,15 +49,19 @@ TEST(CliPle, TruncatedFileIsRefused) {
   EXPECT_NE(r.err.find("run past the file"), std::string::npos) << r.err;
 }
 
-TEST(CliPle, GreedyF32EqualsEsp32aiCCore) {
+// f32: esp32-ai's default build; int8: its -DLLM_INT8_ACT build (one activation scale per matvec).
+TEST(CliPle, GreedyStreamsEqualEsp32aiCCore) {
   MC_REQUIRE_SHARED();
-  const std::string ref = test::shared_dir() + "/models/esp32-ai-ple/ref/greedy_bos1_f32.tokens";
-  if (!std::ifstream(ref)) GTEST_SKIP() << ref << " is missing: esp32-ai's C-core reference stream is not shipped yet";
-  const std::string dump = test::temp_dir() + "/greedy.tokens";
-  const auto r = run_cli({"run", "-m", fixture(), "--prompt-ids", "1", "-q", "--temp", "0", "-n", "256",
-                          "--f32-activations", "--dump-tokens", dump});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(test::read_text(dump), test::read_text(ref));
+  for (const char* mode : {"f32", "int8"}) {
+    const std::string ref = test::shared_dir() + "/models/esp32-ai-ple/ref/greedy_bos1_" + mode + ".tokens";
+    if (!std::ifstream(ref)) GTEST_SKIP() << ref << " is missing: esp32-ai's C-core reference streams are not shipped yet";
+    const std::string dump = test::temp_dir() + "/greedy.tokens";
+    std::vector<std::string> args = {"run", "-m", fixture(), "--prompt-ids", "1", "-q", "--temp", "0", "-n", "256", "--dump-tokens", dump};
+    if (std::string(mode) == "f32") args.push_back("--f32-activations");
+    const auto r = run_cli(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(test::read_text(dump), test::read_text(ref)) << mode;
+  }
 }
 
 }  // namespace

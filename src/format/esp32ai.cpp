@@ -143,6 +143,7 @@ Status esp32ai_load(const uint8_t* data, size_t size, Arena& tables, PleModel* o
   } else {
     MC_TRY(cur.quant("head", -1, c.output_vocab, D, &m.output));
   }
+  m.split_qkv();
   MC_TRY(m.check_shapes());
   *out = m;
   return Status::Ok();

@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "model/decoder.h"
+#include "model/transformer.h"
 #include "mcullm/status.h"
 
 namespace mcullm {
@@ -33,6 +34,8 @@ struct PleConfig {
 
   int head_dim() const { return dim / n_heads; }
   Status validate() const;
+  // The shared transformer view: hidden = ffn, kv heads = heads, vocab = output_vocab.
+  LlamaConfig base() const;
 };
 
 struct PleLayer {
@@ -40,6 +43,7 @@ struct PleLayer {
   const float* ffn_norm = nullptr;   // [dim]
   const float* ple_norm = nullptr;   // [dim]
   MatRef qkv;                        // [3 dim, dim]: q rows, then k, then v
+  MatRef wq, wk, wv;                 // views of qkv's three row blocks (set by PleModel::split_qkv)
   MatRef attn_proj;                  // [dim, dim]
   MatRef gate, up;                   // [ffn, dim]
   MatRef down;                       // [dim, ffn]
@@ -57,6 +61,8 @@ struct PleModel {
   const float* out_norm = nullptr;   // [dim]
   MatRef output;                     // [output_vocab, dim]: tok_emb's first rows when tied
 
+  // Sets each layer's wq / wk / wv views of its fused qkv.
+  void split_qkv();
   Status check_shapes() const;
 };
 
@@ -66,37 +72,26 @@ class PleContext final : public Decoder {
               bool f32_activations);
   Status forward(int token, int pos, const float** logits) override;
   int vocab_size() const override { return model_->cfg.output_vocab; }
-  int ctx_len() const override { return ctx_len_; }
+  int ctx_len() const override { return s_.ctx_len; }
   // After forward: the head's input (the final RMSNorm's output), [dim].
-  const float* head_input() const { return x_; }
+  const float* head_input() const { return s_.x; }
   const PleModel& model() const { return *model_; }
   bool f32_activations() const { return f32_act_; }
 
  private:
-  void run_matvec(const MatRef& w, const float* x, float* y);
-  void run_matvec2(const MatRef& a, const MatRef& b, const float* x, float* ya, float* yb);
-  void attention(int layer, int pos);
+  // Matrices reading the same input x (n values): int8 quantization (one scale) unless f32.
+  void run(const MatRef* const* mats, float* const* outs, int count, const float* x, int n);
 
   const PleModel* model_ = nullptr;
+  LlamaConfig base_;
   ThreadPool* pool_ = nullptr;
   const KernelSet* kernels_ = nullptr;
   bool f32_act_ = false;
-  int ctx_len_ = 0;
-  float* x_ = nullptr;       // residual [dim]
-  float* h_ = nullptr;       // [max(dim, ffn)]
-  float* qkv_ = nullptr;     // [3 dim]
-  float* att_out_ = nullptr; // [dim]
-  float* g1_ = nullptr;      // [ffn]
-  float* g2_ = nullptr;      // [max(ffn, ple_dim)]
+  DecoderState s_;           // x, xb, q, att_out, hb (gate), hb2 (up), attention, KV cache, logits
+  float* gate_ = nullptr;    // [ple_dim]: the PLE gate
   float* ple_ = nullptr;     // [L * P]: this token's per-layer inputs
   float* row_ = nullptr;     // [L * P]: the PLE table row
-  float* rope_cos_ = nullptr;
-  float* rope_sin_ = nullptr;
-  float* att_ = nullptr;     // [n_heads, ctx_len]
-  float* logits_ = nullptr;  // [output_vocab]
-  float* key_cache_ = nullptr;    // [L, ctx_len, dim]
-  float* value_cache_ = nullptr;
-  int8_t* act_q_ = nullptr;
+  int8_t* act_q_ = nullptr;  // [max(dim, ffn, ple_dim)]
   float act_scale_ = 0.0f;
 };
 
