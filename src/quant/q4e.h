@@ -2,8 +2,7 @@
 // A tensor is: i32 group, then rows * ceil(cols / 2) code bytes, then rows * n_groups f16 scales
 // (little-endian, possibly unaligned). Symmetric groups along the input: q in [-7, 7], code = q + 8,
 // column j of a row in byte j / 2 (even column low nibble), scale = amax / 7. A MatRef of type kQ4E
-// points `data` at the codes (row_bytes = ceil(cols / 2)) and `scales` at the scale bytes; the
-// kernels may read the 4 bytes before `data` (the group prefix), so bind MatRefs with q4e_bind.
+// points `data` at the codes (row_bytes = ceil(cols / 2)) and `scales` at the scale bytes.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

@@ -69,17 +69,18 @@ namespace mcullm::avx2 {
 
 // f32 activations, eight rows at a time, one row per lane: every lane adds its products in the
 // reference's order (increasing column within a group, then sum * scale into the row's total).
-// Each lane's code byte is gathered as the top byte of the dword ending at it: the dword starts
-// at most 3 bytes before the byte, inside the tensor, since a stored q4e tensor's 4-byte group
-// prefix precedes its codes (q4e_bind).
+// Each lane's code byte is gathered as the low byte of the dword starting at it; the 3 bytes after it
+// must lie inside the matrix's codes, so the last rows (where they may not) go to the reference.
 void matvec_q4e_f32(const MatRef& w, const float* x, float* y, int r0, int r1) {
   const int ng = q4e_groups(w.cols, w.group);
   const int stride = static_cast<int>(w.row_bytes);
   const __m256i offs = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
-  const __m256i low = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
+  const __m256i low = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8), byte_mask = _mm256_set1_epi32(0xFF);
   int r = r0;
-  for (; r + 8 <= r1 && static_cast<int64_t>(stride) * 8 < (int64_t{1} << 30); r += 8) {
-    const uint8_t* base = w.row(r) - 3;
+  const int64_t end_bytes = static_cast<int64_t>(w.rows) * stride;
+  for (; r + 8 <= r1 && static_cast<int64_t>(r + 8) * stride + 3 <= end_bytes && static_cast<int64_t>(stride) * 8 < (int64_t{1} << 30);
+       r += 8) {
+    const uint8_t* base = w.row(r);
     __m256 acc = _mm256_setzero_ps();
     for (int g = 0; g < ng; ++g) {
       const int begin = g * w.group, end = begin + w.group < w.cols ? begin + w.group : w.cols;
@@ -87,7 +88,7 @@ void matvec_q4e_f32(const MatRef& w, const float* x, float* y, int r0, int r1) {
       __m256i bytes = _mm256_setzero_si256();
       for (int j = begin; j < end; ++j) {
         if (j == begin || (j & 1) == 0)
-          bytes = _mm256_srli_epi32(_mm256_i32gather_epi32(reinterpret_cast<const int*>(base + (j >> 1)), offs, 1), 24);
+          bytes = _mm256_and_si256(_mm256_i32gather_epi32(reinterpret_cast<const int*>(base + (j >> 1)), offs, 1), byte_mask);
         const __m256i code = (j & 1) ? _mm256_srli_epi32(bytes, 4) : _mm256_and_si256(bytes, low);
         const __m256 wv = _mm256_cvtepi32_ps(_mm256_sub_epi32(code, eight));
         sum = _mm256_add_ps(sum, _mm256_mul_ps(wv, _mm256_set1_ps(x[j])));
