@@ -49,6 +49,30 @@ TEST(CliPle, TruncatedFileIsRefused) {
   EXPECT_NE(r.err.find("run past the file"), std::string::npos) << r.err;
 }
 
+// esp32-ai -> GGUF -> esp32-ai gives the fixture back byte for byte; the GGUF runs to the same fingerprint.
+TEST(CliPle, ConvertToGgufAndBackIsLossless) {
+  MC_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir(), gguf = dir + "/ple.gguf", back = dir + "/back.bin";
+  auto r = run_cli({"convert", fixture(), "-o", gguf});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli({"convert", gguf, "-o", back, "--format", "esp32ai"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::read_file(back) == test::read_file(fixture()));
+  const auto a = run_cli({"run", "-m", gguf, "--prompt-ids", "1,337,805", "-q", "--temp", "0", "-n", "24", "--fingerprint"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, fingerprint_of({}));
+  std::vector<uint8_t> cut = test::read_file(gguf);
+  cut.resize(cut.size() - 50);
+  test::write_file(dir + "/cut.gguf", cut);
+  EXPECT_NE(run_cli({"run", "-m", dir + "/cut.gguf", "--prompt-ids", "1", "-q", "-n", "2"}).exit_code, 0);
+  // flags that do not apply to PLE models
+  EXPECT_NE(run_cli({"convert", fixture(), "-o", dir + "/x.gguf", "--type", "q8_0"}).exit_code, 0);
+  const auto s = test::shared_path("models/stories260K/stories260K.bin");
+  const auto bad = run_cli({"convert", s, "-o", dir + "/y.bin", "--format", "esp32ai"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("esp32ai"), std::string::npos) << bad.err;
+}
+
 // f32: esp32-ai's default build; int8: its -DLLM_INT8_ACT build (one activation scale per matvec).
 TEST(CliPle, GreedyStreamsEqualEsp32aiCCore) {
   MC_REQUIRE_SHARED();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/thread_pool_host.h"
+#include "format/esp32ai_writer_host.h"
 #include "quant/q4e.h"
 #include "test_support.h"
 
@@ -240,6 +241,72 @@ TEST(Esp32ai, ThreadsAndKernelTablesGiveTheSameBits) {
       EXPECT_EQ(run_logits(l.model, &one, avx2, f32, 12), base) << f32;
       EXPECT_EQ(run_logits(l.model, &two, avx2, f32, 12), base) << f32;
     }
+  }
+}
+
+// esp32-ai bytes -> model -> bytes is stable, and GGUF -> model computes the same logits.
+TEST(Esp32ai, WriterAndGgufRoundTrips) {
+  SerialPool pool;
+  for (int version : {0, 1}) {
+    for (bool tied : {true, false}) {
+      if (version == 0 && !tied) continue;
+      Spec s;
+      s.version = version;
+      s.tied = tied;
+      s.out_vocab = tied ? 40 : 33;
+      Loaded a;
+      ASSERT_TRUE(load(write_model(s, 4), &a).ok());
+      std::vector<uint8_t> bytes;
+      ASSERT_TRUE(esp32ai_write_bytes(a.model, &bytes).ok());
+      if (version == 0) {
+        EXPECT_EQ(bytes, a.file);  // v0 has one layout: byte for byte
+      }
+      Loaded b;
+      ASSERT_TRUE(load(bytes, &b).ok());
+      std::vector<uint8_t> again;
+      ASSERT_TRUE(esp32ai_write_bytes(b.model, &again).ok());
+      EXPECT_EQ(again, bytes);
+      const std::vector<float> want = run_logits(a.model, &pool, &kernels_ref(), false, 5);
+      EXPECT_EQ(run_logits(b.model, &pool, &kernels_ref(), false, 5), want);
+
+      GgufWriter w;
+      ASSERT_TRUE(export_ple_gguf(a.model, "test", &w).ok());
+      Loaded g;
+      g.file = w.to_bytes();
+      GgufFile gf;
+      ASSERT_TRUE(gf.open(g.file.data(), g.file.size(), g.arena).ok());
+      ASSERT_TRUE(ple_from_gguf(gf, g.arena, &g.model).ok());
+      EXPECT_EQ(g.model.cfg.tied_head, tied);
+      EXPECT_EQ(run_logits(g.model, &pool, &kernels_ref(), false, 5), want);
+    }
+  }
+}
+
+TEST(Esp32ai, CorruptGgufIsRefusedClearly) {
+  Loaded a;
+  ASSERT_TRUE(load(write_model(Spec()), &a).ok());
+  struct Case {
+    const char* key;
+    int value;
+    const char* says;
+  };
+  const Case cases[] = {{"ple.group_size", 0, "group"},      {"ple.group_size", 16, "scales"},
+                        {"ple.header_version", 3, "version"}, {"ple.embedding_length", 15, "multiple"},
+                        {"ple.input_vocab", 41, "token_embd"}, {"ple.block_count", 3, "should be q4e"}};
+  for (const Case& c : cases) {
+    GgufWriter w;
+    ASSERT_TRUE(export_ple_gguf(a.model, "", &w).ok());
+    if (std::string(c.key) == "ple.header_version") w.set_u32(c.key, static_cast<uint32_t>(c.value));
+    else w.set_i32(c.key, c.value);
+    std::vector<uint8_t> bytes = w.to_bytes();
+    std::vector<uint8_t> mem(1 << 20);
+    Arena arena(Tier::kHost, mem.data(), mem.size());
+    GgufFile gf;
+    ASSERT_TRUE(gf.open(bytes.data(), bytes.size(), arena).ok());
+    PleModel m;
+    const Status st = ple_from_gguf(gf, arena, &m);
+    ASSERT_FALSE(st.ok()) << c.key;
+    EXPECT_NE(std::string(st.message()).find(c.says), std::string::npos) << c.key << ": " << st.message();
   }
 }
 

@@ -79,6 +79,13 @@ Status bitllama2c_greedy_confidence(const BitLlama2cModel& model, int steps, dou
 
 namespace {
 
+// A loaded PLE model: its arch, options and the shared config summary the commands print.
+void set_ple(LoadedModel* m, const LoadOptions& opt) {
+  m->arch = "ple";
+  m->f32_activations = opt.f32_activations;
+  m->model.cfg = m->ple.cfg.base();
+}
+
 Status load_bitllama2c(LoadedModel* m, const LoadOptions& opt) {
   const uint8_t* data = m->file.data();
   const size_t size = m->file.size();
@@ -137,6 +144,9 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
       m->arch = "bitnet-llama2c";
       st = bitllama2c_from_gguf(m->gguf, m->tables, &m->bitnet);
       m->model.cfg = m->bitnet.cfg;
+    } else if (st.ok() && arch.equals(kPleGgufArch)) {
+      st = ple_from_gguf(m->gguf, m->tables, &m->ple);
+      if (st.ok()) set_ple(m.get(), opt);
     } else if (st.ok() && bitnet_gguf_arch(arch)) {
       m->arch = std::string(arch.data, arch.size);
       st = bitnet_from_gguf(m->gguf, m->tables, &m->bitnet_gguf);
@@ -147,19 +157,8 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
   } else if (esp32ai_is_model(data, size)) {
     st = esp32ai_load(data, size, m->tables, &m->ple);
     if (st.ok()) {
-      const PleConfig& c = m->ple.cfg;
-      m->arch = "ple";
-      m->format = c.version == 0 ? "esp32-ai v0" : "esp32-ai v1";
-      m->f32_activations = opt.f32_activations;
-      LlamaConfig& lc = m->model.cfg;  // the shared summary the commands print
-      lc.dim = c.dim;
-      lc.hidden_dim = c.ffn;
-      lc.n_layers = c.n_layers;
-      lc.n_heads = lc.n_kv_heads = c.n_heads;
-      lc.vocab_size = c.output_vocab;
-      lc.seq_len = c.seq_len;
-      lc.norm_eps = c.norm_eps;
-      lc.rope_theta = c.rope_theta;
+      m->format = m->ple.cfg.version == 0 ? "esp32-ai v0" : "esp32-ai v1";
+      set_ple(m.get(), opt);
     }
   } else if (bitllama2c_is_ternary(data, size)) {
     st = load_bitllama2c(m.get(), opt);
