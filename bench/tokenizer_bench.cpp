@@ -18,8 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "text/tokenizer_image.h"
 #include "tokenizer/bpe_tokenizer.h"
-#include "tokenizer/pretokenizer.h"
+#include "tokenizer/image_tokenizer.h"
+#include "tokenizer/tokenizer_image_writer.h"
+#include "text/pretokenizer.h"
 #include "tokenizer/tokenizer_loader.h"
 
 namespace {
@@ -84,6 +87,30 @@ void BM_Encode(benchmark::State& state, const char* relative) {
   set_memory(state, *l.tok);
 }
 
+// The board image's in-place encoder (text/tokenizer_image.h) on the same text in one call, with the
+// caller's buffers allocated once; counter image_MiB = the image's size (what the board keeps in flash).
+void BM_EncodeImage(benchmark::State& state, const char* relative) {
+  const Loaded& l = tokenizer(relative);
+  std::vector<uint8_t> bytes;
+  mcullm::ImageTokenizer image;
+  mcullm::Status st = l.tok ? mcullm::write_tokenizer_image(*l.tok, &bytes) : mcullm::Status::Error(mcullm::Code::kNotFound, "%s", l.error.c_str());
+  if (st.ok()) st = image.load(bytes.data(), bytes.size());
+  if (!st.ok() || text().empty()) {
+    state.SkipWithError(("missing " + (shared_dir() / relative).string() + " or the text: " + st.message()).c_str());
+    return;
+  }
+  std::vector<int32_t> ids(text().size() + 3), work(text().size() + 3);
+  size_t n = 0;
+  for (auto _ : state) {
+    st = image.image().encode(text().data(), text().size(), false, false, false, ids.data(), work.data(), ids.size(), &n);
+    if (!st.ok()) state.SkipWithError(st.message());
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(text().size()));
+  state.counters["tokens"] = static_cast<double>(n);
+  state.counters["image_MiB"] = static_cast<double>(bytes.size()) / (1 << 20);
+}
+
 void BM_Decode(benchmark::State& state, const char* relative) {
   const Loaded& l = tokenizer(relative);
   if (!l.tok || text().empty()) {
@@ -119,6 +146,8 @@ void BM_PretokenizeQwen2(benchmark::State& state) {
 
 BENCHMARK_CAPTURE(BM_Encode, qwen_json, "tokenizers/qwen/tokenizer.json")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Decode, qwen_json, "tokenizers/qwen/tokenizer.json")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EncodeImage, qwen_json, "tokenizers/qwen/tokenizer.json")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EncodeImage, gpt2_gguf, "tokenizers/vocab-gguf/ggml-vocab-gpt-2.gguf")->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PretokenizeQwen2)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, gpt2_gguf, "tokenizers/vocab-gguf/ggml-vocab-gpt-2.gguf")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Encode, deepseek_llm_gguf, "tokenizers/vocab-gguf/ggml-vocab-deepseek-llm.gguf")->Unit(benchmark::kMillisecond);

@@ -1,6 +1,7 @@
 # Two libraries:
 #  mcullm_core: freestanding (no exceptions, no RTTI, no iostream, no heap after init):
-#               src/core, src/quant, src/kernels, src/model, src/format (readers)
+#               src/core, src/quant, src/kernels, src/model, src/format (readers), src/text
+#               (pre-tokenizer, board tokenizer image)
 #  mcullm_host: everything that needs an OS or the C++ library: files named *_host.cpp,
 #               src/tokenizer, src/host, src/serve (HTTP server and line protocol).
 file(GLOB_RECURSE MCULLM_ALL_SOURCES CONFIGURE_DEPENDS
@@ -56,8 +57,20 @@ target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads PkgConfig:
 
 # The freestanding contract, checked at build time: the core also compiles with no C++ standard
 # library headers at all (-nostdinc++), as the Xtensa emulator build needs (C headers only).
-# The pre-tokenizer (src/tokenizer/pretokenizer.cpp) lives in the host library for now but is written
-# for the MCU: it is held to the same contract.
-add_library(mcullm_core_freestanding_check OBJECT ${MCULLM_CORE_SOURCES} ${PROJECT_SOURCE_DIR}/src/tokenizer/pretokenizer.cpp)
+# (src/text: the pre-tokenizer and the board tokenizer image are core code.)
+add_library(mcullm_core_freestanding_check OBJECT ${MCULLM_CORE_SOURCES})
 target_include_directories(mcullm_core_freestanding_check PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
 target_compile_options(mcullm_core_freestanding_check PRIVATE -nostdinc++ -fno-exceptions -fno-rtti -fno-threadsafe-statics)
+
+# The web page (web/*.html, *.css, *.js) compiled into the server: `mcullm serve` answers / from
+# these bytes, whatever the working directory.
+set(MCULLM_WEB_FILES index.html style.css app.js)
+list(TRANSFORM MCULLM_WEB_FILES PREPEND ${PROJECT_SOURCE_DIR}/web/ OUTPUT_VARIABLE MCULLM_WEB_PATHS)
+set(MCULLM_WEB_CPP ${PROJECT_BINARY_DIR}/generated/web_assets_data.cpp)
+add_custom_command(
+  OUTPUT ${MCULLM_WEB_CPP}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${MCULLM_WEB_CPP} -DSRC_DIR=${PROJECT_SOURCE_DIR}/web "-DFILES=index.html\\;style.css\\;app.js"
+          -P ${PROJECT_SOURCE_DIR}/cmake/EmbedWeb.cmake
+  DEPENDS ${MCULLM_WEB_PATHS} ${PROJECT_SOURCE_DIR}/cmake/EmbedWeb.cmake
+  COMMENT "Embedding web/ into the server")
+target_sources(mcullm_host PRIVATE ${MCULLM_WEB_CPP})

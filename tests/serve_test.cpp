@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -15,7 +16,9 @@
 #include <sstream>
 #include <thread>
 
+#include "serve/board_link.h"
 #include "serve/engine.h"
+#include "serve/serial_server.h"
 #include "serve/http_server.h"
 #include "serve/line_protocol.h"
 #include "test_support.h"
@@ -284,11 +287,172 @@ TEST(Serve, ApiKeyIsRequiredExceptForHealth) {
   EXPECT_EQ(get(s, "/health").status, 200);
 }
 
-TEST(Serve, ChatCompletionsIs501UntilChatTemplatesExist) {
+TEST(Serve, ChatCompletionsWithoutAChatTemplateAre501) {
   MC_REQUIRE_SHARED();
-  TestServer s;
+  TestServer s;  // stories260K is a llama2.c file: no template in it
   expect_error(post(s, "/v1/chat/completions", json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}}), 501,
-               "not_supported_error", "chat template");
+               "not_supported_error", "--chat-template");
+  EXPECT_TRUE(get(s, "/v1/models").body["data"][0]["meta"]["chat_template"].is_null());
+}
+
+json chat_messages() {
+  return json::array({{{"role", "system"}, {"content", "You tell stories."}}, {{"role", "user"}, {"content", "Tell me about a cat."}}});
+}
+
+// messages -> the template -> token ids: the reply equals /v1/completions given those ids, streamed
+// (OpenAI's chat.completion.chunk with deltas) or not.
+TEST(Serve, ChatCompletionsRenderTheTemplateStreamedOrNot) {
+  MC_REQUIRE_SHARED();
+  for (const std::string name : {"chatml", "llama2"}) {
+    serve::EngineOptions eo;
+    eo.chat_template = name;
+    TestServer s(eo);
+    EXPECT_EQ(get(s, "/v1/models").body["data"][0]["meta"]["chat_template"], name);
+    std::vector<ChatMessage> msgs{{"system", "You tell stories."}, {"user", "Tell me about a cat."}};
+    ChatTemplate tmpl;
+    ASSERT_TRUE(ChatTemplate::by_name(name, &tmpl).ok());
+    std::string text;
+    ASSERT_TRUE(tmpl.render(msgs, true, &text).ok());
+    std::vector<int> ids;
+    ASSERT_TRUE(s.engine->chat()->encode(text, &ids).ok());
+    for (const json& extra : {json{{"temperature", 0}}, json{{"temperature", 0.8}, {"seed", 5}}}) {
+      json plain{{"prompt", ids}, {"max_tokens", 40}};
+      plain.update(extra);
+      const Reply want = post(s, "/v1/completions", plain);
+      ASSERT_EQ(want.status, 200) << want.raw;
+      json body{{"messages", chat_messages()}, {"max_tokens", 40}};
+      body.update(extra);
+      const Reply got = post(s, "/v1/chat/completions", body);
+      ASSERT_EQ(got.status, 200) << got.raw;
+      EXPECT_EQ(got.body["object"], "chat.completion");
+      EXPECT_EQ(got.body["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+      const json& choice = got.body["choices"][0];
+      EXPECT_EQ(choice["message"]["role"], "assistant");
+      EXPECT_EQ(choice["message"]["content"], want.body["choices"][0]["text"]) << name << " " << extra.dump();
+      EXPECT_EQ(choice["finish_reason"], want.body["choices"][0]["finish_reason"]);
+      EXPECT_EQ(got.body["usage"], want.body["usage"]);
+      EXPECT_GT(got.body["usage"]["completion_tokens"].get<int>(), 0);
+
+      body["stream"] = true;
+      const Stream st = post_stream(s, "/v1/chat/completions", body);
+      ASSERT_EQ(st.status, 200);
+      ASSERT_GE(st.events.size(), 3u);
+      EXPECT_EQ(st.events.back(), "[DONE]");
+      std::string streamed;
+      for (size_t i = 0; i + 1 < st.events.size(); ++i) {
+        const json j = json::parse(st.events[i], nullptr, false);
+        ASSERT_TRUE(j.is_object()) << st.events[i];
+        EXPECT_EQ(j["object"], "chat.completion.chunk");
+        const json& delta = j["choices"][0]["delta"];
+        if (i == 0) {
+          EXPECT_EQ(delta["role"], "assistant") << st.events[i];
+        }
+        if (delta.contains("content")) streamed += delta["content"].get<std::string>();
+        if (i + 2 == st.events.size()) {
+          EXPECT_EQ(j["choices"][0]["finish_reason"], choice["finish_reason"]);
+          EXPECT_EQ(j["usage"], got.body["usage"]);
+          EXPECT_TRUE(j.contains("timings"));
+        } else {
+          EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
+        }
+      }
+      EXPECT_EQ(streamed, choice["message"]["content"].get<std::string>());
+    }
+  }
+}
+
+TEST(Serve, ChatRequestsAreChecked) {
+  MC_REQUIRE_SHARED();
+  serve::EngineOptions eo;
+  eo.chat_template = "llama2";
+  TestServer s(eo);
+  const json user{{"role", "user"}, {"content", "hi"}};
+  const std::pair<json, std::string> cases[] = {
+      {json::object(), "'messages'"},
+      {json{{"messages", "hi"}}, "'messages'"},
+      {json{{"messages", json::array()}}, "'messages'"},
+      {json{{"messages", json::array({1})}}, "messages[0]"},
+      {json{{"messages", json::array({{{"content", "hi"}}})}}, "'role'"},
+      {json{{"messages", json::array({{{"role", 3}, {"content", "hi"}}})}}, "'role'"},
+      {json{{"messages", json::array({{{"role", "user"}, {"content", 7}}})}}, "content"},
+      {json{{"messages", json::array({{{"role", "user"}, {"content", json::array({{{"type", "image_url"}}})}}})}}, "text"},
+      {json{{"messages", json::array({user, user})}}, ""},                                  // llama2: turns must alternate
+      {json{{"messages", json::array({{{"role", "tool"}, {"content", "x"}}})}}, ""},         // llama2 has no tool role
+      {json{{"messages", json::array({user})}, {"max_tokens", "many"}}, "max_tokens"},
+      {json{{"messages", json::array({user})}, {"n", 2}}, "'n'"},
+  };
+  for (const auto& [body, words] : cases) expect_error(post(s, "/v1/chat/completions", body), 400, "invalid_request_error", words);
+  // Text parts are joined; max_completion_tokens is OpenAI's newer name for max_tokens.
+  const json parts{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "hi"}}})}};
+  Reply r = post(s, "/v1/chat/completions", json{{"messages", json::array({parts})}, {"max_completion_tokens", 3}, {"ignore_eos", true}});
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
+}
+
+// Extra stop tokens (a chat's end of turn) end the generation at their first occurrence; the token
+// is counted but not shown.
+TEST(ServeEngine, StopTokensEndTheGenerationAtTheirFirstOccurrence) {
+  MC_REQUIRE_SHARED();
+  serve::EngineOptions eo;
+  eo.model = stories();
+  std::unique_ptr<serve::Engine> e;
+  ASSERT_TRUE(serve::Engine::create(eo, &e).ok());
+  serve::CompletionParams p;
+  ASSERT_TRUE(e->encode_prompt("Once upon a time", &p.prompt).ok());
+  p.n_predict = 30;
+  p.sampler.temperature = 0;
+  const auto run = [&](const serve::CompletionParams& q) {
+    auto adm = e->admit();
+    serve::CompletionResult r;
+    EXPECT_TRUE(e->complete(*adm, q, nullptr, nullptr, &r).ok());
+    return r;
+  };
+  const serve::CompletionResult all = run(p);
+  ASSERT_GE(all.tokens.size(), 10u);
+  const int stop = all.tokens[6];
+  const size_t first = static_cast<size_t>(std::find(all.tokens.begin(), all.tokens.end(), stop) - all.tokens.begin());
+  serve::CompletionParams q = p;
+  q.stop_tokens = {stop};
+  const serve::CompletionResult cut = run(q);
+  EXPECT_EQ(cut.tokens, std::vector<int>(all.tokens.begin(), all.tokens.begin() + static_cast<long>(first) + 1));
+  EXPECT_EQ(cut.stop_type, "eos");
+  q = p;
+  q.n_predict = static_cast<int>(first);
+  EXPECT_EQ(cut.text, run(q).text);
+  q.stop_tokens = {stop};
+  q.ignore_eos = true;  // ignores them too
+  q.n_predict = 30;
+  EXPECT_EQ(run(q).tokens.size(), 30u);
+}
+
+// The page (web/, compiled in) at / and by name; it and the CORS preflight need no API key.
+TEST(Serve, ServesTheWebPageAndAnswersCorsPreflights) {
+  MC_REQUIRE_SHARED();
+  serve::HttpOptions ho;
+  ho.api_key = "sesame";
+  TestServer s({}, ho);
+  auto c = s.client();
+  for (const auto& [path, type, words] : {std::tuple<std::string, std::string, std::string>{"/", "text/html", "id=\"generate\""},
+                                          {"/index.html", "text/html", "<canvas id=\"chart\""},
+                                          {"/app.js", "text/javascript", "navigator.serial"},
+                                          {"/style.css", "text/css", "#chart"}}) {
+    auto res = c.Get(path);
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->status, 200) << path;
+    EXPECT_EQ(res->get_header_value("Content-Type").rfind(type, 0), 0u) << path;
+    EXPECT_NE(res->body.find(words), std::string::npos) << path;
+    EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "*");
+  }
+  auto res = c.Get("/nothing.js");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);  // not a page: the key is asked for before the 404
+  res = c.Options("/v1/completions");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 204);
+  EXPECT_NE(res->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "*");
+  expect_error(get(s, "/v1/models"), 401, "authentication_error");
 }
 
 TEST(Serve, BodyTooLargeIs413) {
@@ -652,6 +816,7 @@ class SerialPeer {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   std::string log() const { return test::read_text(log_); }
+  int master() const { return master_; }
 
  private:
   int master_ = -1, slave_ = -1;
@@ -741,6 +906,232 @@ TEST(ServeSerial, HostileLinesGetAnXLineAndTheServerCarriesOn) {
   EXPECT_EQ(none[0].rfind("P ", 0), 0u);
   EXPECT_EQ(none[1], "E 0 0.00");
   EXPECT_EQ(peer.hang_up(), 0) << peer.log();
+}
+
+// --- bridge mode: HTTP in front, generation on a board over the line protocol --------------------
+
+// The bridge in process, with `mcullm serve --serial` on the other end of a pty standing in for the
+// board: a seeded request gives the same tokens and text as serving it directly.
+TEST(ServeBridge, SeededRequestsGiveTheSameTokensAsDirectServing) {
+  MC_REQUIRE_SHARED();
+  TestServer direct;
+  SerialPeer board;
+  serve::EngineOptions eo;
+  eo.remote = std::make_shared<serve::BoardLink>(board.master(), false, 20000);
+  TestServer bridge(eo);
+  // The board's sampler: temperature, top-k and seed (top_p 1 and min_p 0 make the PC's the same).
+  for (const json& extra : {json{{"temperature", 0}}, json{{"temperature", 0.8}, {"top_k", 40}, {"seed", 42}},
+                            json{{"temperature", 1.0}, {"top_k", 0}, {"seed", 7}, {"ignore_eos", true}}}) {
+    json body{{"prompt", "Once upon a time"}, {"n_predict", 40}, {"top_p", 1.0}, {"min_p", 0.0}};
+    body.update(extra);
+    const Reply want = post(direct, "/completion", body);
+    const Reply got = post(bridge, "/completion", body);
+    ASSERT_EQ(want.status, 200) << want.raw;
+    ASSERT_EQ(got.status, 200) << got.raw;
+    EXPECT_GE(want.body["tokens"].size(), 5u) << want.raw;
+    EXPECT_EQ(got.body["tokens"], want.body["tokens"]) << extra.dump();
+    EXPECT_EQ(got.body["content"], want.body["content"]) << extra.dump();
+    EXPECT_EQ(got.body["stop_type"], want.body["stop_type"]) << extra.dump();
+    EXPECT_EQ(got.body["timings"]["predicted_n"], want.body["timings"]["predicted_n"]);
+    // Streamed through the bridge: the chunks concatenate to the same text.
+    json oa{{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"top_p", 1.0}, {"min_p", 0.0}, {"stream", true}};
+    oa.update(extra);
+    std::string finish;
+    EXPECT_EQ(concat_openai(post_stream(bridge, "/v1/completions", oa), &finish), want.body["content"].get<std::string>());
+  }
+  EXPECT_EQ(metric(bridge, "mcullm_slots_busy"), 0);
+}
+
+// The test plays the board on a pty's master side; the bridge opens the slave like a serial port.
+class FakeBoard {
+ public:
+  FakeBoard() {
+    master_ = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master_ < 0 || grantpt(master_) != 0 || unlockpt(master_) != 0) {
+      ADD_FAILURE() << "no pseudo-terminal";
+      return;
+    }
+    path_ = ptsname(master_);
+  }
+  ~FakeBoard() { hang_up(); }
+  const std::string& path() const { return path_; }
+  // The next line the bridge sends (empty after `seconds`).
+  std::string read_line(double seconds = 10) {
+    const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+    while (Clock::now() < end) {
+      const size_t nl = buf_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return line;
+      }
+      pollfd p{master_, POLLIN, 0};
+      if (poll(&p, 1, 50) > 0) {
+        char b[4096];
+        const ssize_t n = read(master_, b, sizeof b);
+        if (n > 0) buf_.append(b, static_cast<size_t>(n));
+      }
+    }
+    return std::string();
+  }
+  void send(const std::string& s) {
+    if (!s.empty()) {
+      EXPECT_EQ(write(master_, s.data(), s.size()), static_cast<ssize_t>(s.size()));
+    }
+  }
+  void hang_up() {
+    if (master_ >= 0) close(master_);
+    master_ = -1;
+  }
+
+ private:
+  int master_ = -1;
+  std::string path_, buf_;
+};
+
+// Posts `body` to the bridge, answers its G line with `reply` as the board, returns the HTTP reply.
+Reply through_board(const TestServer& bridge, FakeBoard& board, const std::string& reply, const json& body, std::string* g_line = nullptr) {
+  auto pending = std::async(std::launch::async, [&] { return post(bridge, "/completion", body); });
+  const std::string g = board.read_line();
+  EXPECT_EQ(g.rfind("G ", 0), 0u) << g;
+  if (g_line) *g_line = g;
+  board.send(reply);
+  return pending.get();
+}
+
+TEST(ServeBridge, HostileBoardOutputGivesClearErrorsAndNoSlotLeak) {
+  MC_REQUIRE_SHARED();
+  FakeBoard board;
+  int fd = -1;
+  ASSERT_TRUE(serve::open_serial(board.path(), 115200, &fd).ok());
+  serve::EngineOptions eo;
+  eo.remote = std::make_shared<serve::BoardLink>(fd, true, 400);
+  TestServer bridge(eo);
+  const json body{{"prompt", "Once upon a time"}, {"n_predict", 5}, {"temperature", 0.7}, {"top_k", 30}, {"seed", 1234}};
+
+  // A good reply first: the G line carries the settings, the times are the board's.
+  std::string g;
+  Reply r = through_board(bridge, board, "P 2.50\nT 300 1000\nT 301 2000\nE 2 1.50\n", body, &g);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const Reply ids = post(bridge, "/tokenize", json{{"content", "Once upon a time"}, {"add_special", true}});
+  std::string want_g = "G 5 700 30 1234 0 " + std::to_string(ids.body["tokens"].size());
+  for (const json& id : ids.body["tokens"]) want_g += " " + id.dump();
+  EXPECT_EQ(g, want_g);
+  EXPECT_EQ(r.body["tokens"], json::array({300, 301}));
+  EXPECT_EQ(r.body["content"], post(bridge, "/detokenize", json{{"tokens", {300, 301}}}).body["content"]);
+  EXPECT_DOUBLE_EQ(r.body["timings"]["prompt_ms"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(r.body["timings"]["predicted_ms"].get<double>(), 3.0);
+
+  const std::tuple<std::string, int, std::string> cases[] = {
+      {"P 1.00\nT 300 10\nthis is not a line\nT 301 10\nE 2 0.01\n", 502, "malformed line"},
+      {"P 1.00\nT 99999 5\nE 1 0.01\n", 502, "outside the vocabulary"},
+      {"P 1.00\nT 300 5\nE 7 0.01\n", 502, "counts 7 tokens but it sent 1"},
+      {"T 300 5\nE 1 0.01\n", 502, "T line before P"},
+      {"P 1.00\nT 1 1\nT 1 1\nT 1 1\nT 1 1\nT 1 1\nT 1 1\nE 6 0.01\n", 502, "more than the 5 tokens"},
+      {"X busy\n", 502, "the board refused: busy"},
+      {"P 1.00\n" + std::string(20000, 'T') + "\nE 0 0.00\n", 502, "longer than 16384"},
+      {"P 1.00\n" + std::string(100, '\n') + "E 0 0.00\n", 502, "more than 21 lines"},  // blank lines are not free
+      {"P 1.00\nT 30", 504, "timed out"},          // a truncated line, then silence
+      {"", 504, "timed out"},                       // no answer at all
+  };
+  for (const auto& [reply, status, words] : cases) {
+    r = through_board(bridge, board, reply, body);
+    expect_error(r, status, status == 502 ? "board_error" : "timeout_error", words);
+    // The board's late bytes after a reply that never ended must not leak into the next one.
+    if (status == 504) board.send("0 5\nE 1 0.01\n");
+    r = through_board(bridge, board, "P 1.00\nT 300 10\nE 1 0.01\n", body);
+    ASSERT_EQ(r.status, 200) << "after " << reply.substr(0, 40) << ": " << r.raw;
+    EXPECT_EQ(r.body["tokens"], json::array({300}));
+    EXPECT_EQ(metric(bridge, "mcullm_slots_busy"), 0);
+  }
+  // Streamed: tokens go out as they come; a fault ends the stream with an error event.
+  auto pending = std::async(std::launch::async, [&] {
+    return post_stream(bridge, "/completion", json{{"prompt", "Once"}, {"n_predict", 5}, {"stream", true}});
+  });
+  EXPECT_EQ(board.read_line().rfind("G ", 0), 0u);
+  board.send("P 1.00\nT 300 10\nT -1 10\nE 2 0.01\n");
+  const Stream st = pending.get();
+  ASSERT_FALSE(st.events.empty());
+  EXPECT_NE(st.events.back().find("board_error"), std::string::npos) << st.events.back();
+  // A client that leaves mid-stream: the board (no stop command) finishes its reply, which the bridge
+  // reads and drops; then the slot is free and the link in step.
+  pending = std::async(std::launch::async, [&] {
+    return post_stream(bridge, "/completion", json{{"prompt", "Once"}, {"n_predict", 5}, {"stream", true}}, 1);
+  });
+  EXPECT_EQ(board.read_line().rfind("G ", 0), 0u);
+  board.send("P 1.00\nT 300 10\n");
+  EXPECT_TRUE(pending.get().client_aborted);
+  board.send("T 301 10\nT 302 10\nT 303 10\nE 4 0.01\n");
+  EXPECT_TRUE(eventually([&] { return metric(bridge, "mcullm_slots_busy") == 0; }));
+  r = through_board(bridge, board, "P 1.00\nT 300 10\nE 1 0.01\n", body);
+  EXPECT_EQ(r.status, 200) << r.raw;
+  // A board that hangs up.
+  board.hang_up();
+  r = post(bridge, "/completion", body);
+  expect_error(r, 502, "board_error", "");
+  EXPECT_EQ(metric(bridge, "mcullm_slots_busy"), 0);
+  EXPECT_EQ(metric(bridge, "mcullm_queue_depth"), 0);
+}
+
+// `mcullm serve --bridge PATH` end to end, the test playing the board.
+TEST(ServeCli, BridgeServesHttpThroughABoard) {
+  MC_REQUIRE_SHARED();
+  FakeBoard board;
+  const std::string log = test::temp_dir() + "/bridge.log";
+  const std::string bin = test::cli_path(), model = stories();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    FILE* f = std::freopen(log.c_str(), "w", stderr);
+    (void)f;
+    execl(bin.c_str(), "mcullm", "serve", "-m", model.c_str(), "--port", "0", "--bridge", board.path().c_str(), nullptr);
+    _exit(127);
+  }
+  int port = 0;
+  eventually([&] {
+    const std::string text = test::read_text(log);
+    const size_t at = text.find("http://127.0.0.1:");
+    if (at != std::string::npos) port = std::atoi(text.c_str() + at + 17);
+    return port > 0;
+  }, 20);
+  if (port > 0) {
+    auto pending = std::async(std::launch::async, [port] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(20, 0);
+      auto res = c.Post("/v1/completions", json{{"prompt", "Hi"}, {"max_tokens", 3}, {"temperature", 0}}.dump(), "application/json");
+      return res ? json::parse(res->body, nullptr, false) : json();
+    });
+    EXPECT_EQ(board.read_line().rfind("G 3 0 40 ", 0), 0u);
+    board.send("P 1.00\nT 300 10\nT 301 10\nT 302 10\nE 3 0.01\n");
+    const json j = pending.get();
+    EXPECT_EQ(j["usage"]["completion_tokens"], 3) << j.dump();
+  } else {
+    ADD_FAILURE() << "no port in the log:\n" << test::read_text(log);
+  }
+  kill(pid, SIGTERM);
+  int status = -1;
+  if (!eventually([&] { return waitpid(pid, &status, WNOHANG) == pid; }, 10)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << test::read_text(log);
+}
+
+TEST(ServeCli, BridgeAndChatBadOptionsGiveClearErrors) {
+  MC_REQUIRE_SHARED();
+  auto r = run_cli_bounded({"serve", "-m", stories(), "--bridge", "/nonexistent/tty"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot open serial device"), std::string::npos) << r.err;
+  r = run_cli_bounded({"serve", "-m", stories(), "--bridge", "/dev/null", "--serial", "/dev/null"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;
+  r = run_cli_bounded({"serve", "-m", stories(), "--bridge", "/dev/null", "--parallel", "2"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("one generation at a time"), std::string::npos) << r.err;
+  r = run_cli_bounded({"serve", "-m", stories(), "--bridge", "/dev/null", "--bridge-timeout", "0"});
+  EXPECT_NE(r.exit_code, 0);
+  r = run_cli_bounded({"serve", "-m", stories(), "--chat-template", "jinja-of-my-own"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("chatml"), std::string::npos) << r.err;
 }
 
 }  // namespace

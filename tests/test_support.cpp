@@ -48,12 +48,16 @@ std::string temp_dir() {
   return dir;
 }
 
-CommandResult run_cli(const std::vector<std::string>& args) {
-  int out_pipe[2], err_pipe[2];
+CommandResult run_cli(const std::vector<std::string>& args) { return run_cli(args, std::string()); }
+
+CommandResult run_cli(const std::vector<std::string>& args, const std::string& input) {
+  int out_pipe[2], err_pipe[2], in_pipe[2];
   CommandResult r;
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) return r;
+  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0 || pipe(in_pipe) != 0) return r;
   const pid_t pid = fork();
   if (pid == 0) {
+    dup2(in_pipe[0], 0);
+    close(in_pipe[1]);
     dup2(out_pipe[1], 1);
     dup2(err_pipe[1], 2);
     close(out_pipe[0]);
@@ -67,6 +71,9 @@ CommandResult run_cli(const std::vector<std::string>& args) {
     execv(bin.c_str(), argv.data());
     _exit(127);
   }
+  close(in_pipe[0]);
+  if (!input.empty() && write(in_pipe[1], input.data(), input.size()) != static_cast<ssize_t>(input.size())) r.err = "stdin write failed";
+  close(in_pipe[1]);
   close(out_pipe[1]);
   close(err_pipe[1]);
   // Drain both pipes together so that neither can fill up and block the child.

@@ -30,6 +30,8 @@ struct CommandResult {
 };
 // Runs the mcullm CLI with the given arguments (each passed as one argv entry).
 CommandResult run_cli(const std::vector<std::string>& args);
+// The same with `input` on its stdin (written whole, then closed: keep it under 64 KiB).
+CommandResult run_cli(const std::vector<std::string>& args, const std::string& input);
 
 // The raw text of the value of a flat "key": value field in JSON the CLI printed (numbers are
 // compared as text so that two runs can be checked bit for bit), or "" when missing.

@@ -18,7 +18,7 @@ namespace {
 struct DummyOptions {
   std::string output;
   std::string type = "f32";
-  std::string arch = "llama", layout, embd_type = "f16";
+  std::string arch = "llama", layout, embd_type = "f16", chat_template;
   int dim = 64, hidden = 172, layers = 5, heads = 8, kv_heads = 4, seq_len = 512;
   uint64_t seed = 1234;
 };
@@ -177,6 +177,7 @@ int dummy(const DummyOptions& o) {
   GgufWriter w;
   LlamaExportReport rep;
   if (Status st = export_llama_gguf(m, &tok, opt, &w, &rep); !st.ok()) return report(st);
+  if (!o.chat_template.empty()) w.set_string("tokenizer.chat_template", o.chat_template);
   if (Status st = w.write_file(o.output); !st.ok()) return report(st);
   std::fprintf(stderr, "mcullm: wrote %s: dummy llama, dim %d, %d layers, vocab %d, %s, %.2f MiB of weights\n",
                o.output.c_str(), c.dim, c.n_layers, c.vocab_size, o.type.c_str(), rep.weight_bytes / 1048576.0);
@@ -202,6 +203,7 @@ void add_dummy_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--kv-heads", o->kv_heads, "Key/value heads")->check(CLI::Range(1, 256));
   cmd->add_option("--seq-len", o->seq_len, "Context length")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seed", o->seed, "Weight seed");
+  cmd->add_option("--chat-template", o->chat_template, "Store this text as tokenizer.chat_template (llama arch)");
   cmd->callback([o, exit_code] { *exit_code = dummy(*o); });
 }
 

@@ -3,14 +3,19 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "cli.h"
 #include "core/thread_pool_host.h"
 #include "host/model_loader.h"
 #include "kernels/kernels.h"
+#include "host/conversation.h"
 #include "model/generate.h"
+#include "tokenizer/chat_template.h"
 
 namespace mcullm::cli {
 
@@ -18,12 +23,12 @@ namespace {
 
 struct RunOptions {
   std::string model, tokenizer, prompt, prompt_file, prompt_ids, dump_tokens, dump_logits, kernels = "auto", sampler = "default",
-      bit_order = "auto";
+      bit_order = "auto", system, chat_template;
   int n_predict = 256, ctx = 0, threads = 1;
   int64_t seed = 42;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   int top_k = 40, repeat_last_n = 64;
-  bool fingerprint = false, no_bos = false, quiet = false, f32_activations = false;
+  bool fingerprint = false, no_bos = false, quiet = false, cnv = false, f32_activations = false;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -96,6 +101,73 @@ void print_memory(const Arena& tables, const Arena& work) {
   std::fprintf(stderr, "mcullm: arena peak        = %s (%s)\n", mib(tables.stats().peak + work.stats().peak).c_str(), used.c_str());
 }
 
+SamplerConfig sampler_config(const RunOptions& o) {
+  SamplerConfig sc;
+  sc.temperature = o.temp;
+  sc.top_k = o.top_k;
+  sc.top_p = o.top_p;
+  sc.min_p = o.min_p;
+  sc.repeat_penalty = o.repeat_penalty;
+  sc.repeat_last_n = o.repeat_last_n;
+  sc.seed = static_cast<uint64_t>(o.seed >= 0 ? o.seed : std::chrono::system_clock::now().time_since_epoch().count());
+  sc.llama2c = o.sampler == "llama2c";
+  return sc;
+}
+
+bool print_text(void*, std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  return true;
+}
+
+// -cnv: one user message per stdin line, the reply on stdout; /reset starts over, /exit (or the end
+// of stdin) quits. Per-turn figures go to stderr.
+int chat(const RunOptions& o, const LoadedModel& lm, const Tokenizer& tok, const KernelSet* kernels) {
+  if (!o.prompt.empty() || !o.prompt_file.empty() || !o.prompt_ids.empty())
+    return report(Status::Error(Code::kInvalidArgument, "-cnv reads the conversation from stdin: give no -p, -f or --prompt-ids (-sys sets the system prompt)"));
+  ChatTemplate tmpl;
+  if (Status st = ChatTemplate::choose(lm.format == "gguf" ? &lm.gguf : nullptr, o.chat_template, &tmpl); !st.ok()) return report(st);
+  const ChatFormat format(tmpl, tok);
+  const LlamaConfig& cfg = lm.model.cfg;
+  const int ctx_len = o.ctx > 0 ? o.ctx : cfg.seq_len;
+  if (ctx_len > cfg.seq_len)
+    return report(Status::Error(Code::kInvalidArgument, "-c %d is longer than the model's context of %d", ctx_len, cfg.seq_len));
+  HostThreadPool pool(o.threads);
+  DecoderInstance dec;
+  if (Status st = make_decoder(lm, ctx_len, &pool, kernels, 16ull * cfg.vocab_size, &dec); !st.ok()) return report(st);
+  Sampler sampler;
+  if (Status st = sampler.init(sampler_config(o), cfg.vocab_size, dec.work); !st.ok()) return report(st);
+  Conversation conv(*dec.decoder, sampler, tok, format);
+  conv.set_system(o.system);
+  std::fprintf(stderr, "mcullm: chat template %s, context %d; /reset starts over, /exit quits\n", tmpl.name(), ctx_len);
+
+  const bool tty = isatty(0);
+  std::string line;
+  for (;;) {
+    if (tty) std::fputs("> ", stdout), std::fflush(stdout);
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line == "/reset") {
+      conv.reset();
+      std::fprintf(stderr, "mcullm: conversation reset\n");
+      continue;
+    }
+    if (line.empty()) continue;
+    const int start = conv.n_past();
+    ChatReply r;
+    const Clock::time_point t0 = Clock::now();
+    if (Status st = conv.reply(line, o.n_predict, o.quiet ? nullptr : print_text, nullptr, &r); !st.ok()) {
+      report(st);
+      continue;
+    }
+    if (!o.quiet) std::fputc('\n', stdout), std::fflush(stdout);
+    std::fprintf(stderr, "mcullm: turn %d: fed %d tokens at positions %d..%d, sampled %d (%s), %.1f ms, %d of %d context used\n",
+                 conv.turns(), r.n_prompt, start, start + r.n_prompt - 1, r.n_generated,
+                 r.ended_by_eot ? "end of turn" : r.context_full ? "context full" : "length limit", ms_since(t0), conv.n_past(), ctx_len);
+    if (r.context_full) std::fprintf(stderr, "mcullm: the context of %d tokens is full; /reset to start over\n", ctx_len);
+  }
+  return 0;
+}
+
 int run(const RunOptions& o) {
   const Clock::time_point t_load = Clock::now();
   std::unique_ptr<LoadedModel> lm;
@@ -114,6 +186,9 @@ int run(const RunOptions& o) {
 
   const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
   if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
+  if (o.cnv) return chat(o, *lm, *tok, kernels);
+  if (!o.system.empty() || !o.chat_template.empty())
+    return report(Status::Error(Code::kInvalidArgument, "-sys and --chat-template are for a conversation (-cnv)"));
 
   // Prompt ids: BOS + the encoded text (as llama2.c), or the ids given.
   std::vector<int> prompt;
@@ -148,17 +223,8 @@ int run(const RunOptions& o) {
   if (Status st = make_decoder(*lm, ctx_len, &pool, kernels, 16ull * cfg.vocab_size, &dec); !st.ok()) return report(st);
   Arena& work = dec.work;
 
-  SamplerConfig sc;
-  sc.temperature = o.temp;
-  sc.top_k = o.top_k;
-  sc.top_p = o.top_p;
-  sc.min_p = o.min_p;
-  sc.repeat_penalty = o.repeat_penalty;
-  sc.repeat_last_n = o.repeat_last_n;
-  sc.seed = static_cast<uint64_t>(o.seed >= 0 ? o.seed : std::chrono::system_clock::now().time_since_epoch().count());
-  sc.llama2c = o.sampler == "llama2c";
   Sampler sampler;
-  if (Status st = sampler.init(sc, cfg.vocab_size, work); !st.ok()) return report(st);
+  if (Status st = sampler.init(sampler_config(o), cfg.vocab_size, work); !st.ok()) return report(st);
   const double load_ms = ms_since(t_load);
 
   StepPrinter printer;
@@ -254,6 +320,10 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--dump-logits", o->dump_logits, "Write every step's logits as little-endian f32");
   cmd->add_flag("--no-bos", o->no_bos, "Do not put BOS before the encoded prompt");
   cmd->add_flag("-q,--quiet", o->quiet, "Do not print the generated text");
+  cmd->add_flag("--cnv", o->cnv, "Conversation: one user message per stdin line, replies on stdout (-n per reply); /reset, /exit; -cnv also works");
+  cmd->add_option("--sys", o->system, "System prompt of the conversation; -sys also works");
+  cmd->add_option("--chat-template", o->chat_template, "Chat template (chatml, llama2); default: the model's tokenizer.chat_template")
+      ->check(CLI::IsMember({"chatml", "qwen2", "llama2", "llama-2"}));
   cmd->callback([o, exit_code] { *exit_code = run(*o); });
 }
 

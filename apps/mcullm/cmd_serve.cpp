@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli.h"
+#include "serve/board_link.h"
 #include "serve/engine.h"
 #include "serve/http_server.h"
 #include "serve/serial_server.h"
@@ -21,8 +22,9 @@ namespace {
 struct ServeOptions {
   serve::EngineOptions engine;
   serve::HttpOptions http;
-  std::string serial;
+  std::string serial, bridge;
   int baud = 115200;
+  int bridge_timeout_s = 30;
 };
 
 // SIGINT / SIGTERM stop the server cleanly: the signals are blocked in every thread and one thread
@@ -62,6 +64,11 @@ class SignalWaiter {
 
 int serve_main(ServeOptions& o) {
   SignalWaiter signals;  // before any thread exists, so that all of them inherit the mask
+  if (!o.bridge.empty()) {
+    int fd = -1;
+    if (Status st = serve::open_serial(o.bridge, o.baud, &fd); !st.ok()) return report(st);
+    o.engine.remote = std::make_shared<serve::BoardLink>(fd, true, o.bridge_timeout_s * 1000);
+  }
   std::unique_ptr<serve::Engine> engine;
   if (Status st = serve::Engine::create(o.engine, &engine); !st.ok()) return report(st);
 
@@ -83,6 +90,7 @@ int serve_main(ServeOptions& o) {
   signals.start([&server] { server.stop(); });
   std::fprintf(stderr, "mcullm: serving %s on http://%s:%d (%d slot%s, queue %d, context %d)\n", engine->model_id().c_str(),
                o.http.host.c_str(), server.port(), o.engine.parallel, o.engine.parallel == 1 ? "" : "s", o.engine.queue, engine->ctx_len());
+  if (!o.bridge.empty()) std::fprintf(stderr, "mcullm: generations run on the board at %s (%d baud)\n", o.bridge.c_str(), o.baud);
   std::fflush(stderr);
   const Status st = server.run();
   if (!st.ok()) return report(st);
@@ -101,6 +109,8 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--parallel", o->engine.parallel, "Concurrent generations (slots), each with its own KV cache")->check(CLI::Range(1, 64));
   cmd->add_option("--queue", o->engine.queue, "Requests that may wait for a slot; more get 503")->check(CLI::Range(0, 4096));
   cmd->add_option("--alias", o->engine.alias, "Model id in the API (default: the model file's name)");
+  cmd->add_option("--chat-template", o->engine.chat_template,
+                  std::string("Chat template for /v1/chat/completions: ") + ChatTemplate::known_names() + " (default: the model file's own)");
   cmd->add_option("--kernels", o->engine.kernels, "ref, avx2 or auto")->check(CLI::IsMember({"ref", "avx2", "auto"}));
   cmd->add_option("--token-delay-ms", o->engine.token_delay_ms, "Sleep after each token (to mimic a slow board in demos and tests)")
       ->check(CLI::Range(0, 10000));
@@ -111,7 +121,10 @@ void add_serve_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 3600))
       ->each([o](const std::string&) { o->http.write_timeout_s = o->http.read_timeout_s; });
   cmd->add_option("--serial", o->serial, "Speak the line protocol on this serial device or pty instead of HTTP");
-  cmd->add_option("--baud", o->baud, "Serial speed");
+  CLI::Option* bridge = cmd->add_option("--bridge", o->bridge, "Serve HTTP, but generate on a board speaking the line protocol on this serial device");
+  bridge->excludes(cmd->get_option("--serial"));
+  cmd->add_option("--bridge-timeout", o->bridge_timeout_s, "Seconds the board may stay silent while a reply is due")->check(CLI::Range(1, 3600));
+  cmd->add_option("--baud", o->baud, "Serial speed (--serial, --bridge)");
   cmd->callback([o, exit_code] { *exit_code = serve_main(*o); });
 }
 

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "cli.h"
-#include "tokenizer/pretokenizer.h"
+#include "text/pretokenizer.h"
+#include "tokenizer/image_tokenizer.h"
+#include "tokenizer/tokenizer_image_writer.h"
 #include "tokenizer/tokenizer_loader.h"
 
 namespace mcullm::cli {
@@ -164,6 +166,24 @@ int detokenize(const TokenizeOptions& o) {
   return 0;
 }
 
+int convert_tokenizer(const std::string& model, const std::string& output) {
+  std::unique_ptr<Tokenizer> tok;
+  std::string source;
+  if (Status st = load_tokenizer_for(model, &tok, &source); !st.ok()) return report(st);
+  std::vector<uint8_t> image;
+  if (Status st = write_tokenizer_image(*tok, &image); !st.ok()) return report(st);
+  std::FILE* f = std::fopen(output.c_str(), "wb");
+  if (!f) return report(Status::Error(Code::kIo, "cannot write %s", output.c_str()));
+  const bool ok = std::fwrite(image.data(), 1, image.size(), f) == image.size();
+  if (std::fclose(f) != 0 || !ok) return report(Status::Error(Code::kIo, "cannot write %s", output.c_str()));
+  ImageTokenizer check;
+  if (Status st = check.load(image.data(), image.size()); !st.ok()) return report(st);
+  std::fprintf(stderr, "mcullm: wrote %s from %s: %s\n", output.c_str(), source.c_str(), check.describe().c_str());
+  if (check.image().flags() & kTokImageNfc)
+    std::fprintf(stderr, "mcullm: note: this tokenizer NFC-normalizes its input; the board encoder does not (give it NFC text)\n");
+  return 0;
+}
+
 void add_common(CLI::App* cmd, TokenizeOptions* o, const char* input_what) {
   cmd->add_option("-m,--model", o->model,
                   "A tokenizer (llama2.c tokenizer.bin, GGUF vocabulary, tokenizer.json) or a model file")
@@ -191,6 +211,13 @@ void add_tokenize_commands(CLI::App& app, int* exit_code) {
     }
     *exit_code = tokenize(*o);
   });
+
+  auto c = std::make_shared<std::pair<std::string, std::string>>();
+  CLI::App* ccmd = app.add_subcommand("convert-tokenizer", "Write the board tokenizer image (flat, in-place, no allocation to encode)");
+  ccmd->add_option("-m,--model", c->first, "A tokenizer (llama2.c tokenizer.bin, GGUF vocabulary, tokenizer.json) or a model file")
+      ->required();
+  ccmd->add_option("-o,--output", c->second, "Image file to write")->required();
+  ccmd->callback([c, exit_code] { *exit_code = convert_tokenizer(c->first, c->second); });
 
   auto d = std::make_shared<TokenizeOptions>();
   CLI::App* dcmd = app.add_subcommand("detokenize", "Token ids -> text (the bytes, as they are)");

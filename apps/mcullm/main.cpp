@@ -15,11 +15,12 @@ int report(const Status& st) {
 }  // namespace mcullm::cli
 
 int main(int argc, char** argv) {
-  // The seed's single-dash spellings (-temp, -cnv) are long options here.
+  // The seed's single-dash spellings (-temp, -cnv, -sys) are long options here.
   std::vector<std::string> args(argv, argv + argc);
   for (std::string& a : args) {
     if (a == "-temp") a = "--temp";
     if (a == "-cnv") a = "--cnv";
+    if (a == "-sys") a = "--sys";
   }
   std::vector<char*> fixed;
   for (std::string& a : args) fixed.push_back(a.data());

@@ -118,6 +118,10 @@ ApiError api_error_from(const Status& st) {
       return ApiError(400, "invalid_request_error", st.message());
     case Code::kUnsupported:
       return ApiError(503, "unavailable_error", st.message());
+    case Code::kCorrupt:  // only the bridge's board link fails this way during a generation
+      return ApiError(502, "board_error", st.message());
+    case Code::kIo:  // the board link: the board fell silent
+      return ApiError(504, "timeout_error", st.message());
     default:
       return ApiError(500, "server_error", st.message());
   }
@@ -177,6 +181,57 @@ CompletionRequest parse_completion(const json& j, Dialect dialect, const Engine&
   if (auto v = opt_bool(j, "stream")) r.stream = *v;
   if (auto v = opt_bool(j, "return_tokens")) r.return_tokens = *v;
   if (auto v = opt_bool(j, "timings_per_token")) r.timings_per_token = *v;
+  return r;
+}
+
+namespace {
+
+// A message's content: a string, null, or OpenAI's array of parts of which only "text" ones are taken.
+std::string message_content(const json& c, size_t i) {
+  const std::string where = "'messages[" + std::to_string(i) + "].content'";
+  if (c.is_null()) return std::string();
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) throw bad_request(where + " must be a string or an array of parts, not " + c.type_name());
+  std::string text;
+  for (const json& part : c) {
+    const json* type = part.is_object() ? field(part, "type") : nullptr;
+    const json* t = part.is_object() ? field(part, "text") : nullptr;
+    if (!type || !type->is_string() || type->get<std::string>() != "text" || !t || !t->is_string())
+      throw bad_request(where + ": only parts of the form {\"type\": \"text\", \"text\": str} are supported");
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+CompletionRequest parse_chat(const json& j, const Engine& engine) {
+  const ChatFormat* chat = engine.chat();
+  if (!chat)
+    throw ApiError(501, "not_supported_error",
+                   "chat completions need a chat template: " + engine.chat_unavailable() + " (mcullm serve --chat-template NAME), or use /v1/completions");
+  const json* m = field(j, "messages");
+  if (!m || !m->is_array() || m->empty()) throw bad_request("'messages' (a non-empty array of {role, content}) is required");
+  if (m->size() > 4096) throw bad_request("'messages' holds more than 4096 messages");
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& x = (*m)[i];
+    const json* role = x.is_object() ? field(x, "role") : nullptr;
+    if (!role || !role->is_string()) throw bad_request("'messages[" + std::to_string(i) + "]' must be an object with a string 'role'");
+    const json* content = field(x, "content");
+    messages.push_back(ChatMessage{role->get<std::string>(), content ? message_content(*content, i) : std::string()});
+  }
+  std::string text;
+  if (Status st = chat->chat_template().render(messages, true, &text); !st.ok()) throw api_error_from(st);
+  std::vector<int> ids;
+  if (Status st = chat->encode(text, &ids); !st.ok()) throw api_error_from(st);
+  json body = j;
+  body.erase("messages");
+  body["prompt"] = ids;
+  if (const json* mct = field(j, "max_completion_tokens"); mct && !field(j, "max_tokens")) body["max_tokens"] = *mct;
+  if (!field(body, "max_tokens")) body["max_tokens"] = engine.ctx_len();  // the engine caps it at the context's end
+  CompletionRequest r = parse_completion(body, Dialect::kOpenAI, engine);
+  r.params.stop_tokens = chat->end_of_turn_ids();
   return r;
 }
 

@@ -30,7 +30,7 @@ std::string dump(const json& j);
 // The body must be a JSON object.
 json parse_body(const std::string& body);
 
-enum class Dialect { kOpenAI, kLlamaServer };
+enum class Dialect { kOpenAI, kLlamaServer, kOpenAIChat };
 
 struct CompletionRequest {
   CompletionParams params;
@@ -42,6 +42,11 @@ struct CompletionRequest {
 // /v1/completions (OpenAI: prompt, max_tokens = 16 by default, ...) or /completion (llama-server:
 // prompt, n_predict = -1 by default, ...). Checks "model" against the engine's model id (404).
 CompletionRequest parse_completion(const json& body, Dialect dialect, const Engine& engine);
+
+// /v1/chat/completions: "messages" rendered with the engine's chat template and encoded (501 when
+// the model has none); generation stops at the template's end-of-turn tokens; max_tokens (or
+// max_completion_tokens) defaults to the rest of the context. Other fields as /v1/completions.
+CompletionRequest parse_chat(const json& body, const Engine& engine);
 
 json timings_json(const CompletionResult& r);
 const char* finish_reason(const CompletionResult& r);  // "stop" or "length"

@@ -102,12 +102,24 @@ Status Engine::create(const EngineOptions& o, std::unique_ptr<Engine>* out) {
   if (e->ctx_len_ > cfg.seq_len)
     return Status::Error(Code::kInvalidArgument, "-c %d is longer than the model's context of %d", e->ctx_len_, cfg.seq_len);
   e->model_id_ = o.alias.empty() ? base_name(o.model) : o.alias;
+  ChatTemplate tmpl;
+  const Status chat = ChatTemplate::choose(e->lm_->format.rfind("gguf", 0) == 0 ? &e->lm_->gguf : nullptr, o.chat_template, &tmpl);
+  if (chat.ok()) {
+    e->chat_ = std::make_unique<ChatFormat>(tmpl, e->tok_);
+  } else if (!o.chat_template.empty()) {
+    return chat;  // a name we do not know
+  } else {
+    e->chat_error_ = chat.message();  // no template, or one we cannot render: chat completions answer 501
+  }
   const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
   if (!kernels) return Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str());
+  if (o.remote && o.parallel != 1) return Status::Error(Code::kInvalidArgument, "a board runs one generation at a time: --parallel must be 1");
   for (int i = 0; i < o.parallel; ++i) {
     auto slot = std::make_unique<Slot>();
-    slot->pool = std::make_unique<HostThreadPool>(o.threads);
-    MC_TRY(make_decoder(*e->lm_, e->ctx_len_, slot->pool.get(), kernels, 16ull * static_cast<size_t>(cfg.vocab_size) + 4096, &slot->dec));
+    if (!o.remote) {  // a board needs no local decoder
+      slot->pool = std::make_unique<HostThreadPool>(o.threads);
+      MC_TRY(make_decoder(*e->lm_, e->ctx_len_, slot->pool.get(), kernels, 16ull * static_cast<size_t>(cfg.vocab_size) + 4096, &slot->dec));
+    }
     e->free_.push_back(slot.get());
     e->slots_.push_back(std::move(slot));
   }
@@ -174,6 +186,7 @@ void Engine::shutdown() {
     stopping_ = true;
   }
   cv_.notify_all();
+  if (opt_.remote) opt_.remote->shutdown();
 }
 
 EngineMetrics Engine::metrics() const {
@@ -193,7 +206,7 @@ Status Engine::complete(const Admission&, const CompletionParams& p, const Promp
   }
   Slot* slot = acquire_slot();
   if (!slot) return Status::Error(Code::kUnsupported, "the server is shutting down");
-  const Status st = run_on_slot(*slot, p, on_prompt_done, on_token, r);
+  const Status st = opt_.remote ? run_remote(p, on_prompt_done, on_token, r) : run_on_slot(*slot, p, on_prompt_done, on_token, r);
   release_slot(slot);
   std::lock_guard<std::mutex> l(mu_);
   if (!st.ok()) {
@@ -220,8 +233,9 @@ struct StepState {
   int n_prompt;
   int delay_ms;
   int stop_a, stop_b;
+  const std::vector<int>* stop_tokens;  // null when ignore_eos
   Clock::time_point start, last;
-  bool cancelled = false, word_stop = false, prompt_done = false;
+  bool cancelled = false, word_stop = false, prompt_done = false, token_stop = false;
 };
 
 void on_logits(void* user, int pos, const float*, int) {
@@ -233,26 +247,56 @@ void on_logits(void* user, int pos, const float*, int) {
   if (*s->on_prompt_done) (*s->on_prompt_done)(s->result->prompt_ms);
 }
 
-bool on_step(void* user, const GenerateStep& step) {
-  auto* s = static_cast<StepState*>(user);
-  if (!step.sampled) return true;
-  const Clock::time_point now = Clock::now();
+// One sampled token (prev: the token before it): its text goes out; false: stop generating.
+bool accept_token(StepState* s, int prev, int next, double us) {
   TokenEvent ev;
-  ev.id = step.next;
-  ev.us = ms_between(s->last, now) * 1000.0;
-  s->last = now;
-  s->result->tokens.push_back(step.next);
-  const bool is_stop_token = step.next == s->stop_a || step.next == s->stop_b;
-  if (!is_stop_token) ev.text = s->text->push(s->tok->decode_step(step.token, step.next), &s->word_stop);
+  ev.id = next;
+  ev.us = us;
+  s->result->tokens.push_back(next);
+  const bool extra_stop = s->stop_tokens && std::find(s->stop_tokens->begin(), s->stop_tokens->end(), next) != s->stop_tokens->end();
+  const bool is_stop_token = next == s->stop_a || next == s->stop_b || extra_stop;
+  s->token_stop = is_stop_token;
+  if (!is_stop_token) ev.text = s->text->push(s->tok->decode_step(prev, next), &s->word_stop);
   bool keep = true;
   if (*s->on_token && !(*s->on_token)(ev)) {
     s->cancelled = true;
     keep = false;
   }
-  if (s->word_stop) keep = false;
+  if (s->word_stop || extra_stop) keep = false;
   // A simulated slow board: the delay counts in the next token's time and in predicted_ms.
   if (keep && s->delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(s->delay_ms));
   return keep;
+}
+
+bool on_step(void* user, const GenerateStep& step) {
+  auto* s = static_cast<StepState*>(user);
+  if (!step.sampled) return true;
+  const Clock::time_point now = Clock::now();
+  const double us = ms_between(s->last, now) * 1000.0;
+  s->last = now;
+  return accept_token(s, step.token, step.next, us);
+}
+
+// Flushes the held-back text (unless stopped) and fills the result's text and stop fields.
+void finish_text(StepState& s, const Engine::TokenFn& on_token, bool stopped_by_token, CompletionResult* r) {
+  if (!s.cancelled && !s.word_stop) {
+    bool stopped = false;
+    TokenEvent last;
+    last.text = s.text->finish(&stopped);
+    s.word_stop = stopped;
+    if (!last.text.empty() && on_token && !on_token(last)) s.cancelled = true;
+  }
+  r->text = s.text->text();
+  if (s.cancelled) {
+    r->stop_type = "cancelled";
+  } else if (s.word_stop) {
+    r->stop_type = "word";
+    r->stopping_word = s.text->stopping_word();
+  } else if (stopped_by_token) {
+    r->stop_type = "eos";
+  } else {
+    r->stop_type = "limit";
+  }
 }
 
 }  // namespace
@@ -286,6 +330,7 @@ Status Engine::run_on_slot(Slot& slot, const CompletionParams& p, const PromptDo
   s.delay_ms = opt_.token_delay_ms;
   s.stop_a = p.ignore_eos ? -1 : tok_.bos_id();
   s.stop_b = p.ignore_eos ? -1 : tok_.eos_id();
+  s.stop_tokens = p.ignore_eos ? nullptr : &p.stop_tokens;
   GenerateOptions go;
   go.n_predict = n_predict;
   go.stop_a = s.stop_a;
@@ -294,31 +339,53 @@ Status Engine::run_on_slot(Slot& slot, const CompletionParams& p, const PromptDo
   GenerateResult gr;
   s.start = s.last = Clock::now();
   MC_TRY(generate(*slot.dec.decoder, sampler, p.prompt.data(), n_prompt, go, history.data(), nullptr, hooks, &gr));
-  if (!s.cancelled && !s.word_stop) {
-    bool stopped = false;
-    TokenEvent last;
-    last.text = text.finish(&stopped);
-    s.word_stop = stopped;
-    if (!last.text.empty() && on_token && !on_token(last)) s.cancelled = true;
-  }
+  finish_text(s, on_token, gr.stopped_by_token || s.token_stop, r);
   const Clock::time_point end = Clock::now();
   // n_predict 0: the prompt's last token is never fed, so the prompt ends with the generation.
   if (!s.prompt_done) r->prompt_ms = ms_between(s.start, end);
   r->predicted_ms = std::max(0.0, ms_between(s.start, end) - r->prompt_ms);
-  r->text = text.text();
   r->n_prompt = gr.n_prompt;
   r->n_predicted = gr.n_sampled;
   r->context_full = gr.context_full;
-  if (s.cancelled) {
-    r->stop_type = "cancelled";
-  } else if (s.word_stop) {
-    r->stop_type = "word";
-    r->stopping_word = text.stopping_word();
-  } else if (gr.stopped_by_token) {
-    r->stop_type = "eos";
-  } else {
-    r->stop_type = "limit";
-  }
+  return Status::Ok();
+}
+
+// Bridge mode: the board samples; the times are the board's own (P's and the T lines').
+Status Engine::run_remote(const CompletionParams& p, const PromptDoneFn& on_prompt_done, const TokenFn& on_token, CompletionResult* r) {
+  const int n_prompt = static_cast<int>(p.prompt.size());
+  const int max_new = ctx_len_ - n_prompt + 1;
+  const int n_predict = p.n_predict < 0 ? max_new : std::min(p.n_predict, max_new);
+  TextStream text(p.stop);
+  StepState s;
+  s.tok = &tok_;
+  s.params = &p;
+  s.on_prompt_done = &on_prompt_done;
+  s.on_token = &on_token;
+  s.result = r;
+  s.text = &text;
+  s.n_prompt = n_prompt;
+  s.delay_ms = 0;
+  s.stop_a = p.ignore_eos ? -1 : tok_.bos_id();
+  s.stop_b = p.ignore_eos ? -1 : tok_.eos_id();
+  s.stop_tokens = p.ignore_eos ? nullptr : &p.stop_tokens;
+  int prev = p.prompt.back();
+  double token_ms = 0;
+  const RemoteGenerator::PromptDoneFn prompt_done = [&](double ms) {
+    r->prompt_ms = ms;
+    if (on_prompt_done) on_prompt_done(ms);
+  };
+  const RemoteGenerator::TokenFn token = [&](int id, double us) {
+    token_ms += us / 1000.0;
+    const bool keep = accept_token(&s, prev, id, us);
+    prev = id;
+    return keep && !s.token_stop;
+  };
+  MC_TRY(opt_.remote->generate(p, n_predict, vocab_, prompt_done, token));
+  finish_text(s, on_token, s.token_stop, r);
+  r->predicted_ms = token_ms;
+  r->n_prompt = n_prompt;
+  r->n_predicted = static_cast<int>(r->tokens.size());
+  r->context_full = n_prompt + r->n_predicted > ctx_len_;
   return Status::Ok();
 }
 

@@ -15,8 +15,11 @@
 #include "core/thread_pool_host.h"
 #include "host/model_loader.h"
 #include "model/sampler.h"
+#include "tokenizer/chat_template.h"
 
 namespace mcullm::serve {
+
+class RemoteGenerator;
 
 struct EngineOptions {
   std::string model, tokenizer, alias;  // alias: the model id (default: the file's name)
@@ -26,6 +29,8 @@ struct EngineOptions {
   int queue = 8;                        // admitted requests that may wait for a slot
   int token_delay_ms = 0;               // sleep after each generated token (demos, tests: a slow board)
   std::string kernels = "auto";
+  std::string chat_template;            // "chatml" / "llama2"; empty: the model file's own, if any
+  std::shared_ptr<RemoteGenerator> remote;  // bridge mode (parallel must be 1); null: the local decoder
 };
 
 struct CompletionParams {
@@ -33,7 +38,26 @@ struct CompletionParams {
   int n_predict = -1;                   // -1 = until the context is full
   SamplerConfig sampler;
   std::vector<std::string> stop;        // stop strings (not included in the text)
-  bool ignore_eos = false;              // do not stop at BOS / EOS
+  bool ignore_eos = false;              // do not stop at BOS / EOS (nor at stop_tokens)
+  std::vector<int> stop_tokens;         // more ids that end the generation (chat: end of turn); not shown
+};
+
+// Bridge mode: where the tokens come from when a board on a serial line runs the model
+// (serve/board_link.h). The engine keeps everything else: tokenizer, text (UTF-8, stop strings),
+// stop tokens, timings, the queue. The board samples with temperature, top-k and seed only.
+class RemoteGenerator {
+ public:
+  virtual ~RemoteGenerator() = default;
+  using PromptDoneFn = std::function<void(double prompt_ms)>;
+  using TokenFn = std::function<bool(int id, double us)>;  // false: stop passing tokens on
+  // Generates up to n_predict tokens after p.prompt (p.ignore_eos: not stopping at BOS / EOS); token
+  // ids outside 0..vocab_size-1 are the board's error.
+  // on_token may return false; the generator must still leave its link ready for the next request.
+  // Errors: Code::kIo when the board stays silent too long, Code::kCorrupt for anything else the
+  // board does wrong (a malformed or unexpected line, an X line, a hang-up).
+  virtual Status generate(const CompletionParams& p, int n_predict, int vocab_size, const PromptDoneFn& on_prompt_done, const TokenFn& on_token) = 0;
+  // Makes a running generate() return soon (server shutdown).
+  virtual void shutdown() = 0;
 };
 
 // One generated token as the client sees it: `text` is what can be shown now (complete UTF-8, and
@@ -88,6 +112,9 @@ class Engine {
   int vocab_size() const { return vocab_; }
   const EngineOptions& options() const { return opt_; }
   const LoadedModel& model() const { return *lm_; }
+  // The chat template bound to the tokenizer, or null (chat_unavailable() says why).
+  const ChatFormat* chat() const { return chat_.get(); }
+  const std::string& chat_unavailable() const { return chat_error_; }
 
   // BOS + the encoded text, as `mcullm run` does.
   Status encode_prompt(const std::string& text, std::vector<int>* ids) const;
@@ -117,12 +144,15 @@ class Engine {
   Slot* acquire_slot();
   void release_slot(Slot* s);
   void release_admission();
+  Status run_remote(const CompletionParams& p, const PromptDoneFn& on_prompt_done, const TokenFn& on_token, CompletionResult* r);
   Status run_on_slot(Slot& slot, const CompletionParams& p, const PromptDoneFn& on_prompt_done, const TokenFn& on_token,
                      CompletionResult* r);
 
   EngineOptions opt_;
   std::unique_ptr<LoadedModel> lm_;
   Llama2cTokenizer tok_;
+  std::unique_ptr<ChatFormat> chat_;
+  std::string chat_error_;
   std::string model_id_;
   int ctx_len_ = 0, vocab_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "serve/api_json.h"
+#include "serve/web_assets.h"
 
 namespace mcullm::serve {
 
@@ -75,8 +76,13 @@ struct HttpServer::Impl {
     });
     srv.set_payload_max_length(opt.max_body_bytes);
 
+    // Any origin may call the API (the page also works opened as a file, or from another port);
+    // the API key, when set, is what guards it.
+    srv.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
     srv.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (opt.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+      // The page and the CORS preflight carry no key; the page asks the user for it.
+      const bool open = req.path == "/health" || req.method == "OPTIONS" || (req.method == "GET" && find_web_asset(req.path));
+      if (opt.api_key.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
       std::string given = req.get_header_value("X-Api-Key");
       const std::string auth = req.get_header_value("Authorization");
       if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
@@ -101,6 +107,15 @@ struct HttpServer::Impl {
       send_error(res, 500, "server_error", "internal error");
     });
 
+    srv.Options(".*", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Content-Type, Authorization, X-Api-Key");
+      res.set_header("Access-Control-Max-Age", "600");
+    });
+    srv.Get("/", guarded([](const httplib::Request& req, httplib::Response& res) { web_asset(req, res); }));
+    for (size_t i = 0; i < kWebAssetCount; ++i)
+      srv.Get(kWebAssets[i].path, guarded([](const httplib::Request& req, httplib::Response& res) { web_asset(req, res); }));
     srv.Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) {
       const EngineMetrics m = engine.metrics();
       res.set_content(dump(json{{"status", "ok"}, {"slots_idle", m.slots - m.busy_slots}, {"slots_processing", m.busy_slots}}),
@@ -112,12 +127,17 @@ struct HttpServer::Impl {
     srv.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kOpenAI); }));
     srv.Post("/completion", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kLlamaServer); }));
     srv.Post("/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kLlamaServer); }));
-    srv.Post("/v1/chat/completions", guarded([](const httplib::Request&, httplib::Response& res) {
-      send_error(res, 501, "not_supported_error",
-                 "chat completions need a chat template, which this build does not have yet; use /v1/completions with a text prompt");
-    }));
+    srv.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kOpenAIChat); }));
+    srv.Post("/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kOpenAIChat); }));
     srv.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
     srv.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); }));
+  }
+
+  static void web_asset(const httplib::Request& req, httplib::Response& res) {
+    const WebAsset* a = find_web_asset(req.path);
+    if (!a) throw ApiError(404, "not_found_error", "no page " + req.path);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(reinterpret_cast<const char*>(a->data), a->size, a->mime);
   }
 
   void models(httplib::Response& res) {
@@ -127,7 +147,8 @@ struct HttpServer::Impl {
            {"created", 0},
            {"owned_by", "mcullm"},
            {"meta", {{"n_vocab", c.vocab_size}, {"n_ctx", engine.ctx_len()}, {"n_ctx_train", c.seq_len}, {"n_embd", c.dim},
-                     {"n_layer", c.n_layers}, {"format", engine.model().format}}}};
+                     {"n_layer", c.n_layers}, {"format", engine.model().format},
+                     {"chat_template", engine.chat() ? json(engine.chat()->chat_template().name()) : json(nullptr)}}}};
     res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
   }
 
@@ -204,6 +225,16 @@ struct HttpServer::Impl {
       return json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", engine.model_id()},
                   {"choices", json::array({choice})}, {"usage", usage}, {"timings", timings_json(r)}};
     }
+    if (d == Dialect::kOpenAIChat) {
+      json choice{{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason(r)}};
+      if (stream) {
+        choice["delta"] = json::object();
+      } else {
+        choice["message"] = json{{"role", "assistant"}, {"content", r.text}};
+      }
+      return json{{"id", id}, {"object", stream ? "chat.completion.chunk" : "chat.completion"}, {"created", created},
+                  {"model", engine.model_id()}, {"choices", json::array({choice})}, {"usage", usage}, {"timings", timings_json(r)}};
+    }
     json o{{"content", stream ? std::string() : r.text},
            {"id_slot", 0},
            {"stop", true},
@@ -225,12 +256,12 @@ struct HttpServer::Impl {
 
   void completion(const httplib::Request& req, httplib::Response& res, Dialect d) {
     const json body = parse_body(req.body);
-    auto cr = std::make_shared<CompletionRequest>(parse_completion(body, d, engine));
+    auto cr = std::make_shared<CompletionRequest>(d == Dialect::kOpenAIChat ? parse_chat(body, engine) : parse_completion(body, d, engine));
     auto adm = std::make_shared<std::unique_ptr<Admission>>(engine.admit());
     if (!*adm)
       throw ApiError(503, "unavailable_error", "the server is busy: all " + std::to_string(engine.options().parallel) + " slots and " +
                                                    std::to_string(engine.options().queue) + " queue places are taken; retry later");
-    const std::string id = (d == Dialect::kOpenAI ? "cmpl-" : "") + std::to_string(next_id++);
+    const std::string id = (d == Dialect::kOpenAI ? "cmpl-" : d == Dialect::kOpenAIChat ? "chatcmpl-" : "") + std::to_string(next_id++);
     const std::time_t created = std::time(nullptr);
 
     if (!cr->stream) {
@@ -245,11 +276,18 @@ struct HttpServer::Impl {
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider("text/event-stream", [this, adm, cr, d, id, created](size_t, httplib::DataSink& sink) {
       if (!*adm) return false;  // called again after the end: nothing more to send
+      bool first_chunk = true;
       const Engine::TokenFn on_token = [&](const TokenEvent& ev) {
         if (stopping.load()) return false;
-        if (d == Dialect::kOpenAI && ev.text.empty()) return sink.is_writable();
+        if (d != Dialect::kLlamaServer && ev.text.empty()) return sink.is_writable();
         json chunk;
-        if (d == Dialect::kOpenAI) {
+        if (d == Dialect::kOpenAIChat) {
+          json delta{{"content", ev.text}};
+          if (first_chunk) delta["role"] = "assistant";  // OpenAI names the role in the first delta
+          first_chunk = false;
+          chunk = json{{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", engine.model_id()},
+                       {"choices", json::array({json{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
+        } else if (d == Dialect::kOpenAI) {
           chunk = json{{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", engine.model_id()},
                        {"choices", json::array({json{{"text", ev.text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
         } else {
@@ -276,7 +314,7 @@ struct HttpServer::Impl {
       } else {
         tail = sse(final_object(d, id, created, r, *cr, true));
       }
-      if (d == Dialect::kOpenAI) tail += "data: [DONE]\n\n";
+      if (d != Dialect::kLlamaServer) tail += "data: [DONE]\n\n";
       if (!sink.write(tail.data(), tail.size())) return false;
       sink.done();
       return true;

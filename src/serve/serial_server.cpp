@@ -29,7 +29,8 @@ speed_t baud_constant(int baud) {
   }
 }
 
-// Writes everything (waits while the device is full); false when the other end is gone.
+}  // namespace
+
 bool write_all(int fd, const std::string& s) {
   size_t done = 0;
   while (done < s.size()) {
@@ -47,8 +48,6 @@ bool write_all(int fd, const std::string& s) {
   }
   return true;
 }
-
-}  // namespace
 
 Status open_serial(const std::string& path, int baud, int* fd) {
   const speed_t speed = baud_constant(baud);

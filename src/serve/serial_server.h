@@ -11,6 +11,9 @@ namespace mcullm::serve {
 // Opens a serial device or a pty in raw mode (8N1, no echo, no line editing) at `baud`.
 Status open_serial(const std::string& path, int baud, int* fd);
 
+// Writes all of s (waiting while the device is full); false when the other end is gone.
+bool write_all(int fd, const std::string& s);
+
 // Answers G lines read from in_fd on out_fd, one generation at a time, until the other end hangs up
 // (returns Ok) or `stop` becomes true (checked at least every 100 ms and at every token).
 Status serve_lines(Engine& engine, int in_fd, int out_fd, const std::atomic<bool>& stop);

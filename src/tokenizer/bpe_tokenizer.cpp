@@ -149,6 +149,15 @@ std::string BpeTokenizer::token_text(int id) const {
   return id >= 0 && id < vocab_size() ? tokens_[static_cast<size_t>(id)] : std::string();
 }
 
+std::vector<BpeTokenizer::MergeEntry> BpeTokenizer::merge_entries() const {
+  std::vector<MergeEntry> out;
+  out.reserve(merges_.size());
+  for (const auto& [pair, rank_id] : merges_)
+    out.push_back(MergeEntry{static_cast<uint32_t>(pair >> 32), static_cast<uint32_t>(pair), static_cast<uint32_t>(rank_id >> 32),
+                             static_cast<uint32_t>(rank_id)});
+  return out;
+}
+
 size_t BpeTokenizer::memory_bytes() const {
   size_t total = sizeof(*this);
   for (size_t i = 0; i < tokens_.size(); ++i)

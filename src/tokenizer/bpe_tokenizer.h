@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "mcullm/status.h"
-#include "tokenizer/pretokenizer.h"
+#include "text/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mcullm {
@@ -62,6 +62,18 @@ class BpeTokenizer : public Tokenizer {
   Status encode(std::string_view text, const EncodeOptions& options, std::vector<int>* ids) const override;
   std::string decode_step(int prev, int id) const override;
   std::string decode(const std::vector<int>& ids) const override;
+
+  // For the board image writer (tokenizer_image_writer.h): what token `id` stands for (ids in range),
+  // its type, the token of each byte (-1: none), the flags, and the merge table.
+  const std::string& token_bytes(int id) const { return bytes_[static_cast<size_t>(id)]; }
+  TokenType token_type(int id) const { return types_[static_cast<size_t>(id)]; }
+  int byte_token(uint8_t b) const { return byte_id_[b]; }
+  bool ignores_merges() const { return ignore_merges_; }
+  bool normalizes_nfc() const { return nfc_; }
+  struct MergeEntry {
+    uint32_t left, right, rank, result;
+  };
+  std::vector<MergeEntry> merge_entries() const;
 
   // Pieces of at most this many bytes are merged with a linear scan, longer ones with a heap (the
   // two give the same ids; tests move the threshold to compare them).

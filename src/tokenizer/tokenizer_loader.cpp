@@ -9,6 +9,7 @@
 #include "host/mapped_file.h"
 #include "host/model_loader.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/image_tokenizer.h"
 #include "tokenizer/llama2c_tokenizer.h"
 #include "tokenizer/wordpiece_tokenizer.h"
 
@@ -279,6 +280,13 @@ Status tokenizer_from_hf_json(std::string_view text, std::unique_ptr<Tokenizer>*
 }
 
 Status load_tokenizer_bytes(const uint8_t* data, size_t size, std::unique_ptr<Tokenizer>* out, std::string* source) {
+  if (size >= 4 && memcmp(data, "MCTK", 4) == 0) {
+    auto tok = std::make_unique<ImageTokenizer>();
+    MC_TRY(tok->load(data, size));
+    *out = std::move(tok);
+    if (source) *source = "board tokenizer image";
+    return Status::Ok();
+  }
   if (size >= 4 && memcmp(data, "GGUF", 4) == 0) {
     // Tables and string indexes (16 bytes per string, each of which takes at least 8 bytes of the
     // file) never need more than 2 * size; start small (a model's tensors take most of its file) and
@@ -323,7 +331,8 @@ Status load_tokenizer_for(const std::string& path, std::unique_ptr<Tokenizer>* o
   MC_TRY(f.open(path));
   const bool gguf = f.size() >= 4 && memcmp(f.data(), "GGUF", 4) == 0;
   const bool json = f.size() >= 1 && f.data()[0] == '{';
-  if (gguf || json) {
+  const bool image = f.size() >= 4 && memcmp(f.data(), "MCTK", 4) == 0;
+  if (gguf || json || image) {
     Status st = load_tokenizer_bytes(f.data(), f.size(), out, source);
     if (!st.ok()) st.prefix("%s: ", path.c_str());
     if (st.ok() && source) *source = path + " (" + *source + ")";

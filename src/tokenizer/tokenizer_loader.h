@@ -3,6 +3,7 @@
 //                           or "gpt2" (byte-level BPE, tokenizer.ggml.pre names the pre-tokenizer)
 //   Hugging Face tokenizer.json: a BPE model with merges, added tokens, byte-level pre-tokenizer
 //   llama2.c tokenizer.bin
+//   the board tokenizer image ("MCTK", text/tokenizer_image.h)
 // Host code.
 #pragma once
 #include <stddef.h>

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "tokenizer/pretokenizer.h"
+#include "text/pretokenizer.h"
 
 namespace mcullm {
 

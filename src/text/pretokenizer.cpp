@@ -1,4 +1,4 @@
-#include "tokenizer/pretokenizer.h"
+#include "text/pretokenizer.h"
 
 #include <string.h>
 
@@ -6,7 +6,7 @@ namespace mcullm {
 
 namespace {
 
-#include "tokenizer/unicode_classes.inc"
+#include "text/unicode_classes.inc"
 
 // ASCII fast path: the class of every byte below 0x80.
 struct AsciiTable {
