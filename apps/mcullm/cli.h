@@ -28,6 +28,8 @@ void add_pretuned_options(CLI::App* cmd, PretunedOptions* o);
 // built-in defaults; an error for a missing or malformed file.
 Status apply_pretuned(const PretunedOptions& o);
 
+void add_head_command(CLI::App& app, int* exit_code);   // two-stage / pruned vocabulary heads
+
 // Prints "mcullm: error: <message>" to stderr and returns the exit code for a failed status.
 int report(const Status& st);
 

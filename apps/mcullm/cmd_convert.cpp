@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "format/bitllama2c_gguf_writer_host.h"
+#include "format/esp32ai_writer_host.h"
 #include "format/llama_gguf_writer_host.h"
 #include "host/board_image_export.h"
 #include "host/model_loader.h"
@@ -18,6 +19,7 @@ struct ConvertOptions {
   std::string input, output, tokenizer, type, embd_type, bit_order = "auto";  // type "": f32, or i2_s for ternary models
   std::string image;  // board image to write instead of a GGUF
   uint64_t sram_budget = 64 * 1024, psram_budget = 2 * 1024 * 1024;
+  std::string format = "gguf";  // or "esp32ai" (PLE models only)
 };
 
 // The board image of the model as loaded; BOS / EOS of its tokenizer (if any) become the stop tokens.
@@ -53,12 +55,40 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
   return 0;
 }
 
+// PLE (esp32-ai) models keep their int4 weights as they are, to GGUF or back to an esp32-ai file.
+int convert_ple(const ConvertOptions& o, const LoadedModel& lm) {
+  if (!o.type.empty() || !o.embd_type.empty())
+    return report(Status::Error(Code::kInvalidArgument, "--type / --embd-type: a PLE model keeps its esp32-ai int4 weights"));
+  if (o.format == "esp32ai") {
+    std::vector<uint8_t> bytes;
+    if (Status st = esp32ai_write_bytes(lm.ple, &bytes); !st.ok()) return report(st);
+    const std::string tmp = o.output + ".tmp";
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    f.close();
+    if (!f || std::rename(tmp.c_str(), o.output.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      return report(Status::Error(Code::kIo, "cannot write %s", o.output.c_str()));
+    }
+    std::fprintf(stderr, "mcullm: wrote %s: esp32-ai v%d, %zu bytes\n", o.output.c_str(), lm.ple.cfg.version, bytes.size());
+    return 0;
+  }
+  GgufWriter writer;
+  if (Status st = export_ple_gguf(lm.ple, lm.format + " " + o.input, &writer); !st.ok()) return report(st);
+  if (Status st = writer.write_file(o.output); !st.ok()) return report(st);
+  std::fprintf(stderr, "mcullm: wrote %s: %zu tensors (q4e codes + f16 scales, f32 norms)\n", o.output.c_str(), writer.tensor_count());
+  return 0;
+}
+
 int convert(const ConvertOptions& o) {
   std::unique_ptr<LoadedModel> lm;
   LoadOptions lo;
   lo.bit_order = o.bit_order;
   if (Status st = load_model(o.input, lo, &lm); !st.ok()) return report(st);
   if (!o.image.empty()) return convert_image(o, *lm);
+  if (lm->arch == "ple") return convert_ple(o, *lm);
+  if (o.format != "gguf")
+    return report(Status::Error(Code::kInvalidArgument, "--format %s: only PLE (esp32-ai) models convert to esp32ai", o.format.c_str()));
   Llama2cTokenizer tok;
   std::string tok_source;
   Status tok_status = load_tokenizer(*lm, o.tokenizer, &tok, &tok_source);
@@ -107,7 +137,7 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ConvertOptions>();
   CLI::App* cmd = app.add_subcommand("convert", "Convert a model (llama2.c .bin or GGUF) to GGUF, optionally quantized");
   cmd->add_option("input", o->input, "Model to read")->required()->check(CLI::ExistingFile);
-  CLI::Option* out = cmd->add_option("-o,--output", o->output, "GGUF file to write");
+  CLI::Option* out = cmd->add_option("-o,--output", o->output, "File to write (GGUF unless --format esp32ai)");
   CLI::Option* image = cmd->add_option("--image", o->image, "Write a board image (format/board_image.h) instead of a GGUF");
   out->excludes(image);
   cmd->add_option("--sram-budget", o->sram_budget, "--image: weight bytes placed in the SRAM section (default 65536)");
@@ -119,6 +149,8 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--embd-type", o->embd_type,
                   "Type of the token embedding and output head (default: --type, but q8_0 for the 4-bit types)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
+  cmd->add_option("--format", o->format, "Output format: gguf, or esp32ai (an esp32-ai model file; PLE models only)")
+      ->check(CLI::IsMember({"gguf", "esp32ai"}));
   cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
       ->check(CLI::IsMember({"msb", "lsb", "auto"}));
   cmd->callback([o, exit_code] {

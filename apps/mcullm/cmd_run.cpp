@@ -28,7 +28,7 @@ struct RunOptions {
   int64_t seed = 42;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   int top_k = 40, repeat_last_n = 64;
-  bool fingerprint = false, no_bos = false, quiet = false, cnv = false;
+  bool fingerprint = false, no_bos = false, quiet = false, cnv = false, f32_activations = false;
   PretunedOptions pretuned;
 };
 
@@ -175,6 +175,7 @@ int run(const RunOptions& o) {
   std::unique_ptr<LoadedModel> lm;
   LoadOptions lo;
   lo.bit_order = o.bit_order;
+  lo.f32_activations = o.f32_activations;
   if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
   const LlamaConfig& cfg = lm->model.cfg;
 
@@ -315,6 +316,8 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
       ->check(CLI::IsMember({"msb", "lsb", "auto"}));
   add_pretuned_options(cmd, &o->pretuned);
+  cmd->add_flag("--f32-activations", o->f32_activations,
+                "PLE (esp32-ai) models: f32 matvec inputs, as esp32-ai's C core (default: int8, as its int8 build)");
   cmd->add_flag("--fingerprint", o->fingerprint, "Print the run's fingerprint (hash of token ids and logits)");
   cmd->add_option("--dump-tokens", o->dump_tokens, "Write PROMPT / TOK lines (the format of ../shared/models/*/ref)");
   cmd->add_option("--dump-logits", o->dump_logits, "Write every step's logits as little-endian f32");

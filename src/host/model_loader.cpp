@@ -9,6 +9,7 @@
 #include "format/bitllama2c.h"
 #include "format/bitllama2c_gguf.h"
 #include "format/bitnet_gguf.h"
+#include "format/esp32ai.h"
 #include "format/llama2c.h"
 #include "format/gguf_model.h"
 #include "format/llama_gguf.h"
@@ -78,6 +79,13 @@ Status bitllama2c_greedy_confidence(const BitLlama2cModel& model, int steps, dou
 
 namespace {
 
+// A loaded PLE model: its arch, options and the shared config summary the commands print.
+void set_ple(LoadedModel* m, const LoadOptions& opt) {
+  m->arch = "ple";
+  m->f32_activations = opt.f32_activations;
+  m->model.cfg = m->ple.cfg.base();
+}
+
 Status load_bitllama2c(LoadedModel* m, const LoadOptions& opt) {
   const uint8_t* data = m->file.data();
   const size_t size = m->file.size();
@@ -136,12 +144,21 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
       m->arch = "bitnet-llama2c";
       st = bitllama2c_from_gguf(m->gguf, m->tables, &m->bitnet);
       m->model.cfg = m->bitnet.cfg;
+    } else if (st.ok() && arch.equals(kPleGgufArch)) {
+      st = ple_from_gguf(m->gguf, m->tables, &m->ple);
+      if (st.ok()) set_ple(m.get(), opt);
     } else if (st.ok() && bitnet_gguf_arch(arch)) {
       m->arch = std::string(arch.data, arch.size);
       st = bitnet_from_gguf(m->gguf, m->tables, &m->bitnet_gguf);
       m->model.cfg = m->bitnet_gguf.cfg.base;
     } else if (st.ok()) {
       st = llama_from_gguf(m->gguf, m->tables, &m->model);
+    }
+  } else if (esp32ai_is_model(data, size)) {
+    st = esp32ai_load(data, size, m->tables, &m->ple);
+    if (st.ok()) {
+      m->format = m->ple.cfg.version == 0 ? "esp32-ai v0" : "esp32-ai v1";
+      set_ple(m.get(), opt);
     }
   } else if (bitllama2c_is_ternary(data, size)) {
     st = load_bitllama2c(m.get(), opt);
@@ -178,6 +195,12 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
     auto bit = std::make_shared<BitLlama2cContext>();
     MC_TRY(bit->init(&m.bitnet, ctx_len, out->work, pool, kernels));
     out->decoder = bit;
+    return Status::Ok();
+  }
+  if (m.arch == "ple") {
+    auto ple = std::make_shared<PleContext>();
+    MC_TRY(ple->init(&m.ple, ctx_len, out->work, pool, kernels, m.f32_activations));
+    out->decoder = ple;
     return Status::Ok();
   }
   if (m.arch == "bitnet" || m.arch == "bitnet-25") {

@@ -12,6 +12,7 @@
 #include "model/bitnet.h"
 #include "model/bitnet_llama2c.h"
 #include "model/llama.h"
+#include "model/ple.h"
 #include "quant/ternary.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
@@ -19,10 +20,11 @@ namespace mcullm {
 
 struct LoadedModel {
   std::string path;
-  std::string format;  // "gguf", "llama2.c legacy", "llama2.c ak42 v1", "llama2.c ak42 v2",
+  std::string format;  // "esp32-ai v0" / "esp32-ai v1", "gguf", "llama2.c legacy", "llama2.c ak42 v1", "llama2.c ak42 v2",
                        // "bitllama2.c ternary (msb)" / "(lsb)" (+ ", detected" when auto-detected)
   std::string arch = "llama";  // "llama", "bitnet-llama2c" (the BitLinear model in `bitnet`), or
-                               // "bitnet" / "bitnet-25" (llama.cpp's BitNet b1.58 GGUF, in `bitnet_gguf`)
+                               // "bitnet" / "bitnet-25" (llama.cpp's BitNet b1.58 GGUF, in `bitnet_gguf`),
+                               // "ple" (esp32-ai's per-layer-embedding model, in `ple`)
   MappedFile file;
   std::unique_ptr<uint8_t[]> table_memory;  // backs `tables`
   Arena tables;                             // tensor tables, expanded weights, GGUF indexes
@@ -31,11 +33,16 @@ struct LoadedModel {
   BitLlama2cModel bitnet;                   // arch "bitnet-llama2c"
   BitnetModel bitnet_gguf;                  // arch "bitnet" / "bitnet-25"
   TernaryLayout bit_order = TernaryLayout::kBitllama2cMsb;  // of a bitllama2.c file
+  PleModel ple;                             // arch "ple" (esp32-ai format v0 / v1)
+  bool f32_activations = false;             // arch "ple": f32 matvec inputs, as esp32-ai's C core
 };
 
 struct LoadOptions {
   // Bit order of a bitllama2.c ternary file: "msb", "lsb" or "auto" (detect_bit_order below).
   std::string bit_order = "auto";
+  // PLE models (esp32-ai files): compute every matvec with f32 activations, as esp32-ai's C core
+  // does by default (else int8 activations, one scale per vector, as its int8 build).
+  bool f32_activations = false;
 };
 
 // The object holds pointers into itself, so it is created on the heap and never moved.

@@ -113,6 +113,10 @@ void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int 
     case DType::kQ8_0: k.matvec_q8_0(w, x.q, x.scales, y, r0, r1); return;
     case DType::kQ4_0: k.matvec_q4_0(w, x.q, x.scales, y, r0, r1); return;
     case DType::kQ4G64: k.matvec_q4g64(w, x.q, x.scales, y, r0, r1); return;
+    case DType::kQ4E:
+      if (x.q && x.scales) k.matvec_q4e_q8(w, x.q, x.scales, y, r0, r1);
+      else k.matvec_q4e_f32(w, x.f, y, r0, r1);
+      return;
   }
 }
 

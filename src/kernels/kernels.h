@@ -19,6 +19,14 @@
 //    partial sums below 2^15, so SIMD int16 accumulation inside a block is exact too). The only float
 //    step: y[n][r] = (float)isum * (w.scale * inv_s[n]) with inv_s = (float)(1.0 / s), the product
 //    w.scale * inv_s rounded to f32 first. Any order of integer adds gives the same bits.
+//  * esp32-ai int4 (q4e, quant/q4e.h), in esp32-ai's own order so that its C core can be matched:
+//    f32 activations: per group g = sum of (float)w_j * x_j in increasing j (rounded product, then
+//    add), acc += g * d_group in increasing group order from 0, y = acc.
+//    int8 activations (one scale xs[0] for the whole vector, q4e_quantize_activations): one exact
+//    int32 sum per group, acc += (float)isum * d_group in increasing group order, y = acc * xs[0].
+//  * q4g64 with int8 activations quantized per 64-value block (quantize_activations, called once
+//    per token and input vector) follows the quantized-block rule above: int32 group sums, then
+//    one f32 multiply-add per group, (float)isum * (d_w * d_x), into 8 lanes folded as a tree.
 // Rows are independent, so any split of rows among threads gives the same bits.
 #pragma once
 #include <stddef.h>
@@ -37,6 +45,8 @@ struct MatRef {
   int cols = 0;
   size_t row_bytes = 0;
   float scale = 1.0f;  // the per-tensor scale of i2_s weights (ignored by the other types)
+  const uint8_t* scales = nullptr;  // q4e: the f16 group scales, rows * ceil(cols / group), any alignment
+  int group = 0;                    // q4e: weights per scale group
   const uint8_t* row(int r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes; }
 };
 
@@ -168,6 +178,9 @@ struct KernelSet {
   // inverse activation scale inv_scales[n], output row y + n * y_stride (see the contract above).
   void (*tl_matmul)(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens,
                     float* y, size_t y_stride, int tile0, int tile1);
+  // esp32-ai int4 rows (q4e) times f32 or int8 activations: see the contract above.
+  void (*matvec_q4e_f32)(const MatRef& w, const float* x, float* y, int r0, int r1);
+  void (*matvec_q4e_q8)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 };
 
 const KernelSet& kernels_ref();
@@ -183,7 +196,8 @@ const KernelSet* kernels_by_name(const char* name);
 const KernelSet& kernels_best();
 
 // Rows [r0, r1) of w times x, whatever w's type (x.q must be filled when w is quantized; for i2_s
-// weights x.q with one scale selects the integer kernel, else the f32 path is taken).
+// weights x.q with one scale selects the integer kernel, else the f32 path is taken; q4e weights
+// likewise: x.q with its one scale (q4e_quantize_activations), else x.f).
 void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int r0, int r1);
 
 // Rows [r0, r1) of w times the n columns of x (batched prefill): y[c * y_stride + r] has exactly the

@@ -84,6 +84,7 @@ bool quantize_row(DType type, const float* src, void* dst, int cols) {
     case DType::kTQ1_0:
     case DType::kTQ2_0: return ternary_quantize_tq_row(type, src, dst, cols);
     case DType::kI2_S: return false;  // one scale per tensor: quant/ternary.h packs whole tensors
+    case DType::kQ4E: return false;   // scales stored apart: quant/q4e.h
   }
   return false;
 }
@@ -125,6 +126,7 @@ bool dequantize_row(DType type, const void* src, float* dst, int cols) {
     case DType::kTQ1_0:
     case DType::kTQ2_0: return ternary_dequantize_tq_row(type, src, dst, cols);
     case DType::kI2_S: return false;  // needs the tensor's scale: i2s_dequantize_row
+    case DType::kQ4E: return false;   // needs the group scales: q4e_dequantize_row
   }
   return false;
 }
@@ -137,7 +139,7 @@ bool dequantize_row_any(DType type, const void* src, float* dst, int cols) {
   }
   // The ternary layouts read bytes and memcpy their scales: any alignment.
   if (type == DType::kTQ1_0 || type == DType::kTQ2_0) return ternary_dequantize_tq_row(type, src, dst, cols);
-  if (type == DType::kI2_S) return false;
+  if (type == DType::kI2_S || type == DType::kQ4E) return false;
   // Every other layout is read byte- or u16-wise; copy u16 values through memcpy when unaligned.
   if (reinterpret_cast<uintptr_t>(src) % 2 == 0) return dequantize_row(type, src, dst, cols);
   const size_t bytes = dtype_row_bytes(type, cols);

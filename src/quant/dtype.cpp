@@ -14,6 +14,7 @@ const DTypeInfo kInfos[] = {
     {DType::kTQ1_0, "tq1_0", 256, 54, false, 0},
     {DType::kTQ2_0, "tq2_0", 256, 66, false, 0},
     {DType::kI2_S, "i2_s", 128, 32, false, 0, 32},
+    {DType::kQ4E, "q4e", 2, 1, true, 0},
 };
 }  // namespace
 

@@ -18,6 +18,9 @@ enum class DType : uint32_t {
   kQ4G64 = 1024,  // mcullm: f16 scale + 32 bytes, 64 weights, symmetric q in [-7,7], code = q + 8;
                   // byte j holds weight j (low nibble) and weight j + 32 (high nibble); a short last
                   // group of a row is zero-padded, so any column count is allowed
+  kQ4E = 1025,    // esp32-ai's int4 (quant/q4e.h): codes q + 8 in [1, 15], two per byte, low nibble =
+                  // even column, each row ceil(cols / 2) bytes; the f16 group scales (group size per
+                  // tensor) sit apart from the codes (MatRef::scales), so a row here is codes only
 };
 
 struct DTypeInfo {

@@ -1,0 +1,188 @@
+// `mcullm head`: how the two-stage and the pruned greedy vocabulary heads (model/vocab_head.h) compare
+// with the full head on a model's own greedy stream: agreement with the full argmax and head bytes
+// read per token.
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include "cli.h"
+#include "host/model_loader.h"
+#include "model/vocab_head_build_host.h"
+#include "quant/blocks.h"
+#include "quant/q4e.h"
+
+namespace mcullm::cli {
+
+namespace {
+
+struct HeadOptions {
+  std::string model, tops = "1,2,4,8,16,32";
+  int steps = 200, groups = 256, iters = 10, start = 1;
+  bool f32_activations = false;
+};
+
+// Feeds tokens and hands out the head's input after each step.
+class HiddenProbe {
+ public:
+  virtual ~HiddenProbe() = default;
+  virtual Status step(int token, int pos, const float** hidden) = 0;
+};
+
+class PleProbe final : public HiddenProbe {
+ public:
+  PleProbe(PleContext* ctx) : ctx_(ctx) {}
+  Status step(int token, int pos, const float** hidden) override {
+    const float* lg = nullptr;
+    MC_TRY(ctx_->forward(token, pos, &lg));
+    *hidden = ctx_->head_input();
+    return Status::Ok();
+  }
+
+ private:
+  PleContext* ctx_;
+};
+
+// A llama model whose head is replaced by [I; 0] (f32): logits[0..dim) are then exactly the head's input.
+class LlamaProbe final : public HiddenProbe {
+ public:
+  Status init(const LlamaModel& m, std::vector<uint8_t>* mem) {
+    const LlamaConfig& c = m.cfg;
+    if (c.vocab_size < c.dim) return Status::Error(Code::kUnsupported, "vocabulary smaller than the model width");
+    eye_.assign(static_cast<size_t>(c.vocab_size) * c.dim, 0.0f);
+    for (int i = 0; i < c.dim; ++i) eye_[static_cast<size_t>(i) * c.dim + i] = 1.0f;
+    probe_ = m;
+    probe_.output = f32_matrix(eye_.data(), c.vocab_size, c.dim);
+    probe_.tied_output = false;
+    mem->assign(2ull * c.n_layers * c.seq_len * c.kv_dim() * 4 + 64ull * (c.vocab_size + c.hidden_dim + c.dim) +
+                    8ull * c.n_heads * c.seq_len + (1u << 20), 0);
+    work_.reset(Tier::kHost, mem->data(), mem->size());
+    return ctx_.init(&probe_, 0, work_, &pool_, &kernels_best());
+  }
+  Status step(int token, int pos, const float** hidden) override { return ctx_.forward(token, pos, hidden); }
+
+ private:
+  std::vector<float> eye_;
+  LlamaModel probe_;
+  Arena work_;
+  SerialPool pool_;
+  LlamaContext ctx_;
+};
+
+int run_head(const HeadOptions& o) {
+  std::unique_ptr<LoadedModel> lm;
+  LoadOptions lo;
+  lo.f32_activations = o.f32_activations;
+  if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
+  if (lm->arch != "ple" && lm->arch != "llama")
+    return report(Status::Error(Code::kUnsupported, "mcullm head reads llama and PLE models (this one is %s)", lm->arch.c_str()));
+  std::vector<int> tops;
+  {
+    std::stringstream ss(o.tops);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      char* end = nullptr;
+      const long v = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end || v < 1 || v > kMaxHeadGroups)
+        return report(Status::Error(Code::kInvalidArgument, "--top: '%s' is not a group count in [1, %d]", item.c_str(), kMaxHeadGroups));
+      tops.push_back(static_cast<int>(v));
+    }
+  }
+  const bool ple = lm->arch == "ple";
+  const MatRef head = ple ? lm->ple.output : lm->model.output;
+  const int dim = head.cols, vocab = head.rows;
+  const KernelSet& k = kernels_best();
+
+  std::vector<uint8_t> head_mem(head.rows * (head_row_bytes(head) + 16) + static_cast<size_t>(kMaxHeadGroups) * (dim + 4) * 4 + (1u << 16));
+  Arena head_arena(Tier::kHost, head_mem.data(), head_mem.size());
+  VocabHead vh;
+  if (Status st = build_vocab_head(head, o.groups, o.iters, head_arena, &vh); !st.ok()) return report(st);
+
+  std::vector<uint8_t> ple_mem, llama_mem;
+  Arena ple_work;
+  SerialPool pool;
+  PleContext ple_ctx;
+  LlamaProbe llama_probe;
+  PleProbe ple_probe(&ple_ctx);
+  HiddenProbe* probe = nullptr;
+  if (ple) {
+    const PleConfig& c = lm->ple.cfg;
+    ple_mem.assign(2ull * c.n_layers * c.seq_len * c.dim * 4 + 64ull * (c.output_vocab + c.ffn + c.dim + c.n_layers * c.ple_dim) +
+                       8ull * c.n_heads * c.seq_len + (1u << 20), 0);
+    ple_work.reset(Tier::kHost, ple_mem.data(), ple_mem.size());
+    if (Status st = ple_ctx.init(&lm->ple, 0, ple_work, &pool, &k, o.f32_activations); !st.ok()) return report(st);
+    probe = &ple_probe;
+  } else {
+    if (Status st = llama_probe.init(lm->model, &llama_mem); !st.ok()) return report(st);
+    probe = &llama_probe;
+  }
+  const int ctx = ple ? lm->ple.cfg.seq_len : lm->model.cfg.seq_len;
+  const int steps = o.steps < ctx ? o.steps : ctx;
+
+  std::vector<float> full(vocab), scratch(vocab), xs(dim + 64);
+  std::vector<int8_t> xq(dim + 64);
+  std::vector<int> agree(tops.size(), 0);
+  std::vector<double> bytes(tops.size(), 0);
+  double pruned_bytes = 0, pruned_groups = 0;
+  int pruned_agree = 0;
+  const size_t full_bytes = static_cast<size_t>(vocab) * head_row_bytes(head);
+  int token = o.start;
+  for (int pos = 0; pos < steps; ++pos) {
+    const float* x = nullptr;
+    if (Status st = probe->step(token, pos, &x); !st.ok()) return report(st);
+    ActVec act;
+    act.f = x;
+    const int block = head.type == DType::kQ4E ? (o.f32_activations ? 0 : dim) : dtype_info(head.type)->act_block;
+    if (block > 0) {
+      if (head.type == DType::kQ4E) q4e_quantize_activations(x, dim, xq.data(), xs.data());
+      else quantize_activations(x, dim, block, xq.data(), xs.data());
+      act.q = xq.data();
+      act.scales = xs.data();
+      act.block = block;
+    }
+    matvec(k, head, act, full.data(), 0, vocab);
+    int best = 0;
+    for (int i = 1; i < vocab; ++i)
+      if (full[i] > full[best]) best = i;
+    for (size_t t = 0; t < tops.size(); ++t) {
+      HeadStats hs;
+      agree[t] += two_stage_argmax(k, vh, act, tops[t], scratch.data(), &hs) == best;
+      bytes[t] += static_cast<double>(hs.bytes_read);
+    }
+    HeadStats hs;
+    pruned_agree += pruned_argmax(k, vh, act, scratch.data(), &hs) == best;
+    pruned_bytes += static_cast<double>(hs.bytes_read);
+    pruned_groups += hs.groups_visited;
+    token = best;
+  }
+  std::printf("model %s (%s), head %d x %d %s, %d groups (k-means, %d iterations), greedy from token %d, %d steps, %s activations\n",
+              o.model.c_str(), lm->format.c_str(), vocab, dim, dtype_info(head.type)->name, vh.n_groups, o.iters, o.start, steps,
+              head.type == DType::kF32 || o.f32_activations ? "f32" : "int8");
+  std::printf("%-22s %10s %16s %8s\n", "head", "agreement", "bytes/token", "share");
+  std::printf("%-22s %9.1f%% %16zu %7.1f%%\n", "full", 100.0, full_bytes, 100.0);
+  for (size_t t = 0; t < tops.size(); ++t) {
+    char name[64];
+    std::snprintf(name, sizeof name, "two-stage top %d", tops[t]);
+    std::printf("%-22s %9.1f%% %16.0f %7.1f%%\n", name, 100.0 * agree[t] / steps, bytes[t] / steps, 100.0 * bytes[t] / steps / full_bytes);
+  }
+  std::printf("%-22s %9.1f%% %16.0f %7.1f%%  (%.1f groups visited)\n", "pruned greedy (exact)", 100.0 * pruned_agree / steps,
+              pruned_bytes / steps, 100.0 * pruned_bytes / steps / full_bytes, pruned_groups / steps);
+  return pruned_agree == steps ? 0 : 1;  // the pruned head is exact: anything else is a bug
+}
+
+}  // namespace
+
+void add_head_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<HeadOptions>();
+  CLI::App* cmd = app.add_subcommand("head", "Two-stage and pruned vocabulary heads vs the full head on the model's greedy stream");
+  cmd->add_option("-m,--model", o->model, "Model file (llama or esp32-ai PLE)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-n,--steps", o->steps, "Greedy steps")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--groups", o->groups, "Head groups (k-means clusters)")->check(CLI::Range(1, kMaxHeadGroups));
+  cmd->add_option("--iters", o->iters, "k-means iterations")->check(CLI::Range(0, 100));
+  cmd->add_option("--top", o->tops, "Groups the two-stage head reads (comma list)");
+  cmd->add_option("--start", o->start, "First token")->check(CLI::Range(0, 1 << 24));
+  cmd->add_flag("--f32-activations", o->f32_activations, "PLE models: f32 activations (as esp32-ai's C core)");
+  cmd->callback([o, exit_code] { *exit_code = run_head(*o); });
+}
+
+}  // namespace mcullm::cli

@@ -1,0 +1,98 @@
+// The PLE transformer of esp32-ai (FACTS.md section 4): per-layer embeddings (a [vocab, L * P]
+// table read one row per token, plus a projection of the token embedding), split-half RoPE, fused
+// QKV, multi-head attention without GQA, SwiGLU feed-forward, a per-layer GELU gate that mixes the
+// PLE input into the residual stream, tied or untied head. RMSNorm eps 1e-6.
+//
+// Activations: int8 by default, quantized as esp32-ai's int8 build does (one scale per matvec input,
+// kernels.h); `f32_activations` computes every matvec in f32, in esp32-ai's C core order.
+#pragma once
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/thread_pool.h"
+#include "kernels/kernels.h"
+#include "model/decoder.h"
+#include "model/transformer.h"
+#include "mcullm/status.h"
+
+namespace mcullm {
+
+struct PleConfig {
+  int version = 0;         // header version: 0 or 1
+  int input_vocab = 0;     // rows of tok_emb and of the PLE table
+  int output_vocab = 0;    // rows of the head
+  int dim = 0;
+  int n_layers = 0;
+  int n_heads = 0;
+  int ffn = 0;
+  int ple_dim = 0;
+  int seq_len = 0;
+  int group = 0;           // the header's group size (each tensor stores its own)
+  float rope_theta = 10000.0f;
+  bool tied_head = true;
+  float norm_eps = 1e-6f;
+
+  int head_dim() const { return dim / n_heads; }
+  Status validate() const;
+  // The shared transformer view: hidden = ffn, kv heads = heads, vocab = output_vocab.
+  LlamaConfig base() const;
+};
+
+struct PleLayer {
+  const float* attn_norm = nullptr;  // [dim]
+  const float* ffn_norm = nullptr;   // [dim]
+  const float* ple_norm = nullptr;   // [dim]
+  MatRef qkv;                        // [3 dim, dim]: q rows, then k, then v
+  MatRef wq, wk, wv;                 // views of qkv's three row blocks (set by PleModel::split_qkv)
+  MatRef attn_proj;                  // [dim, dim]
+  MatRef gate, up;                   // [ffn, dim]
+  MatRef down;                       // [dim, ffn]
+  MatRef ple_gate;                   // [ple_dim, dim]
+  MatRef ple_proj;                   // [dim, ple_dim]
+};
+
+struct PleModel {
+  PleConfig cfg;
+  MatRef tok_emb;                    // [input_vocab, dim]
+  MatRef ple_model_proj;             // [n_layers * ple_dim, dim]
+  const float* ple_proj_norm = nullptr;  // [ple_dim]
+  MatRef ple_table;                  // [input_vocab, n_layers * ple_dim]
+  PleLayer* layers = nullptr;
+  const float* out_norm = nullptr;   // [dim]
+  MatRef output;                     // [output_vocab, dim]: tok_emb's first rows when tied
+
+  // Sets each layer's wq / wk / wv views of its fused qkv.
+  void split_qkv();
+  Status check_shapes() const;
+};
+
+class PleContext final : public Decoder {
+ public:
+  Status init(const PleModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
+              bool f32_activations);
+  Status forward(int token, int pos, const float** logits) override;
+  int vocab_size() const override { return model_->cfg.output_vocab; }
+  int ctx_len() const override { return s_.ctx_len; }
+  // After forward: the head's input (the final RMSNorm's output), [dim].
+  const float* head_input() const { return s_.x; }
+  const PleModel& model() const { return *model_; }
+  bool f32_activations() const { return f32_act_; }
+
+ private:
+  // Matrices reading the same input x (n values): int8 quantization (one scale) unless f32.
+  void run(const MatRef* const* mats, float* const* outs, int count, const float* x, int n);
+
+  const PleModel* model_ = nullptr;
+  LlamaConfig base_;
+  ThreadPool* pool_ = nullptr;
+  const KernelSet* kernels_ = nullptr;
+  bool f32_act_ = false;
+  DecoderState s_;           // x, xb, q, att_out, hb (gate), hb2 (up), attention, KV cache, logits
+  float* gate_ = nullptr;    // [ple_dim]: the PLE gate
+  float* ple_ = nullptr;     // [L * P]: this token's per-layer inputs
+  float* row_ = nullptr;     // [L * P]: the PLE table row
+  int8_t* act_q_ = nullptr;  // [max(dim, ffn, ple_dim)]
+  float act_scale_ = 0.0f;
+};
+
+}  // namespace mcullm

@@ -1,0 +1,53 @@
+// Vocabulary heads that read fewer bytes than the full [vocab, dim] matvec (issue 5, item 3).
+//
+// The head's rows are clustered offline (k-means, vocab_head_build_host.h) into at most 256 groups
+// and stored in group order (a permuted copy of the head, with the token id of every row), with one
+// f16 centroid and one f32 radius (max |row - centroid|) per group.
+//  * Two-stage head: score every group by centroid . x, compute full logits only for the rows of the
+//    best `top_groups` groups, take their argmax. Approximate: it may miss the true argmax.
+//  * Pruned greedy head: exact. row . x <= centroid . x + radius * |x| (Cauchy-Schwarz), plus a margin
+//    for the kernel's rounding; groups are visited in decreasing bound order and the search stops at
+//    the first group whose bound is below the best logit found. Returns the full argmax (lowest id on
+//    ties), having read only the groups it visited.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "kernels/kernels.h"
+#include "mcullm/status.h"
+
+namespace mcullm {
+
+constexpr int kMaxHeadGroups = 256;
+
+struct VocabHead {
+  int n_groups = 0;
+  int dim = 0;
+  MatRef rows;                        // the head's rows in group order (same type as the head)
+  const int32_t* token_of_row = nullptr;  // [vocab]
+  const int32_t* group_start = nullptr;   // [n_groups + 1]: rows of group g are [start[g], start[g+1])
+  const float* centroids = nullptr;   // [n_groups, dim], f16 values (stored as f16: 2 bytes each)
+  const float* radius = nullptr;      // [n_groups], rounded up
+  const float* row_norm_max = nullptr;  // [n_groups]: max |row| in the group (rounding margin)
+};
+
+// Bytes one stored row of `w` takes (q4e: codes and scales).
+size_t head_row_bytes(const MatRef& w);
+
+struct HeadStats {
+  size_t bytes_read = 0;  // weight bytes: centroid table and the rows whose logits were computed
+  int rows_computed = 0;
+  int groups_visited = 0;
+};
+
+// The activations as the head's kernel sees them (int8 values times their scales, or x itself).
+void head_effective_input(const ActVec& x, int dim, float* out);
+
+// Argmax of the rows of the best `top_groups` groups (by centroid score). `logits` scratch: [vocab].
+int two_stage_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, int top_groups, float* logits,
+                     HeadStats* stats);
+// The exact argmax of the full head, reading only the groups that may hold it. `logits`: [vocab].
+int pruned_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, float* logits, HeadStats* stats);
+
+}  // namespace mcullm

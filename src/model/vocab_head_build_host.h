@@ -1,0 +1,16 @@
+// Builds a VocabHead (model/vocab_head.h) from a head matrix: k-means over the dequantized rows,
+// then a copy of the head in group order. Host-only (the clustering is the offline step; a board
+// reads the stored result).
+#pragma once
+#include "core/arena.h"
+#include "kernels/kernels.h"
+#include "model/vocab_head.h"
+#include "mcullm/status.h"
+
+namespace mcullm {
+
+// n_groups in [1, kMaxHeadGroups] (capped at the row count); `iters` Lloyd iterations from rows
+// spread evenly over the vocabulary (deterministic). Tables and the permuted head come from `arena`.
+Status build_vocab_head(const MatRef& head, int n_groups, int iters, Arena& arena, VocabHead* out);
+
+}  // namespace mcullm
