@@ -193,6 +193,16 @@ Status esp32ai_load(const uint8_t* data, size_t size, Arena& tables, PleModel* o
   return Status::Ok();
 }
 
+namespace {
+// GGUF's int32 into an int (int32_t is `long` on some MCU toolchains).
+Status get_int(const GgufFile& f, const char* key, int* out) {
+  int32_t v = 0;
+  MC_TRY(f.get_i32(key, &v));
+  *out = static_cast<int>(v);
+  return Status::Ok();
+}
+}  // namespace
+
 Status ple_from_gguf(const GgufFile& f, Arena& tables, PleModel* out) {
   PleModel m;
   PleConfig& c = m.cfg;
@@ -200,15 +210,15 @@ Status ple_from_gguf(const GgufFile& f, Arena& tables, PleModel* out) {
   bool tied = true;
   MC_TRY(f.get_u32("ple.header_version", &version));
   MC_TRY(f.get_bool("ple.tied_head", &tied));
-  MC_TRY(f.get_i32("ple.input_vocab", &c.input_vocab));
-  MC_TRY(f.get_i32("ple.output_vocab", &c.output_vocab));
-  MC_TRY(f.get_i32("ple.embedding_length", &c.dim));
-  MC_TRY(f.get_i32("ple.block_count", &c.n_layers));
-  MC_TRY(f.get_i32("ple.attention.head_count", &c.n_heads));
-  MC_TRY(f.get_i32("ple.feed_forward_length", &c.ffn));
-  MC_TRY(f.get_i32("ple.per_layer_length", &c.ple_dim));
-  MC_TRY(f.get_i32("ple.context_length", &c.seq_len));
-  MC_TRY(f.get_i32("ple.group_size", &c.group));
+  MC_TRY(get_int(f, "ple.input_vocab", &c.input_vocab));
+  MC_TRY(get_int(f, "ple.output_vocab", &c.output_vocab));
+  MC_TRY(get_int(f, "ple.embedding_length", &c.dim));
+  MC_TRY(get_int(f, "ple.block_count", &c.n_layers));
+  MC_TRY(get_int(f, "ple.attention.head_count", &c.n_heads));
+  MC_TRY(get_int(f, "ple.feed_forward_length", &c.ffn));
+  MC_TRY(get_int(f, "ple.per_layer_length", &c.ple_dim));
+  MC_TRY(get_int(f, "ple.context_length", &c.seq_len));
+  MC_TRY(get_int(f, "ple.group_size", &c.group));
   MC_TRY(f.get_f32("ple.rope.freq_base", &c.rope_theta));
   if (version > 1) return Status::Error(Code::kUnsupported, "ple.header_version %u (0 or 1)", version);
   c.version = static_cast<int>(version);
