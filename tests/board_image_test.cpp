@@ -360,6 +360,76 @@ TEST(BoardImage, BitnetGgufGivesTheModelsLogits) {
   expect_same_logits(out);
 }
 
+// esp32-ai's PLE fixture: q4e matrices with their f16 scales, the PLE table, a fused QKV.
+std::vector<uint8_t> ple_fixture_image() {
+  std::unique_ptr<LoadedModel> lm;
+  EXPECT_TRUE(load_model(test::shared_path("models/esp32-ai-ple/ple4096_int4.bin"), &lm).ok());
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  BoardImageOptions opt;
+  opt.sram_budget = 16 * 1024;
+  EXPECT_TRUE(export_board_image(*lm, opt, &bytes, &rep).ok());
+  return bytes;
+}
+
+TEST(BoardImage, Esp32aiPleGivesTheModelsLogits) {
+  MC_REQUIRE_SHARED();
+  expect_same_logits(test::shared_path("models/esp32-ai-ple/ple4096_int4.bin"));
+}
+
+TEST(BoardImage, HostilePleConfigIsRefused) {
+  MC_REQUIRE_SHARED();
+  const std::vector<uint8_t> good = ple_fixture_image();
+  ASSERT_FALSE(good.empty());
+  ASSERT_TRUE(open_and_run(good).ok());
+  const size_t cfg = kBoardImageConfigOffset;
+  int32_t group = 0;
+  std::memcpy(&group, good.data() + cfg + offsetof(BoardImageConfig, group), 4);
+  struct Case {
+    size_t at;
+    int32_t value;
+    const char* needle;
+  } cases[] = {
+      {offsetof(BoardImageConfig, group), 0, "PLE sizes"},
+      {offsetof(BoardImageConfig, group), -5, "PLE sizes"},
+      {offsetof(BoardImageConfig, group), 1 << 24, "PLE sizes"},
+      {offsetof(BoardImageConfig, group), group * 2, "f16 scales"},  // the scales no longer match their matrices
+      {offsetof(BoardImageConfig, ple_dim), 0, "PLE sizes"},
+      {offsetof(BoardImageConfig, ple_dim), 7, "f32 values"},
+      {offsetof(BoardImageConfig, input_vocab), -1, "PLE sizes"},
+      {offsetof(BoardImageConfig, input_vocab), 3, "tied head"},
+      {offsetof(BoardImageConfig, n_kv_heads), 1, "GQA"},
+      {offsetof(BoardImageConfig, arch), static_cast<int32_t>(BoardArch::kLlama), "PLE sizes"},
+  };
+  for (const Case& c : cases) {
+    std::vector<uint8_t> b = good;
+    put(&b, cfg + c.at, c.value);
+    expect_refused(b, c.needle);
+  }
+  TinyLlama t;
+  t.cfg.ple_dim = 4;
+  expect_refused(t.bytes(), "PLE sizes");  // PLE sizes on another architecture
+}
+
+TEST(BoardImage, Q4eMatrixWithoutScalesIsRefused) {
+  MC_REQUIRE_SHARED();
+  std::vector<uint8_t> b = ple_fixture_image();
+  ASSERT_FALSE(b.empty());
+  // Renumber the token embedding's scales (id 0x81) to the unused 0x83 (the table stays sorted).
+  const auto* h = reinterpret_cast<const BoardImageHeader*>(b.data());
+  bool found = false;
+  for (uint32_t i = 0; i < h->n_tensors && !found; ++i) {
+    uint32_t id = 0;
+    std::memcpy(&id, b.data() + entry_at(i, 0), 4);
+    if (id == board_scales_id(board_tensor_id(BoardRole::kTokEmb))) {
+      put(&b, entry_at(i, 0), uint32_t{0x83});
+      found = true;
+    }
+  }
+  ASSERT_TRUE(found);
+  expect_refused(b, "needs f16 scales");
+}
+
 TEST(BoardImageCli, ConvertWritesAnImageAndRefusesBadFlags) {
   MC_REQUIRE_SHARED();
   const std::string dir = test::temp_dir();

@@ -49,6 +49,7 @@ const char* board_arch_name(BoardArch arch) {
     case BoardArch::kBitLlama2c: return "bitnet-llama2c";
     case BoardArch::kBitnet: return "bitnet";
     case BoardArch::kBitnet25: return "bitnet-25";
+    case BoardArch::kPle: return "esp32ai-ple";
   }
   return nullptr;
 }
@@ -81,8 +82,13 @@ Status BoardImage::open(const uint8_t* data, size_t size) {
   const auto* c = reinterpret_cast<const BoardImageConfig*>(data + kBoardImageConfigOffset);
   if (!board_arch_name(static_cast<BoardArch>(c->arch)))
     return Status::Error(Code::kUnsupported, "board image: unknown architecture %u", c->arch);
-  if (c->ffn > 1 || c->rope > 1 || c->tied > 1 || c->pad != 0 || !all_zero(c->reserved, sizeof c->reserved))
+  if (c->ffn > 1 || c->rope > 1 || c->tied > 1 || c->pad != 0)
     return Status::Error(Code::kCorrupt, "board image: config flags out of range");
+  const bool ple = static_cast<BoardArch>(c->arch) == BoardArch::kPle;
+  if (ple ? (c->ple_dim <= 0 || c->input_vocab <= 0 || c->group <= 0 || c->group > (1 << 20))
+          : (c->ple_dim != 0 || c->input_vocab != 0 || c->group != 0))
+    return Status::Error(Code::kCorrupt, "board image: PLE sizes %d / %d / %d out of range for %s", c->ple_dim,
+                         c->input_vocab, c->group, board_arch_name(static_cast<BoardArch>(c->arch)));
   if (c->bos_id < -1 || c->bos_id >= c->vocab_size || c->eos_id < -1 || c->eos_id >= c->vocab_size)
     return Status::Error(Code::kCorrupt, "board image: BOS %d / EOS %d outside the vocabulary of %d", c->bos_id,
                          c->eos_id, c->vocab_size);

@@ -7,7 +7,7 @@
 //   0    header (64 bytes)    magic "MCUIMAGE", version, CRC-32 (IEEE, as zlib) of every byte from
 //                             offset 16 to the end, total bytes, tensor count, zeros
 //   64   config (64 bytes)    architecture, llama sizes, norm eps, rope theta, FFN / RoPE kind,
-//                             tied head, BOS / EOS ids (-1: none)
+//                             tied head, BOS / EOS ids (-1: none), PLE sizes (zero for the others)
 //   128  sections (4 x 16)    per tier (sram, psram, flash, host): offset and bytes
 //   192  tensors (n x 32)     id, dtype, rows, cols, offset within its tier's section, bytes,
 //                             tier, tensor class; sorted by id (strictly increasing)
@@ -15,6 +15,8 @@
 //   each at the first multiple of 64 after the previous one (a canonical layout the reader checks,
 //   so a bump arena that copies a section tensor by tensor rebuilds the same offsets).
 // Tensor bytes are exactly dtype_tensor_bytes(type, rows, cols) (i2_s keeps its scale in its tail).
+// A q4e matrix (esp32-ai int4, PLE) is its codes under its id plus its f16 group scales, [rows,
+// n_groups], under board_scales_id(id); its group size is the config's `group`.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -35,18 +37,22 @@ constexpr size_t kBoardImageTableOffset = 192;
 constexpr size_t kBoardImageEntryBytes = 32;
 constexpr size_t kBoardImageCrcStart = 16;  // the CRC covers [16, total)
 
-enum class BoardArch : uint32_t { kLlama = 1, kBitLlama2c = 2, kBitnet = 3, kBitnet25 = 4 };
+enum class BoardArch : uint32_t { kLlama = 1, kBitLlama2c = 2, kBitnet = 3, kBitnet25 = 4, kPle = 5 };
 const char* board_arch_name(BoardArch arch);  // nullptr for an unknown value
 
 // Tensor ids: a global role (< 16) or (layer << 8) | layer role (>= 16).
 enum class BoardRole : uint32_t {
-  kTokEmb = 1, kOutput = 2, kOutNorm = 3,
+  kTokEmb = 1, kOutput = 2, kOutNorm = 3, kPleModelProj = 4, kPleProjNorm = 5, kPleTable = 6,
   kAttnNorm = 16, kFfnNorm, kAttnSubNorm, kFfnSubNorm, kWq, kWk, kWv, kWo, kW1, kW2, kW3,
+  kWqkv, kPleNorm, kPleGate, kPleProj,  // PLE: fused QKV, the per-layer gate's norm and matrices
 };
+constexpr uint32_t kBoardScalesFlag = 0x80;  // roles stay below it
 inline uint32_t board_tensor_id(BoardRole role, int layer = 0) {
   return static_cast<uint32_t>(role) < 16 ? static_cast<uint32_t>(role)
                                           : (static_cast<uint32_t>(layer) << 8) | static_cast<uint32_t>(role);
 }
+// The id of a q4e matrix's group scales.
+inline uint32_t board_scales_id(uint32_t id) { return id | kBoardScalesFlag; }
 
 // The on-file records (their sizes are part of the format; static_asserts in the .cpp).
 struct BoardImageHeader {
@@ -67,7 +73,9 @@ struct BoardImageConfig {
   uint8_t tied;  // 1: the head is the token embedding (no kOutput tensor)
   uint8_t pad;
   int32_t bos_id, eos_id;  // -1: none (the runner stops on them, as `mcullm run` does)
-  uint32_t reserved[3];    // zero
+  int32_t ple_dim;         // kPle: per-layer input size; zero for the other archs
+  int32_t input_vocab;     // kPle: rows of the embedding and the PLE table (vocab_size: the head's)
+  int32_t group;           // kPle: weights per q4e scale group
 };
 
 struct BoardImageSection {

@@ -1,5 +1,6 @@
 #include "format/board_image_model.h"
 
+#include "quant/q4e.h"
 #include "quant/ternary.h"
 
 namespace mcullm {
@@ -22,6 +23,16 @@ Status matrix(const BoardImage& img, BoardRole role, int layer, MatRef* out) {
   out->cols = static_cast<int>(t->cols);
   out->row_bytes = dtype_row_bytes(type, t->cols);
   out->scale = type == DType::kI2_S ? i2s_tensor_scale(out->data, t->rows, t->cols) : 1.0f;
+  if (type != DType::kQ4E) return Status::Ok();
+  // q4e: the group scales beside it, [rows, n_groups] f16.
+  const int group = img.config().group;
+  const BoardImageTensor* s = img.find(board_scales_id(t->id));
+  if (!s || static_cast<DType>(s->dtype) != DType::kF16 || s->rows != t->rows ||
+      s->cols != static_cast<uint32_t>(q4e_groups(out->cols, group)))
+    return Status::Error(Code::kCorrupt, "board image: q4e tensor %#x needs f16 scales [%u, %d]", t->id, t->rows,
+                         q4e_groups(out->cols, group));
+  out->scales = img.data(*s);
+  out->group = group;
   return Status::Ok();
 }
 
@@ -61,6 +72,53 @@ Status head(const BoardImage& img, const MatRef& tok_emb, MatRef* out, bool* tie
   return matrix(img, BoardRole::kOutput, 0, out);
 }
 
+Status ple_from_image(const BoardImage& img, const LlamaConfig& base, Arena& tables, BoardModel* out) {
+  const BoardImageConfig& ic = img.config();
+  if (base.n_kv_heads != base.n_heads)
+    return Status::Error(Code::kCorrupt, "board image: PLE attention has no GQA (%d kv heads, %d heads)", base.n_kv_heads,
+                         base.n_heads);
+  PleModel& m = out->ple;
+  PleConfig& c = m.cfg;
+  c.version = 1;
+  c.input_vocab = ic.input_vocab;
+  c.output_vocab = base.vocab_size;
+  c.dim = base.dim;
+  c.n_layers = base.n_layers;
+  c.n_heads = base.n_heads;
+  c.ffn = base.hidden_dim;
+  c.ple_dim = ic.ple_dim;
+  c.seq_len = base.seq_len;
+  c.group = ic.group;
+  c.rope_theta = base.rope_theta;
+  c.tied_head = ic.tied != 0;
+  c.norm_eps = base.norm_eps;
+  MC_TRY(c.validate());
+  const int d = c.dim;
+  MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
+  MC_TRY(matrix(img, BoardRole::kPleModelProj, 0, &m.ple_model_proj));
+  MC_TRY(vector(img, BoardRole::kPleProjNorm, 0, c.ple_dim, &m.ple_proj_norm));
+  MC_TRY(matrix(img, BoardRole::kPleTable, 0, &m.ple_table));
+  MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
+  bool tied = false;
+  MC_TRY(head(img, m.tok_emb, &m.output, &tied));
+  if (tied) m.output.rows = c.output_vocab;  // tied: the embedding's first rows (validate: output <= input vocab)
+  MC_TRY(layer_table(tables, c.n_layers, &m.layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    PleLayer& L = m.layers[l];
+    L = PleLayer();
+    MC_TRY(vector(img, BoardRole::kAttnNorm, l, d, &L.attn_norm));
+    MC_TRY(vector(img, BoardRole::kFfnNorm, l, d, &L.ffn_norm));
+    MC_TRY(vector(img, BoardRole::kPleNorm, l, d, &L.ple_norm));
+    const BoardRole roles[7] = {BoardRole::kWqkv, BoardRole::kWo, BoardRole::kW1, BoardRole::kW3,
+                                BoardRole::kW2, BoardRole::kPleGate, BoardRole::kPleProj};
+    MatRef* const mats[7] = {&L.qkv, &L.attn_proj, &L.gate, &L.up, &L.down, &L.ple_gate, &L.ple_proj};
+    for (int i = 0; i < 7; ++i) MC_TRY(matrix(img, roles[i], l, mats[i]));
+  }
+  m.split_qkv();
+  out->ple_base = c.base();
+  return m.check_shapes();
+}
+
 }  // namespace
 
 LlamaConfig board_llama_config(const BoardImageConfig& c) {
@@ -82,6 +140,7 @@ const LlamaConfig& BoardModel::cfg() const {
     case BoardArch::kBitLlama2c: return bitllama2c.cfg;
     case BoardArch::kBitnet:
     case BoardArch::kBitnet25: return bitnet.cfg.base;
+    case BoardArch::kPle: return ple_base;
     case BoardArch::kLlama: break;
   }
   return llama.cfg;
@@ -143,6 +202,7 @@ Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* 
       }
       return m.check_shapes();
     }
+    case BoardArch::kPle: return ple_from_image(img, cfg, tables, out);
   }
   return Status::Error(Code::kUnsupported, "board image: unknown architecture");
 }
@@ -162,6 +222,10 @@ Status BoardDecoder::init(const BoardModel& model, int ctx_len, Arena& work, Thr
     case BoardArch::kBitnet25:
       MC_TRY(bitnet_.init(&model.bitnet, ctx_len, work, pool, kernels));
       active_ = &bitnet_;
+      break;
+    case BoardArch::kPle:
+      MC_TRY(ple_.init(&model.ple, ctx_len, work, pool, kernels, false));
+      active_ = &ple_;
       break;
   }
   if (!active_) return Status::Error(Code::kUnsupported, "board image: unknown architecture");

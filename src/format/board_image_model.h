@@ -10,6 +10,7 @@
 #include "model/bitnet_llama2c.h"
 #include "model/decoder.h"
 #include "model/llama.h"
+#include "model/ple.h"
 
 namespace mcullm {
 
@@ -18,6 +19,8 @@ struct BoardModel {
   LlamaModel llama;             // arch kLlama
   BitLlama2cModel bitllama2c;   // arch kBitLlama2c
   BitnetModel bitnet;           // arch kBitnet / kBitnet25
+  PleModel ple;                 // arch kPle (int8 activations, as `mcullm run` by default)
+  LlamaConfig ple_base;         // ple.cfg.base()
   const LlamaConfig& cfg() const;
 };
 
@@ -38,6 +41,7 @@ class BoardDecoder {
   LlamaContext llama_;
   BitLlama2cContext bitllama2c_;
   BitnetContext bitnet_;
+  PleContext ple_;
   Decoder* active_ = nullptr;
 };
 

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "format/board_image_writer_host.h"
+#include "quant/q4e.h"
 #include "quant/ternary.h"
 
 namespace mcullm {
@@ -45,6 +46,13 @@ struct Collector {
     s.data = copy.get();
     copies.push_back(std::move(copy));
     tensors.push_back(s);
+    if (m.type != DType::kQ4E) return;
+    // q4e: its f16 group scales (contiguous, rows first) under the scales id, in the same class.
+    s.id = board_scales_id(s.id);
+    s.type = DType::kF16;
+    s.cols = static_cast<uint32_t>(q4e_groups(m.cols, m.group));
+    s.data = m.scales;
+    tensors.push_back(s);
   }
 
   template <typename Layer>
@@ -74,11 +82,14 @@ void fill_config(const LlamaConfig& c, BoardArch arch, bool tied, BoardImageConf
   out->tied = tied ? 1 : 0;
 }
 
-// Read-every-token tensors in placement order: norms, layer matrices, head; an untied embedding last.
+// Read-every-token tensors in placement order: norms, layer matrices, head; an untied embedding (and
+// the PLE table) last.
 int placement_rank(const BoardTensorSource& t, bool tied) {
+  const uint32_t id = t.id & ~kBoardScalesFlag;  // scales go with their matrix
   if (t.cls == TensorClass::kNorm) return 0;
-  if (t.id == board_tensor_id(BoardRole::kTokEmb)) return tied ? 2 : 3;
-  if (t.id == board_tensor_id(BoardRole::kOutput)) return 2;
+  if (id == board_tensor_id(BoardRole::kTokEmb)) return tied ? 2 : 3;
+  if (id == board_tensor_id(BoardRole::kPleTable)) return 3;  // one row read per token, as an untied embedding
+  if (id == board_tensor_id(BoardRole::kOutput)) return 2;
   return 1;
 }
 
@@ -147,6 +158,36 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
       c.vec(BoardRole::kAttnNorm, l, b.layers[l].attn_norm, b.cfg.dim);
       c.vec(BoardRole::kFfnNorm, l, b.layers[l].ffn_norm, b.cfg.dim);
       c.layer_mats(b.layers[l], l);
+    }
+  } else if (m.arch == "ple") {
+    const PleModel& b = m.ple;
+    MC_TRY(b.check_shapes());
+    if (m.f32_activations)
+      return Status::Error(Code::kUnsupported, "board image: the board runs PLE models with int8 activations");
+    const PleConfig& pc = b.cfg;
+    tied = pc.tied_head;
+    fill_config(pc.base(), BoardArch::kPle, tied, &cfg);
+    cfg.ple_dim = pc.ple_dim;
+    cfg.input_vocab = pc.input_vocab;
+    cfg.group = pc.group;
+    c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
+    c.mat(BoardRole::kPleModelProj, 0, b.ple_model_proj, TensorClass::kOther);
+    c.vec(BoardRole::kPleProjNorm, 0, b.ple_proj_norm, pc.ple_dim);
+    c.mat(BoardRole::kPleTable, 0, b.ple_table, TensorClass::kEmbedding);
+    if (!tied) c.mat(BoardRole::kOutput, 0, b.output, TensorClass::kHead);
+    c.vec(BoardRole::kOutNorm, 0, b.out_norm, pc.dim);
+    for (int l = 0; l < pc.n_layers; ++l) {
+      const PleLayer& L = b.layers[l];
+      c.vec(BoardRole::kAttnNorm, l, L.attn_norm, pc.dim);
+      c.vec(BoardRole::kFfnNorm, l, L.ffn_norm, pc.dim);
+      c.vec(BoardRole::kPleNorm, l, L.ple_norm, pc.dim);
+      c.mat(BoardRole::kWqkv, l, L.qkv, TensorClass::kAttention);
+      c.mat(BoardRole::kWo, l, L.attn_proj, TensorClass::kAttention);
+      c.mat(BoardRole::kW1, l, L.gate, TensorClass::kFfn);
+      c.mat(BoardRole::kW2, l, L.down, TensorClass::kFfn);
+      c.mat(BoardRole::kW3, l, L.up, TensorClass::kFfn);
+      c.mat(BoardRole::kPleGate, l, L.ple_gate, TensorClass::kOther);
+      c.mat(BoardRole::kPleProj, l, L.ple_proj, TensorClass::kOther);
     }
   } else {
     return Status::Error(Code::kUnsupported, "board image: architecture %s", m.arch.c_str());
