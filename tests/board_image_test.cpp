@@ -430,6 +430,32 @@ TEST(BoardImage, Q4eMatrixWithoutScalesIsRefused) {
   expect_refused(b, "needs f16 scales");
 }
 
+// The board runs PLE models with int8 activations only: an f32-activation load is not exported.
+TEST(BoardImage, PleWithF32ActivationsIsNotExported) {
+  MC_REQUIRE_SHARED();
+  LoadOptions lo;
+  lo.f32_activations = true;
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_TRUE(load_model(test::shared_path("models/esp32-ai-ple/ple4096_int4.bin"), lo, &lm).ok());
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  const Status st = export_board_image(*lm, BoardImageOptions(), &bytes, &rep);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::strstr(st.message(), "int8 activations"), nullptr) << st.message();
+}
+
+TEST(BoardImageCli, ConvertWritesAPleImage) {
+  MC_REQUIRE_SHARED();
+  const std::string out = test::temp_dir() + "/ple.img";
+  ASSERT_EQ(test::run_cli({"convert", test::shared_path("models/esp32-ai-ple/ple4096_int4.bin"), "--image", out}).exit_code, 0);
+  const std::vector<uint8_t> bytes = test::read_file(out);
+  BoardImage img;
+  ASSERT_TRUE(open_bytes(bytes, &img).ok());
+  EXPECT_EQ(img.arch(), BoardArch::kPle);
+  EXPECT_EQ(img.config().input_vocab, 4096);
+  EXPECT_TRUE(open_and_run(bytes).ok());
+}
+
 TEST(BoardImageCli, ConvertWritesAnImageAndRefusesBadFlags) {
   MC_REQUIRE_SHARED();
   const std::string dir = test::temp_dir();
