@@ -253,5 +253,16 @@ TEST(CliPlan, PrintsTheTableAndRefusesBadBoards) {
   EXPECT_NE(r.err.find("flash"), std::string::npos) << r.err;
 }
 
+TEST(CliPlan, BenchPrintsThePredictionAndRefusesABadBoard) {
+  MC_REQUIRE_SHARED();
+  auto r = test::run_cli({"bench", "-m", stories(), "-p", "0", "-n", "8", "-r", "1", "-t", "1", "--board", "esp32s3-psram80"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("predicted on esp32s3-psram80, tg8, 1 core(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tg8, 2 core(s)"), std::string::npos) << r.out;
+  r = test::run_cli({"bench", "-m", stories(), "-p", "0", "-n", "8", "-r", "1", "--board", "no-such-board"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("neither a preset"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace mcullm
