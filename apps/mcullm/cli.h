@@ -17,6 +17,7 @@ void add_tokenize_commands(CLI::App& app, int* exit_code);  // tokenize and deto
 void add_serve_command(CLI::App& app, int* exit_code);
 void add_bench_command(CLI::App& app, int* exit_code);
 void add_tune_command(CLI::App& app, int* exit_code);
+void add_plan_command(CLI::App& app, int* exit_code);  // board placement and the cost model
 
 // --use-pretuned / --tuning FILE (run, bench): the LUT-kernel tilings `mcullm tune` stored.
 struct PretunedOptions {

@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "core/thread_pool_host.h"
+#include "host/cost_model.h"
 #include "host/model_loader.h"
 #include "kernels/kernels.h"
 
@@ -27,6 +28,7 @@ namespace {
 
 struct BenchOptions {
   std::string models, n_gen = "128", n_prompt = "512", threads = "2", kernels = "auto";
+  std::string board;  // a board profile: also print the cost model's prediction for each tg test
   int reps = 5;
   PretunedOptions pretuned;
 };
@@ -150,8 +152,30 @@ Status timed_run(Decoder& dec, bool prompt, int count, double* tps) {
   return Status::Ok();
 }
 
+// The cost model's tokens/s for a tg test of n tokens on the board: n / (sum of the predicted time of
+// each position), sampled at up to 64 evenly spaced positions.
+Status predicted_tg(const LoadedModel& lm, const BoardProfile& board, int n, int cores, double* tps) {
+  const int step = std::max(1, n / 64);
+  double seconds = 0;
+  int samples = 0;
+  for (int pos = 0; pos < n; pos += step, ++samples) {
+    CostOptions co;
+    co.ctx_len = n;
+    co.pos = pos;
+    co.threads = cores;
+    CostReport r;
+    MC_TRY(cost_model(lm, board, co, &r));
+    seconds += 1.0 / r.tokens_per_s;
+  }
+  *tps = samples / seconds;
+  return Status::Ok();
+}
+
 int bench(const BenchOptions& o) {
   if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);
+  BoardProfile board;
+  if (!o.board.empty())
+    if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);
   std::vector<std::string> models;
   std::vector<int> gens, prompts, threads;
   for (const Status& st : {parse_list("-m", o.models, &models), parse_ints("-n", o.n_gen, 0, 1 << 20, &gens),
@@ -223,6 +247,14 @@ int bench(const BenchOptions& o) {
                   label.c_str(), weights / 1048576.0, tied ? "the tied embedding read whole as the head" : "one embedding row",
                   kv_per_pos / 1024.0);
     notes.push_back(note);
+    for (int n : gens)
+      for (int cores = 1; !o.board.empty() && n > 0 && cores <= 2; ++cores) {
+        double tps = 0;
+        if (Status st = predicted_tg(*lm, board, n, cores, &tps); !st.ok()) return report(st);
+        std::snprintf(note, sizeof note, "%s: predicted on %s, tg%d, %d core(s): %.1f tok/s (cost model, mcullm plan)",
+                      label.c_str(), board.name.c_str(), n, cores, tps);
+        notes.push_back(note);
+      }
   }
   std::printf("\n");
   for (const std::string& n : notes) std::printf("%s\n", n.c_str());
@@ -242,6 +274,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-t,--threads", o->threads, "Threads (comma list)");
   cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->check(CLI::Range(1, 1000));
   cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512 or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "auto"}));
+  cmd->add_option("--board", o->board, "Also print the cost model's tg prediction on this board (preset or JSON file)");
   add_pretuned_options(cmd, &o->pretuned);
   cmd->callback([o, exit_code] { *exit_code = bench(*o); });
 }

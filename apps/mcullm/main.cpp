@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   mcullm::cli::add_bench_command(app, &exit_code);
   mcullm::cli::add_tune_command(app, &exit_code);
   mcullm::cli::add_head_command(app, &exit_code);
+  mcullm::cli::add_plan_command(app, &exit_code);
   try {
     app.parse(static_cast<int>(fixed.size()), fixed.data());
   } catch (const CLI::ParseError& e) {

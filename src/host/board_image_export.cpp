@@ -94,17 +94,26 @@ int placement_rank(const BoardTensorSource& t, bool tied) {
 }
 
 void place(std::vector<BoardTensorSource>* tensors, bool tied, const BoardImageOptions& opt) {
-  std::vector<BoardTensorSource*> order;
-  for (auto& t : *tensors) order.push_back(&t);
-  std::stable_sort(order.begin(), order.end(), [tied](const BoardTensorSource* a, const BoardTensorSource* b) {
-    return placement_rank(*a, tied) < placement_rank(*b, tied);
-  });
-  uint64_t left[2] = {opt.sram_budget, opt.psram_budget};
+  std::vector<PlacementItem> items;
+  for (const auto& t : *tensors)
+    items.push_back({dtype_tensor_bytes(t.type, t.rows, t.cols), placement_rank(t, tied), Tier::kFlash});
+  place_in_tiers(&items, opt.sram_budget, opt.psram_budget);
+  for (size_t i = 0; i < items.size(); ++i) (*tensors)[i].tier = items[i].tier;
+}
+
+}  // namespace
+
+void place_in_tiers(std::vector<PlacementItem>* items, uint64_t sram_budget, uint64_t psram_budget) {
+  std::vector<PlacementItem*> order;
+  for (auto& t : *items) order.push_back(&t);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const PlacementItem* a, const PlacementItem* b) { return a->rank < b->rank; });
+  uint64_t left[2] = {sram_budget, psram_budget};
   const Tier tiers[2] = {Tier::kSram, Tier::kPsram};
-  for (BoardTensorSource* t : order) {
+  for (PlacementItem* t : order) {
     t->tier = Tier::kFlash;
-    if (placement_rank(*t, tied) == 3) continue;
-    const uint64_t bytes = dtype_tensor_bytes(t->type, t->rows, t->cols) + kBoardImageAlign;  // with padding
+    if (t->rank >= kRankFlashOnly) continue;
+    const uint64_t bytes = t->bytes + kBoardImageAlign;  // with padding
     for (int i = 0; i < 2; ++i)
       if (bytes <= left[i]) {
         t->tier = tiers[i];
@@ -113,8 +122,6 @@ void place(std::vector<BoardTensorSource>* tensors, bool tied, const BoardImageO
       }
   }
 }
-
-}  // namespace
 
 Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, std::vector<uint8_t>* image,
                           BoardImageReport* report) {

@@ -23,6 +23,17 @@ struct BoardImageReport {
   uint64_t tier_bytes[kTierCount] = {};  // tensor bytes per tier
 };
 
+// The placement rule itself (also the cost model's, host/cost_model.h): items in rank order (stable;
+// 0 norms, 1 layer matrices, 2 head, kRankFlashOnly tables read one row per token) take the SRAM
+// budget, then the PSRAM budget, each with kBoardImageAlign bytes of padding; the rest go to flash.
+constexpr int kRankFlashOnly = 3;
+struct PlacementItem {
+  uint64_t bytes = 0;
+  int rank = 0;
+  Tier tier = Tier::kFlash;  // the result
+};
+void place_in_tiers(std::vector<PlacementItem>* items, uint64_t sram_budget, uint64_t psram_budget);
+
 Status export_board_image(const LoadedModel& model, const BoardImageOptions& opt, std::vector<uint8_t>* image,
                           BoardImageReport* report);
 
