@@ -87,8 +87,8 @@ void fill_config(const LlamaConfig& c, BoardArch arch, bool tied, BoardImageConf
 int placement_rank(const BoardTensorSource& t, bool tied) {
   const uint32_t id = t.id & ~kBoardScalesFlag;  // scales go with their matrix
   if (t.cls == TensorClass::kNorm) return 0;
-  if (id == board_tensor_id(BoardRole::kTokEmb)) return tied ? 2 : 3;
-  if (id == board_tensor_id(BoardRole::kPleTable)) return 3;  // one row read per token, as an untied embedding
+  if (id == board_tensor_id(BoardRole::kTokEmb)) return tied ? 2 : kRankFlashOnly;
+  if (id == board_tensor_id(BoardRole::kPleTable)) return kRankFlashOnly;  // one row read per token
   if (id == board_tensor_id(BoardRole::kOutput)) return 2;
   return 1;
 }
@@ -180,7 +180,7 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
     c.mat(BoardRole::kPleModelProj, 0, b.ple_model_proj, TensorClass::kOther);
     c.vec(BoardRole::kPleProjNorm, 0, b.ple_proj_norm, pc.ple_dim);
-    c.mat(BoardRole::kPleTable, 0, b.ple_table, TensorClass::kEmbedding);
+    c.mat(BoardRole::kPleTable, 0, b.ple_table, TensorClass::kOther);  // the PLE stage, as the cost model
     if (!tied) c.mat(BoardRole::kOutput, 0, b.output, TensorClass::kHead);
     c.vec(BoardRole::kOutNorm, 0, b.out_norm, pc.dim);
     for (int l = 0; l < pc.n_layers; ++l) {
