@@ -238,6 +238,30 @@ struct StepState {
   bool cancelled = false, word_stop = false, prompt_done = false, token_stop = false;
 };
 
+// New tokens a request may get: its n_predict, capped by the context (the prompt's last step samples one).
+int predict_budget(const CompletionParams& p, int ctx_len) {
+  const int max_new = ctx_len - static_cast<int>(p.prompt.size()) + 1;
+  return p.n_predict < 0 ? max_new : std::min(p.n_predict, max_new);
+}
+
+// The per-request state the step hooks read, for a local slot or a board behind the bridge.
+StepState step_state(const Llama2cTokenizer& tok, const CompletionParams& p, const Engine::PromptDoneFn& on_prompt_done,
+                     const Engine::TokenFn& on_token, CompletionResult* r, TextStream* text, int delay_ms) {
+  StepState s;
+  s.tok = &tok;
+  s.params = &p;
+  s.on_prompt_done = &on_prompt_done;
+  s.on_token = &on_token;
+  s.result = r;
+  s.text = text;
+  s.n_prompt = static_cast<int>(p.prompt.size());
+  s.delay_ms = delay_ms;
+  s.stop_a = p.ignore_eos ? -1 : tok.bos_id();
+  s.stop_b = p.ignore_eos ? -1 : tok.eos_id();
+  s.stop_tokens = p.ignore_eos ? nullptr : &p.stop_tokens;
+  return s;
+}
+
 void on_logits(void* user, int pos, const float*, int) {
   auto* s = static_cast<StepState*>(user);
   if (pos != s->n_prompt - 1) return;
@@ -314,23 +338,11 @@ Status Engine::run_on_slot(Slot& slot, const CompletionParams& p, const PromptDo
   Sampler sampler;
   MC_TRY(sampler.init(p.sampler, vocab_, work));
   const int n_prompt = static_cast<int>(p.prompt.size());
-  const int max_new = ctx_len_ - n_prompt + 1;  // the prompt's last step samples one token
-  const int n_predict = p.n_predict < 0 ? max_new : std::min(p.n_predict, max_new);
+  const int n_predict = predict_budget(p, ctx_len_);
   std::vector<int> history(static_cast<size_t>(n_prompt + n_predict + 1));
 
   TextStream text(p.stop);
-  StepState s;
-  s.tok = &tok_;
-  s.params = &p;
-  s.on_prompt_done = &on_prompt_done;
-  s.on_token = &on_token;
-  s.result = r;
-  s.text = &text;
-  s.n_prompt = n_prompt;
-  s.delay_ms = opt_.token_delay_ms;
-  s.stop_a = p.ignore_eos ? -1 : tok_.bos_id();
-  s.stop_b = p.ignore_eos ? -1 : tok_.eos_id();
-  s.stop_tokens = p.ignore_eos ? nullptr : &p.stop_tokens;
+  StepState s = step_state(tok_, p, on_prompt_done, on_token, r, &text, opt_.token_delay_ms);
   GenerateOptions go;
   go.n_predict = n_predict;
   go.stop_a = s.stop_a;
@@ -352,22 +364,10 @@ Status Engine::run_on_slot(Slot& slot, const CompletionParams& p, const PromptDo
 
 // Bridge mode: the board samples; the times are the board's own (P's and the T lines').
 Status Engine::run_remote(const CompletionParams& p, const PromptDoneFn& on_prompt_done, const TokenFn& on_token, CompletionResult* r) {
-  const int n_prompt = static_cast<int>(p.prompt.size());
-  const int max_new = ctx_len_ - n_prompt + 1;
-  const int n_predict = p.n_predict < 0 ? max_new : std::min(p.n_predict, max_new);
+  const int n_predict = predict_budget(p, ctx_len_);
   TextStream text(p.stop);
-  StepState s;
-  s.tok = &tok_;
-  s.params = &p;
-  s.on_prompt_done = &on_prompt_done;
-  s.on_token = &on_token;
-  s.result = r;
-  s.text = &text;
-  s.n_prompt = n_prompt;
-  s.delay_ms = 0;
-  s.stop_a = p.ignore_eos ? -1 : tok_.bos_id();
-  s.stop_b = p.ignore_eos ? -1 : tok_.eos_id();
-  s.stop_tokens = p.ignore_eos ? nullptr : &p.stop_tokens;
+  StepState s = step_state(tok_, p, on_prompt_done, on_token, r, &text, /*delay_ms=*/0);
+  const int n_prompt = s.n_prompt;
   int prev = p.prompt.back();
   double token_ms = 0;
   const RemoteGenerator::PromptDoneFn prompt_done = [&](double ms) {
