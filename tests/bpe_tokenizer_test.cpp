@@ -372,6 +372,12 @@ TEST(TokenizerLoaderHostile, BrokenTokenizerJsonGivesClearErrors) {
       {replaced("\"b\": 1", "\"b\": -4"), Code::kCorrupt},
       {replaced("\"b\": 1", "\"b\": \"one\""), Code::kCorrupt},
       {replaced("\"b\": 1", "\"b\": 99999999999"), Code::kCorrupt},
+      // Found by the fuzzer: a float id must not be converted to an integer (UB for 2.2e80).
+      {replaced("\"b\": 1", "\"b\": 2.2e80"), Code::kCorrupt},
+      {replaced("\"b\": 1", "\"b\": 1.0"), Code::kCorrupt},
+      {replaced("\"b\": 1", "\"b\": 18446744073709551615"), Code::kCorrupt},
+      {replaced("{\"id\": 7,", "{\"id\": 7e300,"), Code::kCorrupt},
+      {replaced("{\"id\": 7,", "{"), Code::kCorrupt},
       {replaced("\"normalizer\": null", "\"normalizer\": {\"type\": \"Lowercase\"}"), Code::kUnsupported},
       {replaced("\"use_regex\": true", "\"use_regex\": false"), Code::kUnsupported},
       {replaced("\"type\": \"ByteLevel\", \"add_prefix_space\": false", "\"type\": \"Whitespace\", \"add_prefix_space\": false"),

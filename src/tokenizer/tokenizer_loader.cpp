@@ -42,6 +42,11 @@ void guess_special_ids(BpeVocab* v) {
   if (v->bos < 0) v->bos = find_token(v->tokens, v->types, {"<|begin_of_text|>", "<s>", "<|startoftext|>", "<|begin▁of▁sentence|>"});
 }
 
+// A token id in tokenizer.json must be an integer that fits int64 (converting a float such as 2e80 is UB).
+bool json_integer_id(const nlohmann::json& v) {
+  return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
+}
+
 Status optional_id(const GgufFile& g, const char* key, int n, int* out) {
   uint32_t v;
   Status st = g.get_u32(key, &v);
@@ -232,6 +237,12 @@ Status tokenizer_from_hf_json(std::string_view text, std::unique_ptr<Tokenizer>*
     const json& vocab = model.at("vocab");
     if (!vocab.is_object()) return Status::Error(Code::kCorrupt, "tokenizer.json: model.vocab is not an object");
     const json added = j.value("added_tokens", json::array());
+    for (auto it = vocab.begin(); it != vocab.end(); ++it)
+      if (!json_integer_id(it.value()))
+        return Status::Error(Code::kCorrupt, "tokenizer.json: the id of '%.40s' is not an integer token id", it.key().c_str());
+    for (const json& a : added)
+      if (!a.is_object() || !a.contains("id") || !json_integer_id(a.at("id")))
+        return Status::Error(Code::kCorrupt, "tokenizer.json: an added token has no integer 'id'");
     int64_t max_id = -1;
     for (auto it = vocab.begin(); it != vocab.end(); ++it) max_id = std::max<int64_t>(max_id, it.value().get<int64_t>());
     for (const json& a : added) max_id = std::max<int64_t>(max_id, a.at("id").get<int64_t>());
