@@ -35,6 +35,7 @@ struct LoadedModel {
   TernaryLayout bit_order = TernaryLayout::kBitllama2cMsb;  // of a bitllama2.c file
   PleModel ple;                             // arch "ple" (esp32-ai format v0 / v1)
   bool f32_activations = false;             // arch "ple": f32 matvec inputs, as esp32-ai's C core
+  KvType kv = KvType::kF32;                 // the KV cache make_decoder gives every architecture
 };
 
 struct LoadOptions {
@@ -43,6 +44,8 @@ struct LoadOptions {
   // PLE models (esp32-ai files): compute every matvec with f32 activations, as esp32-ai's C core
   // does by default (else int8 activations, one scale per vector, as its int8 build).
   bool f32_activations = false;
+  // The KV cache of the decoders make_decoder builds: f32, or int8 with a scale per head per position.
+  KvType kv = KvType::kF32;
 };
 
 // The object holds pointers into itself, so it is created on the heap and never moved.
