@@ -300,7 +300,7 @@ int bench(const BenchOptions& o) {
   }
   std::printf("\n");
   for (const std::string& n : notes) std::printf("%s\n", n.c_str());
-  std::printf("pp runs as batched prefill (%d tokens per call; bitnet-llama2c models: one at a time); %d repetitions after one warm-up; t/s = avg ± stddev.\n",
+  std::printf("pp runs as batched prefill (%d tokens per call; bitnet-llama2c and PLE models: one at a time); %d repetitions after one warm-up; t/s = avg ± stddev.\n",
               kPrefillBatch, o.reps);
   return 0;
 }
