@@ -13,6 +13,7 @@
 #include "format/llama2c.h"
 #include "format/gguf_model.h"
 #include "format/llama_gguf.h"
+#include "format/vocab_head_gguf.h"
 #include "tokenizer/tokenizer_loader.h"
 
 namespace mcullm {
@@ -154,6 +155,13 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
       m->model.cfg = m->bitnet_gguf.cfg.base;
     } else if (st.ok()) {
       st = llama_from_gguf(m->gguf, m->tables, &m->model);
+    }
+    if (st.ok() && gguf_has_vocab_head(m->gguf)) {  // head groups stored by `mcullm head --write`
+      if (m->arch != "llama" && m->arch != "ple")
+        st = Status::Error(Code::kUnsupported, "head groups are read for llama and PLE models (this one is %s)", m->arch.c_str());
+      else
+        st = vocab_head_from_gguf(m->gguf, m->arch == "ple" ? m->ple.output : m->model.output, m->tables, &m->head_groups);
+      m->has_head_groups = st.ok();
     }
   } else if (esp32ai_is_model(data, size)) {
     st = esp32ai_load(data, size, m->tables, &m->ple);

@@ -13,6 +13,7 @@
 #include "model/bitnet_llama2c.h"
 #include "model/llama.h"
 #include "model/ple.h"
+#include "model/vocab_head.h"
 #include "quant/ternary.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
@@ -36,6 +37,8 @@ struct LoadedModel {
   PleModel ple;                             // arch "ple" (esp32-ai format v0 / v1)
   bool f32_activations = false;             // arch "ple": f32 matvec inputs, as esp32-ai's C core
   KvType kv = KvType::kF32;                 // the KV cache make_decoder gives every architecture
+  VocabHead head_groups;                    // the head's groups when the GGUF stores them (mcullm head --write)
+  bool has_head_groups = false;
 };
 
 struct LoadOptions {
