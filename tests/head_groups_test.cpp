@@ -6,7 +6,12 @@
 #include <memory>
 #include <vector>
 
+#include <random>
+
+#include "format/board_image_model.h"
 #include "format/vocab_head_gguf_writer_host.h"
+#include "quant/blocks.h"
+#include "quant/q4e.h"
 #include "host/model_loader.h"
 #include "model/vocab_head_build_host.h"
 #include "test_support.h"
@@ -141,6 +146,78 @@ TEST(HeadGroups, CorruptOrMismatchedGroupsAreRefusedClearly) {
     test::write_file(path, std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<long>(cut)));
     std::unique_ptr<LoadedModel> m;
     EXPECT_FALSE(load_model(path, &m).ok()) << "cut at " << cut;
+  }
+}
+
+// The board image carries the stored groups: the board binds the same tables, and the two-stage
+// and pruned heads give the same tokens and read the same bytes as on the host.
+TEST(HeadGroups, BoardImageCarriesThemAndTheBoardChecksThem) {
+  MC_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir(), ple = dir + "/ple.gguf";
+  ASSERT_EQ(run_cli({"convert", test::shared_path("models/esp32-ai-ple/ple4096_int4.bin"), "-o", ple}).exit_code, 0);
+  for (const std::string& model : {stories_gguf(), ple}) {
+    const std::string with = model + ".g.gguf", image = model + ".img";
+    ASSERT_EQ(run_cli({"head", "-m", model, "-n", "2", "--groups", "24", "--write", with}).exit_code, 0);
+    const auto conv = run_cli({"convert", with, "--image", image});
+    ASSERT_EQ(conv.exit_code, 0) << conv.err;
+    std::unique_ptr<LoadedModel> lm;
+    ASSERT_TRUE(load_model(with, &lm).ok());
+    ASSERT_TRUE(lm->has_head_groups);
+    std::vector<uint8_t> bytes = test::read_file(image);
+    std::vector<uint64_t> words(bytes.size() / 8 + 1);
+    std::memcpy(words.data(), bytes.data(), bytes.size());
+    BoardImage img;
+    ASSERT_TRUE(img.open(reinterpret_cast<const uint8_t*>(words.data()), bytes.size()).ok());
+    std::vector<uint8_t> mem(1 << 20);
+    Arena tables(Tier::kHost, mem.data(), mem.size());
+    BoardModel bm;
+    const Status st = board_model_from_image(img, tables, &bm);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_TRUE(bm.has_head_groups);
+    const VocabHead &a = lm->head_groups, &b = bm.head_groups;
+    ASSERT_EQ(a.n_groups, b.n_groups);
+    const int V = a.rows.rows, D = a.dim, K = a.n_groups;
+    EXPECT_EQ(0, std::memcmp(a.token_of_row, b.token_of_row, V * 4));
+    EXPECT_EQ(0, std::memcmp(a.group_start, b.group_start, (K + 1) * 4));
+    EXPECT_EQ(0, std::memcmp(a.centroids, b.centroids, static_cast<size_t>(K) * D * 4));
+    EXPECT_EQ(0, std::memcmp(a.radius, b.radius, K * 4));
+    EXPECT_EQ(0, std::memcmp(a.row_norm_max, b.row_norm_max, K * 4));
+    // The heads on random inputs (quantized as each head type's kernels want them).
+    std::mt19937 rng(7);
+    std::normal_distribution<float> n01;
+    std::vector<float> x(D), la(V), lb(V), xs(D + 64);
+    std::vector<int8_t> xq(D + 64);
+    for (int trial = 0; trial < 20; ++trial) {
+      for (float& v : x) v = n01(rng);
+      ActVec act;
+      act.f = x.data();
+      if (a.rows.type == DType::kQ4E) {
+        q4e_quantize_activations(x.data(), D, xq.data(), xs.data());
+        act.q = xq.data();
+        act.scales = xs.data();
+        act.block = D;
+      }
+      HeadStats sa, sb;
+      EXPECT_EQ(pruned_argmax(kernels_best(), a, act, la.data(), &sa), pruned_argmax(kernels_best(), b, act, lb.data(), &sb));
+      EXPECT_EQ(sa.bytes_read, sb.bytes_read);
+      EXPECT_EQ(two_stage_argmax(kernels_best(), a, act, 4, la.data(), &sa), two_stage_argmax(kernels_best(), b, act, 4, lb.data(), &sb));
+      EXPECT_EQ(sa.bytes_read, sb.bytes_read);
+    }
+    // A corrupt token table (a non-integer id) is refused by name.
+    const BoardImageTensor* t = img.find(board_tensor_id(BoardRole::kHeadTokenOfRow));
+    ASSERT_NE(t, nullptr);
+    const size_t at = static_cast<size_t>(img.section(static_cast<Tier>(t->tier)).offset) + t->offset + 8;
+    const float bad = 1.5f;
+    std::memcpy(bytes.data() + at, &bad, 4);
+    const uint32_t crc = crc32_ieee(bytes.data() + kBoardImageCrcStart, bytes.size() - kBoardImageCrcStart);
+    std::memcpy(bytes.data() + offsetof(BoardImageHeader, crc32), &crc, 4);
+    std::memcpy(words.data(), bytes.data(), bytes.size());
+    BoardImage img2;
+    ASSERT_TRUE(img2.open(reinterpret_cast<const uint8_t*>(words.data()), bytes.size()).ok());
+    Arena tables2(Tier::kHost, mem.data(), mem.size());
+    const Status bad_st = board_model_from_image(img2, tables2, &bm);
+    EXPECT_FALSE(bad_st.ok());
+    EXPECT_NE(std::string(bad_st.message()).find("is not an integer"), std::string::npos) << bad_st.message();
   }
 }
 
