@@ -161,6 +161,17 @@ void expect_close_to_f32(Model& m, const std::vector<int>& tokens, const std::ve
   EXPECT_GE(share, min_agree);
 }
 
+// The arena's KV bytes: a head of hs values takes hs int8 values and one f32 scale (hs + 4 bytes)
+// against 4 hs bytes (alignment padding aside).
+void expect_kv_bytes_shrink(Model& m, int hs) {
+  size_t f32_bytes = 0, int8_bytes = 0;
+  m.logits(KvType::kF32, kernels_best(), 1, {1, 2}, false, &f32_bytes);
+  m.logits(KvType::kInt8, kernels_best(), 1, {1, 2}, false, &int8_bytes);
+  EXPECT_GT(int8_bytes, 0u);
+  EXPECT_LE(int8_bytes * 4 * hs, f32_bytes * (hs + 4) + 256 * 4 * hs) << int8_bytes << " vs " << f32_bytes;
+  EXPECT_GE(int8_bytes * 4 * hs + 256 * 4 * hs, f32_bytes * (hs + 4)) << int8_bytes << " vs " << f32_bytes;
+}
+
 TEST(KvInt8, LlamaStories260K) {
   MC_REQUIRE_SHARED();
   Model m;
@@ -168,12 +179,7 @@ TEST(KvInt8, LlamaStories260K) {
   const std::vector<int> tokens = some_tokens(512, 64);
   const std::vector<float> int8 = expect_int8_deterministic(m, tokens);
   expect_close_to_f32(m, tokens, int8, 0.85, 0.11, 0.85);
-  size_t f32_bytes = 0, int8_bytes = 0;
-  m.logits(KvType::kF32, kernels_best(), 1, {1, 2}, false, &f32_bytes);
-  m.logits(KvType::kInt8, kernels_best(), 1, {1, 2}, false, &int8_bytes);
-  // head size 8: 8 int8 values and one f32 scale per head (12 bytes) against 32 bytes
-  EXPECT_GT(int8_bytes, 0u);
-  EXPECT_LE(int8_bytes * 32, f32_bytes * 12 + 64 * 32) << int8_bytes << " vs " << f32_bytes;
+  expect_kv_bytes_shrink(m, 8);
 }
 
 TEST(KvInt8, BitLlama2c1M) {
@@ -192,11 +198,7 @@ TEST(KvInt8, Esp32aiPle) {
   const std::vector<int> tokens = some_tokens(4096, 64);
   const std::vector<float> int8 = expect_int8_deterministic(m, tokens);
   expect_close_to_f32(m, tokens, int8, 0.45, 0.06, 0.9);
-  size_t f32_bytes = 0, int8_bytes = 0;
-  m.logits(KvType::kF32, kernels_best(), 1, {1, 2}, false, &f32_bytes);
-  m.logits(KvType::kInt8, kernels_best(), 1, {1, 2}, false, &int8_bytes);
-  // head size 32: 36 bytes against 128, about 3.6x fewer
-  EXPECT_LE(int8_bytes * 128, f32_bytes * 36 + 64 * 128) << int8_bytes << " vs " << f32_bytes;
+  expect_kv_bytes_shrink(m, 32);
 }
 
 TEST(KvInt8, BitnetGgufDummy) {

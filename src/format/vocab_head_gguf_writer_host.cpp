@@ -12,15 +12,7 @@ namespace mcullm {
 
 namespace {
 
-size_t scalar_bytes(GgufType t) {
-  switch (t) {
-    case GgufType::kU8: case GgufType::kI8: case GgufType::kBool: return 1;
-    case GgufType::kU16: case GgufType::kI16: return 2;
-    case GgufType::kU32: case GgufType::kI32: case GgufType::kF32: return 4;
-    case GgufType::kU64: case GgufType::kI64: case GgufType::kF64: return 8;
-    default: return 0;
-  }
-}
+size_t scalar_bytes(GgufType t) { return gguf_type_size(t); }
 
 std::string str_of(const uint8_t* p) {  // a GGUF string: u64 length, bytes
   uint64_t n;
