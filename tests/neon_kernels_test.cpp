@@ -1,7 +1,8 @@
 // The NEON table (aarch64) equals the reference bit for bit: f32 dot / matvec and attention on a
 // sweep of lengths (every tail of the 16 lanes) with nasty values (signed zeros, overflow to inf,
-// subnormal products), the quantized-block matvecs (q8_0, q4_0, q4g64) and the i2_s matvec / matmat
-// on random codes (all four i2_s codes, the invalid one included), and the whole table by name.
+// subnormal products), the quantized-block matvecs (q8_0, q4_0, q4g64), the i2_s matvec / matmat
+// on random codes (all four i2_s codes, the invalid one included), q4e with int8 activations (group
+// sizes that start groups mid-byte, odd widths, every nibble), and the whole table by name.
 // Uses only the core library and gtest, so that the aarch64 cross build (tests/cross) runs it under
 // qemu-aarch64; on other machines it is skipped (no NEON table).
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"
+#include "quant/q4e.h"
 
 namespace mcullm {
 namespace {
@@ -63,6 +65,7 @@ TEST(KernelsNeon, TableByNameIsNeon) {
   EXPECT_EQ(&kernels_best(), neon);  // `auto` on aarch64
   EXPECT_NE(neon->matvec_f32, ref.matvec_f32);
   EXPECT_NE(neon->matvec_i2s, ref.matvec_i2s);
+  EXPECT_NE(neon->matvec_q4e_q8, ref.matvec_q4e_q8);
 }
 
 TEST(KernelsNeon, DotAndMatvecF32EqualRef) {
@@ -159,6 +162,28 @@ TEST(KernelsNeon, I2sMatvecAndMatmatEqualRef) {
       neon->matmat_i2s(m, xq.data(), cols, xs, n, yn.data(), rows, 0, rows);
       ref.matmat_i2s(m, xq.data(), cols, xs, n, yr.data(), rows, 0, rows);
       expect_same(yn, yr, "matmat_i2s", cols);
+    }
+}
+
+TEST(KernelsNeon, Q4eQ8EqualsRef) {
+  NEON_OR_SKIP();
+  std::mt19937 rng(15);
+  for (int group : {32, 64, 48, 33, 7})
+    for (int cols : {31, 32, 64, 95, 96, 130, 448}) {
+      const int rows = 5;
+      auto x = values(rng, static_cast<size_t>(rows) * cols, 0);
+      std::vector<uint8_t> t(q4e_tensor_bytes(rows, cols, group));
+      q4e_quantize_tensor(x.data(), rows, cols, group, t.data());
+      for (size_t i = 4; i < 4 + q4e_code_bytes(rows, cols); i += 3) t[i] = static_cast<uint8_t>(rng());  // codes 0 and 15 too
+      MatRef m;
+      ASSERT_TRUE(q4e_bind(t.data(), rows, cols, &m));
+      std::vector<int8_t> xq(cols);
+      for (auto& v : xq) v = static_cast<int8_t>(rng());
+      const float xs = 0.021f;
+      std::vector<float> yn(rows), yr(rows);
+      neon->matvec_q4e_q8(m, xq.data(), &xs, yn.data(), 0, rows);
+      ref.matvec_q4e_q8(m, xq.data(), &xs, yr.data(), 0, rows);
+      expect_same(yn, yr, "matvec_q4e_q8", cols * 100 + group);
     }
 }
 

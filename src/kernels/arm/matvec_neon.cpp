@@ -2,7 +2,7 @@
 //  * f32: four float32x4 accumulators are the contract's 16 lanes (a product rounded, then added:
 //    the build has -ffp-contract=off, so vmulq + vaddq never fuse); the tail and the fold are the
 //    scalar reference's (dot_order.h).
-//  * blocks (q8_0, q4_0, q4g64) and i2_s: the integer sums are exact in any order (int8 x int8
+//  * blocks (q8_0, q4_0, q4g64), i2_s and q4e with int8 activations: the integer sums are exact in any order (int8 x int8
 //    products widened to int16, pairs to int32), the float steps are the reference's, in its order.
 #include <arm_neon.h>
 
@@ -10,6 +10,7 @@
 #include "kernels/ref/dot_order.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"
+#include "quant/q4e.h"
 
 namespace mcullm::neon {
 
@@ -132,6 +133,32 @@ void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, in
       for (int k = 0; k < 8; ++k) acc = dot16_s8(acc, vsubq_s8(c[k], one), vld1q_s8(x + 16 * k));
     }
     y[r] = static_cast<float>(vaddvq_s32(acc)) * scale;
+  }
+}
+
+// esp32-ai int4 (q4e) with int8 activations: one exact int32 sum per group (32 columns at a time
+// where the group starts on a byte: even columns in the low nibbles, odd in the high, against the
+// activations de-interleaved by vld2q_s8; the rest scalar), then the reference's float order.
+void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  const int ng = q4e_groups(w.cols, w.group);
+  for (int r = r0; r < r1; ++r) {
+    const uint8_t* row = w.row(r);
+    float acc = 0.0f;
+    for (int g = 0; g < ng; ++g) {
+      const int begin = g * w.group, end = begin + w.group < w.cols ? begin + w.group : w.cols;
+      int j = begin;
+      int32x4_t vsum = vdupq_n_s32(0);
+      if ((j & 1) == 0)
+        for (; j + 32 <= end; j += 32) {
+          const uint8x16_t q = vld1q_u8(row + (j >> 1));
+          const int8x16x2_t x = vld2q_s8(xq + j);
+          vsum = dot16_s8(dot16_s8(vsum, low_nibbles(q), x.val[0]), high_nibbles(q), x.val[1]);
+        }
+      int32_t isum = vaddvq_s32(vsum);
+      for (; j < end; ++j) isum += q4e_weight(w, r, j) * xq[j];
+      acc += static_cast<float>(isum) * q4e_scale(w, r, g);
+    }
+    y[r] = acc * xs[0];
   }
 }
 

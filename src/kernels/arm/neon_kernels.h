@@ -12,6 +12,7 @@ void attn_values(const float* att, const float* values, size_t stride, int n, in
 void matvec_q8_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matvec_q4g64(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 
 }  // namespace mcullm::neon

@@ -93,11 +93,11 @@ constexpr KernelSet kRef = {
     tl_lut_build_ref, tl_matmul_ref, matvec_q4e_f32_ref, matvec_q4e_q8_ref};
 #if defined(MCULLM_HAVE_NEON)
 // aarch64: the NEON kernels (kernels/arm/) and the reference for the rest: f16 matvec, softmax,
-// SwiGLU, the TL LUT build and q4e (esp32-ai int4) run scalar.
+// SwiGLU, the TL LUT build and q4e with f32 activations (esp32-ai's sequential float order) run scalar.
 constexpr KernelSet kNeon = {
     "neon", neon::dot_f32, neon::matvec_f32, matvec_f16_ref, neon::matvec_q8_0, neon::matvec_q4_0, neon::matvec_q4g64,
     neon::attn_scores, neon::attn_values, softmax_ref, silu_mul_ref, neon::matvec_i2s,
-    matmat_i2s_by_rows<neon::matvec_i2s>, tl_lut_build_ref, tl_matmul_neon, matvec_q4e_f32_ref, matvec_q4e_q8_ref};
+    matmat_i2s_by_rows<neon::matvec_i2s>, tl_lut_build_ref, tl_matmul_neon, matvec_q4e_f32_ref, neon::matvec_q4e_q8};
 #endif
 }  // namespace
 
