@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
     --refusals) MODE=refusals; shift ;;
     --build) BUILD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "run_targets: unknown option $1" >&2; exit 1 ;;
     *) MODEL=$1; shift ;;
   esac
@@ -49,6 +49,8 @@ done
 [ -n "${MODEL:-}" ] || { echo "run_targets: give a model (see --help)" >&2; exit 1; }
 [ -f "$MODEL" ] || { echo "run_targets: $MODEL: no such file" >&2; exit 1; }
 
+[ -d "$BUILD" ] || { echo "run_targets: $BUILD: no such build directory" >&2; exit 1; }
+BUILD=$(cd "$BUILD" && pwd)  # absolute: make -C and QEMU run elsewhere
 MCULLM=$BUILD/mcullm
 BOARD=$BUILD/mcullm_board
 for f in "$MCULLM" "$BOARD"; do
@@ -61,7 +63,7 @@ for tool in arm-none-eabi-gcc xtensa-lx106-elf-gcc qemu-system-arm qemu-system-x
 done
 [ -f /usr/lib/xtensa-lx106-elf/picolibc.specs ] || missing="$missing picolibc-xtensa-lx106-elf"
 ls /usr/src/gcc-12/gcc-12*.tar.xz >/dev/null 2>&1 || missing="$missing gcc-12-source"
-A64_SYSROOT=/usr/aarch64-linux-gnu  # cmake/toolchains/aarch64-linux-gnu.cmake's default
+A64_SYSROOT=/usr/aarch64-linux-gnu  # the toolchain file's default (MCULLM_AARCH64_SYSROOT)
 [ -f "$A64_SYSROOT/lib/libc.so.6" ] || missing="$missing libc6-arm64-cross"
 if [ -n "$missing" ]; then
   msg="missing:$missing (apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc-xtensa-lx106 picolibc-xtensa-lx106-elf gcc-12-source qemu-system-misc gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user)"
