@@ -52,6 +52,28 @@ TEST(BenchCli, PrintsLlamaBenchTableForEveryThreadCountAndTest) {
   EXPECT_NE(r.out.find("pp runs as batched prefill"), std::string::npos) << r.out;
 }
 
+// The esp32-ai PLE model: its parameters and type in the label, and a bytes note that reads one PLE
+// table row per token; --kv int8 shrinks the KV bytes per position (head size 32: 36 bytes for 128).
+TEST(BenchCli, PleModelLabelAndBytesNote) {
+  MC_REQUIRE_SHARED();
+  const std::string ple = test::shared_path("models/esp32-ai-ple/ple4096_int4.bin");
+  auto kib_of = [](const std::string& out) {
+    const size_t at = out.find("plus ");
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 5));
+  };
+  const auto a = run_cli({"bench", "-m", ple, "-p", "0", "-n", "2", "-t", "1", "-r", "1"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_NE(a.out.find("| ple 4M Q4E "), std::string::npos) << a.out;  // 3.6 M parameters, esp32-ai's int4
+  EXPECT_NE(a.out.find(" 3.60 M |"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("1.01 MiB of weights read per generated token (one PLE table row"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("(f32 cache)"), std::string::npos) << a.out;
+  const auto b = run_cli({"bench", "-m", ple, "-p", "0", "-n", "2", "-t", "1", "-r", "1", "--kv", "int8"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.out.find("(int8 cache)"), std::string::npos) << b.out;
+  EXPECT_DOUBLE_EQ(kib_of(a.out), 6.0);  // 6 layers x 2 x 128 x 4 bytes
+  EXPECT_NEAR(kib_of(b.out), 6.0 * 36 / 128, 0.05);
+}
+
 TEST(BenchCli, Errors) {
   const std::string model = tiny_model();
   auto r = run_cli({"bench", "-m", model, "-p", "4096", "-n", "0"});  // tiny's context is 256

@@ -38,6 +38,23 @@ TEST(CliPle, FingerprintIndependentOfThreadsAndKernels) {
   EXPECT_NE(fingerprint_of({}), fingerprint_of({"--f32-activations"}));
 }
 
+// The weights are read in place (not copied): the loader reports them by class, the same for the
+// esp32-ai file and its GGUF form; the PLE table and projections are "other".
+TEST(CliPle, ReportsWeightsInPlace) {
+  MC_REQUIRE_SHARED();
+  const std::string gguf = test::temp_dir() + "/ple.gguf";
+  ASSERT_EQ(run_cli({"convert", fixture(), "-o", gguf}).exit_code, 0);
+  auto line_of = [](const std::string& model) {
+    const auto r = run_cli({"run", "-m", model, "--prompt-ids", "1", "-q", "-n", "2"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const size_t at = r.err.find("weights in place");
+    return at == std::string::npos ? std::string() : r.err.substr(at, r.err.find('\n', at) - at);
+  };
+  const std::string native = line_of(fixture());
+  EXPECT_EQ(native, "weights in place  = 1.77 MiB (embedding 0.26 MiB, attention 0.19 MiB, ffn 0.47 MiB, other 0.85 MiB)");
+  EXPECT_EQ(line_of(gguf), native);
+}
+
 TEST(CliPle, TruncatedFileIsRefused) {
   MC_REQUIRE_SHARED();
   std::vector<uint8_t> bytes = test::read_file(fixture());

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "mcullm/status.h"
+#include "model/transformer.h"
 
 namespace mcullm::cli {
 
@@ -30,6 +31,9 @@ void add_pretuned_options(CLI::App* cmd, PretunedOptions* o);
 Status apply_pretuned(const PretunedOptions& o);
 
 void add_head_command(CLI::App& app, int* exit_code);   // two-stage / pruned vocabulary heads
+
+// --kv f32|int8 (run, eval, bench, plan): sets *kv (model/transformer.h KvType) when given.
+void add_kv_option(CLI::App* cmd, KvType* kv);
 
 // Prints "mcullm: error: <message>" to stderr and returns the exit code for a failed status.
 int report(const Status& st);

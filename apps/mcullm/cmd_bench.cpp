@@ -18,6 +18,8 @@
 
 #include "cli.h"
 #include "core/thread_pool_host.h"
+#include "format/esp32ai.h"
+#include "quant/q4e.h"
 #include "host/cost_model.h"
 #include "host/model_loader.h"
 #include "kernels/kernels.h"
@@ -30,6 +32,7 @@ struct BenchOptions {
   std::string models, n_gen = "128", n_prompt = "512", threads = "2", kernels = "auto";
   std::string board;  // a board profile: also print the cost model's prediction for each tg test
   int reps = 5;
+  KvType kv = KvType::kF32;
   PretunedOptions pretuned;
 };
 
@@ -59,10 +62,40 @@ Status parse_ints(const std::string& flag, const std::string& text, int lo, int 
   return Status::Ok();
 }
 
-// Weight elements and bytes of the model's tensors (GGUF); 0 elements when the format has no table.
+// f(slot, stored bytes of one of its rows) for each tensor of the PLE model (format/esp32ai.h),
+// whatever file it came from: q4e codes and f16 scales, or a norm's f32 values.
+template <typename F>
+void for_each_ple_tensor(const LoadedModel& m, F f) {
+  PleModel copy = m.ple;  // ple_slots takes the addresses of its fields
+  std::vector<PleSlot> slots(static_cast<size_t>(ple_slot_capacity(copy.cfg)));
+  slots.resize(static_cast<size_t>(ple_slots(copy, slots.data())));
+  for (const PleSlot& s : slots)
+    f(s, s.quant ? (s.cols + 1) / 2 + 2.0 * q4e_groups(s.cols, s.mat->group) : 4.0 * s.cols);
+}
+
+// Weight bytes one PLE token reads: every layer matrix, norm and the head in full; one row of the
+// PLE table; one row of the embedding unless it is also the (tied) head, then its output_vocab rows.
+double ple_bytes_per_token(const LoadedModel& m) {
+  const PleConfig& c = m.ple.cfg;
+  double bytes = 0;
+  for_each_ple_tensor(m, [&](const PleSlot& s, double row) {
+    const bool table = std::string(s.name) == "ple_table.weight", emb = std::string(s.name) == "token_embd.weight";
+    bytes += table || (emb && !c.tied_head) ? row : emb ? row * c.output_vocab : row * s.rows;
+  });
+  return bytes;
+}
+
+// Weight elements and bytes of the model's tensors (GGUF, PLE); 0 elements when the format has no table.
 void tensor_totals(const LoadedModel& m, uint64_t* params, uint64_t* bytes) {
   *params = 0;
   *bytes = 0;
+  if (m.arch == "ple") {
+    for_each_ple_tensor(m, [&](const PleSlot& s, double row) {
+      *params += static_cast<uint64_t>(s.rows) * static_cast<uint64_t>(s.cols);
+      *bytes += static_cast<uint64_t>(row * s.rows);
+    });
+    return;
+  }
   if (m.format != "gguf") {
     *bytes = m.tables.stats().mapped_total();
     return;
@@ -87,6 +120,8 @@ std::string model_label(const LoadedModel& m, uint64_t params) {
     if (t && e && e->type != t->type && dtype_info(e->type)) type += std::string("+") + dtype_info(e->type)->name;
   } else if (m.arch == "bitnet-llama2c") {
     type = "i2_s";
+  } else if (m.arch == "ple") {
+    type = m.f32_activations ? "q4e (f32 act.)" : "q4e";
   }
   for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   char buf[128];
@@ -192,7 +227,9 @@ int bench(const BenchOptions& o) {
   std::vector<std::string> notes;
   for (const std::string& path : models) {
     std::unique_ptr<LoadedModel> lm;
-    if (Status st = load_model(path, &lm); !st.ok()) return report(st);
+    LoadOptions lo;
+    lo.kv = o.kv;
+    if (Status st = load_model(path, lo, &lm); !st.ok()) return report(st);
     const LlamaConfig& cfg = lm->model.cfg;
     uint64_t params = 0, bytes = 0;
     tensor_totals(*lm, &params, &bytes);
@@ -238,14 +275,19 @@ int bench(const BenchOptions& o) {
     const size_t emb = as.mapped_by_class[static_cast<int>(TensorClass::kEmbedding)];
     const bool tied = emb > 0 && as.mapped_by_class[static_cast<int>(TensorClass::kHead)] == 0;
     const double row = cfg.vocab_size > 0 ? static_cast<double>(emb) / cfg.vocab_size : 0;
-    const double weights = static_cast<double>(as.mapped_total()) - (tied ? 0.0 : emb - row);
-    const double kv_per_pos = 2.0 * cfg.n_layers * cfg.kv_dim() * sizeof(float);
+    const bool ple = lm->arch == "ple";
+    const double weights = ple ? ple_bytes_per_token(*lm) : static_cast<double>(as.mapped_total()) - (tied ? 0.0 : emb - row);
+    const double kv_per_pos = static_cast<double>(cfg.n_layers) * kv_bytes_per_layer_position(cfg, lm->kv);
     char note[320];
     std::snprintf(note, sizeof note,
                   "%s: %.2f MiB of weights read per generated token (%s), plus %.1f KiB of KV cache per position "
-                  "before it (f32 cache)",
-                  label.c_str(), weights / 1048576.0, tied ? "the tied embedding read whole as the head" : "one embedding row",
-                  kv_per_pos / 1024.0);
+                  "before it (%s cache)",
+                  label.c_str(), weights / 1048576.0,
+                  ple ? (lm->ple.cfg.tied_head ? "one PLE table row; the tied embedding's head rows read whole"
+                                               : "one PLE table row and one embedding row")
+                  : tied ? "the tied embedding read whole as the head"
+                         : "one embedding row",
+                  kv_per_pos / 1024.0, kv_type_name(lm->kv));
     notes.push_back(note);
     for (int n : gens)
       for (int cores = 1; !o.board.empty() && n > 0 && cores <= 2; ++cores) {
@@ -258,7 +300,7 @@ int bench(const BenchOptions& o) {
   }
   std::printf("\n");
   for (const std::string& n : notes) std::printf("%s\n", n.c_str());
-  std::printf("pp runs as batched prefill (%d tokens per call; bitnet-llama2c models: one at a time); %d repetitions after one warm-up; t/s = avg ± stddev.\n",
+  std::printf("pp runs as batched prefill (%d tokens per call; bitnet-llama2c and PLE models: one at a time); %d repetitions after one warm-up; t/s = avg ± stddev.\n",
               kPrefillBatch, o.reps);
   return 0;
 }
@@ -276,6 +318,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512 or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "auto"}));
   cmd->add_option("--board", o->board, "Also print the cost model's tg prediction on this board (preset or JSON file)");
   add_pretuned_options(cmd, &o->pretuned);
+  add_kv_option(cmd, &o->kv);
   cmd->callback([o, exit_code] { *exit_code = bench(*o); });
 }
 

@@ -39,6 +39,7 @@
 #include "host/model_loader.h"
 #include "kernels/kernels.h"
 #include "model/llama.h"
+#include "tokenizer/tokenizer_loader.h"
 
 namespace mcullm::cli {
 
@@ -51,6 +52,7 @@ struct EvalOptions {
   int threads = 1;
   bool json = false;
   bool chunks_given = false;
+  KvType kv = KvType::kF32;
 };
 
 // See the comment at the top of the file.
@@ -139,13 +141,20 @@ int eval(const EvalOptions& o) {
                                 o.text_file.c_str(), text.size()));
 
   std::unique_ptr<LoadedModel> lm;
-  if (Status st = load_model(o.model, &lm); !st.ok()) return report(st);
+  LoadOptions lo;
+  lo.kv = o.kv;
+  if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
   const LlamaConfig& cfg = lm->model.cfg;
-  Llama2cTokenizer tok;
-  std::string tok_source;
-  if (Status st = load_tokenizer(*lm, o.tokenizer, &tok, &tok_source); !st.ok()) return report(st);
-  if (tok.vocab_size() != cfg.vocab_size)
-    return report(Status::Error(Code::kInvalidArgument, "the tokenizer has %d tokens, the model %d", tok.vocab_size(), cfg.vocab_size));
+  // The model's own tokenizer, else an explicit one of any kind whose ids fit the model's vocabulary
+  // (the esp32-ai PLE fixture ships without its tokenizer: any smaller one exercises the scoring).
+  std::unique_ptr<Tokenizer> tok;
+  std::string tok_source = o.tokenizer;
+  if (Status st = o.tokenizer.empty() ? load_tokenizer(*lm, "", &tok, &tok_source) : load_tokenizer_file(o.tokenizer, &tok);
+      !st.ok())
+    return report(st);
+  if (tok->vocab_size() > cfg.vocab_size)
+    return report(Status::Error(Code::kInvalidArgument, "the tokenizer has %d tokens, the model %d", tok->vocab_size(), cfg.vocab_size));
+  if (tok->bos_id() < 0) return report(Status::Error(Code::kInvalidArgument, "the tokenizer has no BOS token to start each chunk"));
   const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
   if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
 
@@ -163,7 +172,9 @@ int eval(const EvalOptions& o) {
   std::vector<int> ids;
   for (long long c = 0; c < n_chunks; ++c) {
     const std::string& chunk = all_chunks[static_cast<size_t>(c)];
-    if (Status st = tok.encode(chunk, true, false, &ids); !st.ok()) return report(st);
+    EncodeOptions eo;
+    eo.add_bos = true;
+    if (Status st = tok->encode(chunk, eo, &ids); !st.ok()) return report(st);
     size_t n = ids.size();
     if (n > static_cast<size_t>(ctx_len)) {
       n = static_cast<size_t>(ctx_len);
@@ -194,8 +205,9 @@ int eval(const EvalOptions& o) {
   const double tok_per_s = t.seconds > 0 ? static_cast<double>(t.tokens) / t.seconds : 0.0;
 
   std::FILE* summary = o.json ? stderr : stdout;
-  std::fprintf(summary, "eval: model %s (%s), tokenizer %s, kernels %s, %d thread%s, context %d\n", o.model.c_str(),
-               lm->format.c_str(), tok_source.c_str(), kernels->name, o.threads, o.threads == 1 ? "" : "s", ctx_len);
+  std::fprintf(summary, "eval: model %s (%s), tokenizer %s, kernels %s, %d thread%s, context %d, %s KV cache\n",
+               o.model.c_str(), lm->format.c_str(), tok_source.c_str(), kernels->name, o.threads, o.threads == 1 ? "" : "s",
+               ctx_len, kv_type_name(lm->kv));
   std::fprintf(summary, "eval: text %s: %lld of %lld chunks (<= %lld bytes, cut at blank lines)\n", o.text_file.c_str(), t.chunks,
                t.chunks_in_text, o.max_chunk_bytes);
   if (t.truncated > 0)
@@ -203,6 +215,9 @@ int eval(const EvalOptions& o) {
                  "eval: %lld chunk%s longer than the context of %d tokens: cut to their first %d tokens (%d predictions), "
                  "all their bytes counted\n",
                  t.truncated, t.truncated == 1 ? " was" : "s were", ctx_len, ctx_len, ctx_len - 1);
+  if (tok->vocab_size() < cfg.vocab_size)
+    std::fprintf(summary, "eval: the tokenizer has %d tokens, the model %d: the figures are the model's own only with its own tokenizer\n",
+                 tok->vocab_size(), cfg.vocab_size);
   std::fprintf(summary, "eval: tokens scored %lld, bytes %lld\n", t.tokens, t.bytes);
   std::fprintf(summary, "eval: nats/token %.4f, bits/byte %.4f, perplexity %.4f\n", nats_per_token, bits_per_byte, perplexity);
   std::fprintf(summary, "eval: time %.2f s (%.1f tokens per second)\n", t.seconds, tok_per_s);
@@ -244,6 +259,7 @@ void add_eval_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-chunk-bytes", o->max_chunk_bytes, "Largest chunk in bytes, counting its closing blank line (>= 1)")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 256));
   cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512 or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "auto"}));
+  add_kv_option(cmd, &o->kv);
   cmd->add_flag("--json", o->json, "Print one JSON object with the figures on stdout (the summary goes to stderr)");
   cmd->callback([o, exit_code, chunks] {
     o->chunks_given = chunks->count() > 0;

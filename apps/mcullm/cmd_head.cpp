@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "host/model_loader.h"
+#include "format/vocab_head_gguf_writer_host.h"
 #include "model/vocab_head_build_host.h"
 #include "quant/blocks.h"
 #include "quant/q4e.h"
@@ -17,9 +18,10 @@ namespace mcullm::cli {
 namespace {
 
 struct HeadOptions {
-  std::string model, tops = "1,2,4,8,16,32";
+  std::string model, tops = "1,2,4,8,16,32", write;
   int steps = 200, groups = 256, iters = 10, start = 1;
   bool f32_activations = false;
+  bool groups_given = false;  // --groups: cluster again even when the file stores groups
 };
 
 // Feeds tokens and hands out the head's input after each step.
@@ -96,7 +98,19 @@ int run_head(const HeadOptions& o) {
   std::vector<uint8_t> head_mem(head.rows * (head_row_bytes(head) + 16) + static_cast<size_t>(kMaxHeadGroups) * (dim + 4) * 4 + (1u << 16));
   Arena head_arena(Tier::kHost, head_mem.data(), head_mem.size());
   VocabHead vh;
-  if (Status st = build_vocab_head(head, o.groups, o.iters, head_arena, &vh); !st.ok()) return report(st);
+  const bool stored = lm->has_head_groups && !o.groups_given;
+  if (stored) vh = lm->head_groups;
+  else if (Status st = build_vocab_head(head, o.groups, o.iters, head_arena, &vh); !st.ok()) return report(st);
+  if (!o.write.empty()) {
+    if (lm->format != "gguf")
+      return report(Status::Error(Code::kUnsupported, "--write copies a GGUF model: convert %s to GGUF first (mcullm convert)",
+                                  o.model.c_str()));
+    GgufWriter w;
+    if (Status st = copy_gguf(lm->gguf, &w); !st.ok()) return report(st);
+    if (Status st = add_vocab_head(vh, &w); !st.ok()) return report(st);
+    if (Status st = w.write_file(o.write); !st.ok()) return report(st);
+    std::fprintf(stderr, "mcullm: wrote %s: the model with its %d head groups\n", o.write.c_str(), vh.n_groups);
+  }
 
   std::vector<uint8_t> ple_mem, llama_mem;
   Arena ple_work;
@@ -155,8 +169,11 @@ int run_head(const HeadOptions& o) {
     pruned_groups += hs.groups_visited;
     token = best;
   }
-  std::printf("model %s (%s), head %d x %d %s, %d groups (k-means, %d iterations), greedy from token %d, %d steps, %s activations\n",
-              o.model.c_str(), lm->format.c_str(), vocab, dim, dtype_info(head.type)->name, vh.n_groups, o.iters, o.start, steps,
+  char how[64];
+  if (stored) std::snprintf(how, sizeof how, "stored in the file");
+  else std::snprintf(how, sizeof how, "k-means, %d iterations", o.iters);
+  std::printf("model %s (%s), head %d x %d %s, %d groups (%s), greedy from token %d, %d steps, %s activations\n",
+              o.model.c_str(), lm->format.c_str(), vocab, dim, dtype_info(head.type)->name, vh.n_groups, how, o.start, steps,
               head.type == DType::kF32 || o.f32_activations ? "f32" : "int8");
   std::printf("%-22s %10s %16s %8s\n", "head", "agreement", "bytes/token", "share");
   std::printf("%-22s %9.1f%% %16zu %7.1f%%\n", "full", 100.0, full_bytes, 100.0);
@@ -177,12 +194,18 @@ void add_head_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("head", "Two-stage and pruned vocabulary heads vs the full head on the model's greedy stream");
   cmd->add_option("-m,--model", o->model, "Model file (llama or esp32-ai PLE)")->required()->check(CLI::ExistingFile);
   cmd->add_option("-n,--steps", o->steps, "Greedy steps")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--groups", o->groups, "Head groups (k-means clusters)")->check(CLI::Range(1, kMaxHeadGroups));
+  CLI::Option* groups =
+      cmd->add_option("--groups", o->groups, "Head groups (k-means clusters; default 256, or the groups the file stores)")
+          ->check(CLI::Range(1, kMaxHeadGroups));
   cmd->add_option("--iters", o->iters, "k-means iterations")->check(CLI::Range(0, 100));
   cmd->add_option("--top", o->tops, "Groups the two-stage head reads (comma list)");
   cmd->add_option("--start", o->start, "First token")->check(CLI::Range(0, 1 << 24));
   cmd->add_flag("--f32-activations", o->f32_activations, "PLE models: f32 activations (as esp32-ai's C core)");
-  cmd->callback([o, exit_code] { *exit_code = run_head(*o); });
+  cmd->add_option("--write", o->write, "Also write a copy of the (GGUF) model with these head groups stored in it");
+  cmd->callback([o, exit_code, groups] {
+    o->groups_given = groups->count() > 0;
+    *exit_code = run_head(*o);
+  });
 }
 
 }  // namespace mcullm::cli

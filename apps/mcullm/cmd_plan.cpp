@@ -14,6 +14,7 @@ struct PlanOptions {
   std::string model, board = "esp32s3-psram80";
   int ctx = 0, pos = -1, threads = 1;
   bool f32_activations = false;
+  KvType kv = KvType::kF32;
 };
 
 int run_plan(const PlanOptions& o) {
@@ -21,6 +22,7 @@ int run_plan(const PlanOptions& o) {
   if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);
   LoadOptions lo;
   lo.f32_activations = o.f32_activations;
+  lo.kv = o.kv;
   std::unique_ptr<LoadedModel> lm;
   if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
   CostOptions co;
@@ -45,6 +47,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--pos", o->pos, "Position of the predicted token (default: the context's last)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("-t,--threads", o->threads, "Cores: 1 or 2")->check(CLI::Range(1, 2));
   cmd->add_flag("--f32-activations", o->f32_activations, "PLE models: f32 activations (as esp32-ai's C core)");
+  add_kv_option(cmd, &o->kv);
   cmd->callback([o, exit_code] { *exit_code = run_plan(*o); });
 }
 

@@ -30,6 +30,7 @@ struct RunOptions {
   int top_k = 40, repeat_last_n = 64;
   bool fingerprint = false, no_bos = false, quiet = false, cnv = false, f32_activations = false;
   PretunedOptions pretuned;
+  KvType kv = KvType::kF32;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -176,6 +177,7 @@ int run(const RunOptions& o) {
   LoadOptions lo;
   lo.bit_order = o.bit_order;
   lo.f32_activations = o.f32_activations;
+  lo.kv = o.kv;
   if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
   const LlamaConfig& cfg = lm->model.cfg;
 
@@ -316,6 +318,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
       ->check(CLI::IsMember({"msb", "lsb", "auto"}));
   add_pretuned_options(cmd, &o->pretuned);
+  add_kv_option(cmd, &o->kv);
   cmd->add_flag("--f32-activations", o->f32_activations,
                 "PLE (esp32-ai) models: f32 matvec inputs, as esp32-ai's C core (default: int8, as its int8 build)");
   cmd->add_flag("--fingerprint", o->fingerprint, "Print the run's fingerprint (hash of token ids and logits)");

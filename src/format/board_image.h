@@ -43,6 +43,10 @@ const char* board_arch_name(BoardArch arch);  // nullptr for an unknown value
 // Tensor ids: a global role (< 16) or (layer << 8) | layer role (>= 16).
 enum class BoardRole : uint32_t {
   kTokEmb = 1, kOutput = 2, kOutNorm = 3, kPleModelProj = 4, kPleProjNorm = 5, kPleTable = 6,
+  // Head groups (model/vocab_head.h, optional): the rows in group order (the head's type), centroids
+  // f32 [n_groups, dim], token of each row and group bounds as f32 holding exact integers, radii and
+  // row norms f32 [n_groups].
+  kHeadRows = 7, kHeadCentroids = 8, kHeadTokenOfRow = 9, kHeadGroupStart = 10, kHeadRadius = 11, kHeadRowNormMax = 12,
   kAttnNorm = 16, kFfnNorm, kAttnSubNorm, kFfnSubNorm, kWq, kWk, kWv, kWo, kW1, kW2, kW3,
   kWqkv, kPleNorm, kPleGate, kPleProj,  // PLE: fused QKV, the per-layer gate's norm and matrices
 };

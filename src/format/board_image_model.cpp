@@ -1,5 +1,6 @@
 #include "format/board_image_model.h"
 
+#include "format/vocab_head_gguf.h"
 #include "quant/q4e.h"
 #include "quant/ternary.h"
 
@@ -146,8 +147,7 @@ const LlamaConfig& BoardModel::cfg() const {
   return llama.cfg;
 }
 
-Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
-  *out = BoardModel();
+static Status arch_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
   out->arch = img.arch();
   const LlamaConfig cfg = board_llama_config(img.config());
   MC_TRY(cfg.validate());
@@ -230,6 +230,65 @@ Status BoardDecoder::init(const BoardModel& model, int ctx_len, Arena& work, Thr
   }
   if (!active_) return Status::Error(Code::kUnsupported, "board image: unknown architecture");
   return Status::Ok();
+}
+
+namespace {
+
+// n f32 values of a head-group table ([rows, cols] = [1, n] or [n_groups, dim]).
+Status f32_table(const BoardImage& img, BoardRole role, uint32_t rows, uint32_t cols, const float** out) {
+  const BoardImageTensor* t = nullptr;
+  MC_TRY(find(img, role, 0, &t));
+  if (static_cast<DType>(t->dtype) != DType::kF32 || t->rows != rows || t->cols != cols)
+    return Status::Error(Code::kCorrupt, "board image: head-group tensor %#x should be f32 [%u, %u]", t->id, rows, cols);
+  *out = reinterpret_cast<const float*>(img.data(*t));
+  return Status::Ok();
+}
+
+// An integer table stored as f32: every value an integer in [0, limit].
+Status int_table(const BoardImage& img, BoardRole role, uint32_t n, int limit, Arena& tables, const int32_t** out) {
+  const float* f = nullptr;
+  MC_TRY(f32_table(img, role, 1, n, &f));
+  int32_t* v = nullptr;
+  MC_TRY(tables.alloc_array(n, TensorClass::kHead, &v));
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!(f[i] >= 0.0f && f[i] <= static_cast<float>(limit)) || static_cast<float>(static_cast<int32_t>(f[i])) != f[i])
+      return Status::Error(Code::kCorrupt, "board image: head-group tensor role %u: value %u (%g) is not an integer in [0, %d]",
+                           static_cast<unsigned>(role), i, static_cast<double>(f[i]), limit);
+    v[i] = static_cast<int32_t>(f[i]);
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status head_groups_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
+  if (!img.find(board_tensor_id(BoardRole::kHeadRows))) return Status::Ok();
+  const MatRef* head = out->arch == BoardArch::kLlama ? &out->llama.output : out->arch == BoardArch::kPle ? &out->ple.output : nullptr;
+  if (!head) return Status::Error(Code::kUnsupported, "board image: head groups are read for llama and PLE models");
+  VocabHead& h = out->head_groups;
+  MC_TRY(matrix(img, BoardRole::kHeadRows, 0, &h.rows));
+  const BoardImageTensor* c = img.find(board_tensor_id(BoardRole::kHeadCentroids));
+  if (!c) return Status::Error(Code::kNotFound, "board image: the head groups have no centroids");
+  if (c->rows < 1 || c->rows > static_cast<uint32_t>(kMaxHeadGroups))
+    return Status::Error(Code::kCorrupt, "board image: %u head groups (1 to %d)", c->rows, kMaxHeadGroups);
+  h.n_groups = static_cast<int>(c->rows);
+  h.dim = head->cols;
+  const uint32_t K = c->rows, V = static_cast<uint32_t>(head->rows);
+  MC_TRY(f32_table(img, BoardRole::kHeadCentroids, K, static_cast<uint32_t>(h.dim), &h.centroids));
+  MC_TRY(int_table(img, BoardRole::kHeadTokenOfRow, V, head->rows - 1, tables, &h.token_of_row));
+  MC_TRY(int_table(img, BoardRole::kHeadGroupStart, K + 1, head->rows, tables, &h.group_start));
+  MC_TRY(f32_table(img, BoardRole::kHeadRadius, 1, K, &h.radius));
+  MC_TRY(f32_table(img, BoardRole::kHeadRowNormMax, 1, K, &h.row_norm_max));
+  MC_TRY(check_vocab_head(h, *head, tables));
+  out->has_head_groups = true;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
+  *out = BoardModel();
+  MC_TRY(arch_from_image(img, tables, out));
+  return head_groups_from_image(img, tables, out);
 }
 
 }  // namespace mcullm

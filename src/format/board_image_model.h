@@ -11,6 +11,7 @@
 #include "model/decoder.h"
 #include "model/llama.h"
 #include "model/ple.h"
+#include "model/vocab_head.h"
 
 namespace mcullm {
 
@@ -21,6 +22,8 @@ struct BoardModel {
   BitnetModel bitnet;           // arch kBitnet / kBitnet25
   PleModel ple;                 // arch kPle (int8 activations, as `mcullm run` by default)
   LlamaConfig ple_base;         // ple.cfg.base()
+  VocabHead head_groups;        // the head's groups when the image stores them (llama, PLE)
+  bool has_head_groups = false;
   const LlamaConfig& cfg() const;
 };
 
@@ -28,7 +31,8 @@ struct BoardModel {
 LlamaConfig board_llama_config(const BoardImageConfig& c);
 
 // Builds the model over `img` (call place() first if sections move); tables from `tables`.
-// Every tensor the architecture needs must be present with the shape the config implies.
+// Every tensor the architecture needs must be present with the shape the config implies. Head
+// groups, when present, are checked against the head (format/vocab_head_gguf.h check_vocab_head).
 Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* out);
 
 // The decoder of whichever architecture the model has; KV cache and activations from `work`.

@@ -27,7 +27,7 @@ struct Cursor {
   size_t off;
   Arena* tables;
 
-  Status quant(const char* what, int layer, int64_t rows, int64_t cols, MatRef* out) {
+  Status quant(const char* what, int layer, int64_t rows, int64_t cols, MatRef* out, TensorClass cls) {
     if (size - off < 4)
       return Status::Error(Code::kCorrupt, "%s (layer %d): file ends at byte %zu, before its group size", what, layer, size);
     const int32_t group = read_i32(base + off);
@@ -38,6 +38,7 @@ struct Cursor {
       return Status::Error(Code::kCorrupt, "%s (layer %d): %llu bytes at offset %zu run past the file's %zu", what, layer,
                            static_cast<unsigned long long>(bytes), off, size);
     q4e_bind(base + off, static_cast<int>(rows), static_cast<int>(cols), out);
+    tables->note_mapped(static_cast<size_t>(bytes), cls);  // read in place, not copied
     off += static_cast<size_t>(bytes);
     return Status::Ok();
   }
@@ -109,6 +110,16 @@ Status esp32ai_read_config(const uint8_t* data, size_t size, PleConfig* cfg, int
   MC_TRY(c.validate());
   *cfg = c;
   return Status::Ok();
+}
+
+TensorClass ple_slot_class(const PleSlot& s) {
+  if (!s.quant) return TensorClass::kNorm;
+  if (strncmp(s.name, "token_embd", 10) == 0) return TensorClass::kEmbedding;
+  if (strncmp(s.name, "output", 6) == 0) return TensorClass::kHead;
+  const char* local = s.layer < 0 ? s.name : strchr(s.name + 4, '.') + 1;  // past "blk.N."
+  if (strncmp(local, "attn_", 5) == 0) return TensorClass::kAttention;
+  if (strncmp(local, "ffn_", 4) == 0) return TensorClass::kFfn;
+  return TensorClass::kOther;  // the PLE table, projections and gates
 }
 
 int ple_slot_capacity(const PleConfig& c) { return 10 * c.n_layers + 6; }
@@ -185,7 +196,7 @@ Status esp32ai_load(const uint8_t* data, size_t size, Arena& tables, PleModel* o
   Cursor cur{data, size, static_cast<size_t>(header_bytes), &tables};
   for (int i = 0; i < n; ++i) {
     const PleSlot& s = slots[i];
-    if (s.quant) MC_TRY(cur.quant(s.name, s.layer, s.rows, s.cols, s.mat));
+    if (s.quant) MC_TRY(cur.quant(s.name, s.layer, s.rows, s.cols, s.mat, ple_slot_class(s)));
     else MC_TRY(cur.norm(s.name, s.layer, s.cols, s.norm));
   }
   MC_TRY(finish(&m));
@@ -258,7 +269,7 @@ Status ple_from_gguf(const GgufFile& f, Arena& tables, PleModel* out) {
     mr.row_bytes = static_cast<size_t>((s.cols + 1) / 2);
     mr.group = c.group;
     mr.scales = st->data;
-    tables.note_mapped(static_cast<size_t>(t->nbytes + st->nbytes), TensorClass::kOther);
+    tables.note_mapped(static_cast<size_t>(t->nbytes + st->nbytes), ple_slot_class(s));
   }
   MC_TRY(finish(&m));
   *out = m;

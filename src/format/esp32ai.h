@@ -31,6 +31,8 @@ struct PleSlot {
 // Every tensor slot of `m` (its cfg and layers set), in esp32-ai's file order; returns the count
 // (at most 10 * n_layers + 6 = ple_slot_capacity).
 int ple_slot_capacity(const PleConfig& c);
+// The arena class of a slot's bytes: embedding, attention, ffn, head, norm; the PLE tensors are kOther.
+TensorClass ple_slot_class(const PleSlot& s);
 int ple_slots(PleModel& m, PleSlot* out);
 
 // True when the file starts with either magic.

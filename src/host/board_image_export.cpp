@@ -55,6 +55,37 @@ struct Collector {
     tensors.push_back(s);
   }
 
+  // n f32 values (an integer table is stored as exact f32 values), class head: the head groups.
+  template <typename T>
+  void head_table(BoardRole role, const T* data, uint32_t rows, uint32_t cols) {
+    BoardTensorSource s;
+    s.id = board_tensor_id(role);
+    s.type = DType::kF32;
+    s.rows = rows;
+    s.cols = cols;
+    s.cls = TensorClass::kHead;
+    const size_t n = static_cast<size_t>(rows) * cols;
+    auto copy = std::make_unique<uint8_t[]>(n * 4);
+    for (size_t i = 0; i < n; ++i) {
+      const float v = static_cast<float>(data[i]);
+      std::memcpy(copy.get() + 4 * i, &v, 4);
+    }
+    s.data = copy.get();
+    copies.push_back(std::move(copy));
+    tensors.push_back(s);
+  }
+
+  // The head's groups (model/vocab_head.h) when the model file stores them.
+  void head_groups(const VocabHead& h) {
+    const uint32_t K = static_cast<uint32_t>(h.n_groups), V = static_cast<uint32_t>(h.rows.rows);
+    mat(BoardRole::kHeadRows, 0, h.rows, TensorClass::kHead);
+    head_table(BoardRole::kHeadCentroids, h.centroids, K, static_cast<uint32_t>(h.dim));
+    head_table(BoardRole::kHeadTokenOfRow, h.token_of_row, 1, V);
+    head_table(BoardRole::kHeadGroupStart, h.group_start, 1, K + 1);
+    head_table(BoardRole::kHeadRadius, h.radius, 1, K);
+    head_table(BoardRole::kHeadRowNormMax, h.row_norm_max, 1, K);
+  }
+
   template <typename Layer>
   void layer_mats(const Layer& L, int l) {
     mat(BoardRole::kWq, l, L.wq, TensorClass::kAttention);
@@ -198,6 +229,12 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     }
   } else {
     return Status::Error(Code::kUnsupported, "board image: architecture %s", m.arch.c_str());
+  }
+  if (m.has_head_groups) {
+    if (m.head_groups.rows.rows > (1 << 24))
+      return Status::Error(Code::kUnsupported, "board image: head groups of %d rows (token ids are stored as exact f32)",
+                           m.head_groups.rows.rows);
+    c.head_groups(m.head_groups);
   }
   if (opt.bos_id >= cfg.vocab_size || opt.eos_id >= cfg.vocab_size)
     return Status::Error(Code::kInvalidArgument, "board image: BOS %d / EOS %d outside the vocabulary of %d", opt.bos_id,

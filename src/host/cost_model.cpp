@@ -201,7 +201,8 @@ Status cost_model(const LoadedModel& model, const BoardProfile& board, const Cos
 
   // Buffers first: activations in SRAM, the KV cache in SRAM beside them if it fits, else PSRAM.
   const uint64_t act = 4ull * (4ull * c.dim + 3ull * c.hidden_dim + c.vocab_size + static_cast<uint64_t>(c.n_heads) * ctx);
-  const uint64_t kv = 2ull * c.n_layers * ctx * c.kv_dim() * 4;
+  const uint64_t kv_row = kv_bytes_per_layer_position(c, model.kv);  // keys + values of one position, one layer
+  const uint64_t kv = kv_row * c.n_layers * ctx;
   Tier kv_tier = act + kv <= sram ? Tier::kSram : Tier::kPsram;
   r.placed[static_cast<int>(Tier::kSram)] += act;
   r.placed[static_cast<int>(kv_tier)] += kv;
@@ -247,11 +248,11 @@ Status cost_model(const LoadedModel& model, const BoardProfile& board, const Cos
   kvt.cls = TensorClass::kKvCache;
   kvt.tier = kv_tier;
   kvt.bytes = kv;
-  kvt.read_per_token = 2ull * c.n_layers * (pos + 1) * c.kv_dim() * 4;
+  kvt.read_per_token = kv_row * c.n_layers * (pos + 1);
   kvt.macs_per_token = 2ull * c.n_layers * (pos + 1) * c.n_heads * c.head_dim();
   r.read[static_cast<int>(kv_tier)] += kvt.read_per_token;
   r.read_by_class[static_cast<int>(TensorClass::kKvCache)][static_cast<int>(kv_tier)] += kvt.read_per_token;
-  r.macs[static_cast<int>(KernelKind::kF32)] += kvt.macs_per_token;
+  r.macs[static_cast<int>(model.kv == KvType::kInt8 ? KernelKind::kInt8 : KernelKind::kF32)] += kvt.macs_per_token;
   r.tensors.push_back(kvt);
 
   const int core = opt.threads - 1;

@@ -13,6 +13,7 @@
 #include "format/llama2c.h"
 #include "format/gguf_model.h"
 #include "format/llama_gguf.h"
+#include "format/vocab_head_gguf.h"
 #include "tokenizer/tokenizer_loader.h"
 
 namespace mcullm {
@@ -127,6 +128,7 @@ Status load_model(const std::string& path, std::unique_ptr<LoadedModel>* out) {
 Status load_model(const std::string& path, const LoadOptions& opt, std::unique_ptr<LoadedModel>* out) {
   auto m = std::make_unique<LoadedModel>();
   m->path = path;
+  m->kv = opt.kv;
   MC_TRY(m->file.open(path));
   const uint8_t* data = m->file.data();
   const size_t size = m->file.size();
@@ -153,6 +155,13 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
       m->model.cfg = m->bitnet_gguf.cfg.base;
     } else if (st.ok()) {
       st = llama_from_gguf(m->gguf, m->tables, &m->model);
+    }
+    if (st.ok() && gguf_has_vocab_head(m->gguf)) {  // head groups stored by `mcullm head --write`
+      if (m->arch != "llama" && m->arch != "ple")
+        st = Status::Error(Code::kUnsupported, "head groups are read for llama and PLE models (this one is %s)", m->arch.c_str());
+      else
+        st = vocab_head_from_gguf(m->gguf, m->arch == "ple" ? m->ple.output : m->model.output, m->tables, &m->head_groups);
+      m->has_head_groups = st.ok();
     }
   } else if (esp32ai_is_model(data, size)) {
     st = esp32ai_load(data, size, m->tables, &m->ple);
@@ -181,7 +190,8 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
                     DecoderInstance* out) {
   const LlamaConfig& c = m.model.cfg;
   if (ctx_len <= 0) ctx_len = c.seq_len;
-  const size_t kv = 2ull * c.n_layers * static_cast<size_t>(ctx_len) * c.kv_dim() * sizeof(float);
+  const size_t kv = static_cast<size_t>(c.n_layers) * static_cast<size_t>(ctx_len) * kv_bytes_per_layer_position(c, m.kv) +
+                    2ull * kPrefillBatch * c.kv_dim() * sizeof(float) + 4ull * c.dim;  // int8: staging rows, query
   // Batched prefill buffers (BatchState) for kPrefillBatch tokens, with room for alignment.
   const size_t widest = static_cast<size_t>(c.hidden_dim > c.dim ? c.hidden_dim : c.dim) + 64;
   const size_t batch = static_cast<size_t>(kPrefillBatch) *
@@ -193,25 +203,25 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
   out->work.reset(Tier::kHost, out->memory.get(), bytes);
   if (m.arch == "bitnet-llama2c") {
     auto bit = std::make_shared<BitLlama2cContext>();
-    MC_TRY(bit->init(&m.bitnet, ctx_len, out->work, pool, kernels));
+    MC_TRY(bit->init(&m.bitnet, ctx_len, out->work, pool, kernels, m.kv));
     out->decoder = bit;
     return Status::Ok();
   }
   if (m.arch == "ple") {
     auto ple = std::make_shared<PleContext>();
-    MC_TRY(ple->init(&m.ple, ctx_len, out->work, pool, kernels, m.f32_activations));
+    MC_TRY(ple->init(&m.ple, ctx_len, out->work, pool, kernels, m.f32_activations, m.kv));
     out->decoder = ple;
     return Status::Ok();
   }
   if (m.arch == "bitnet" || m.arch == "bitnet-25") {
     auto bit = std::make_shared<BitnetContext>();
-    MC_TRY(bit->init(&m.bitnet_gguf, ctx_len, out->work, pool, kernels));
+    MC_TRY(bit->init(&m.bitnet_gguf, ctx_len, out->work, pool, kernels, m.kv));
     MC_TRY(bit->enable_batch(kPrefillBatch, out->work));
     out->decoder = bit;
     return Status::Ok();
   }
   auto ctx = std::make_shared<LlamaContext>();
-  MC_TRY(ctx->init(&m.model, ctx_len, out->work, pool, kernels));
+  MC_TRY(ctx->init(&m.model, ctx_len, out->work, pool, kernels, m.kv));
   MC_TRY(ctx->enable_batch(kPrefillBatch, out->work));
   out->decoder = ctx;
   return Status::Ok();

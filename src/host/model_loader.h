@@ -13,6 +13,7 @@
 #include "model/bitnet_llama2c.h"
 #include "model/llama.h"
 #include "model/ple.h"
+#include "model/vocab_head.h"
 #include "quant/ternary.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
@@ -35,6 +36,9 @@ struct LoadedModel {
   TernaryLayout bit_order = TernaryLayout::kBitllama2cMsb;  // of a bitllama2.c file
   PleModel ple;                             // arch "ple" (esp32-ai format v0 / v1)
   bool f32_activations = false;             // arch "ple": f32 matvec inputs, as esp32-ai's C core
+  KvType kv = KvType::kF32;                 // the KV cache make_decoder gives every architecture
+  VocabHead head_groups;                    // the head's groups when the GGUF stores them (mcullm head --write)
+  bool has_head_groups = false;
 };
 
 struct LoadOptions {
@@ -43,6 +47,8 @@ struct LoadOptions {
   // PLE models (esp32-ai files): compute every matvec with f32 activations, as esp32-ai's C core
   // does by default (else int8 activations, one scale per vector, as its int8 build).
   bool f32_activations = false;
+  // The KV cache of the decoders make_decoder builds: f32, or int8 with a scale per head per position.
+  KvType kv = KvType::kF32;
 };
 
 // The object holds pointers into itself, so it is created on the heap and never moved.

@@ -24,6 +24,10 @@
 //    add), acc += g * d_group in increasing group order from 0, y = acc.
 //    int8 activations (one scale xs[0] for the whole vector, q4e_quantize_activations): one exact
 //    int32 sum per group, acc += (float)isum * d_group in increasing group order, y = acc * xs[0].
+//  * int8 KV cache (attn_scores_q8 / attn_values_q8): keys, values and the query are int8 with one
+//    f32 scale per head (per position for keys and values). score_t = ((float)isum_t * (qs * ks_t)) /
+//    scale with isum_t the exact int32 dot product; out[i] = sum over t in increasing t of
+//    (att[t] * vs_t) * (float)v_t[i] (each product rounded, then added, from +0).
 //  * q4g64 with int8 activations quantized per 64-value block (quantize_activations, called once
 //    per token and input vector) follows the quantized-block rule above: int32 group sums, then
 //    one f32 multiply-add per group, (float)isum * (d_w * d_x), into 8 lanes folded as a tree.
@@ -181,6 +185,13 @@ struct KernelSet {
   // esp32-ai int4 rows (q4e) times f32 or int8 activations: see the contract above.
   void (*matvec_q4e_f32)(const MatRef& w, const float* x, float* y, int r0, int r1);
   void (*matvec_q4e_q8)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+
+  // Attention over one head of an int8 KV cache (see the contract above): key t at keys + t * stride,
+  // its scale at kscales[t * s_stride]; q the int8 query with scale qs.
+  void (*attn_scores_q8)(const int8_t* q, float qs, const int8_t* keys, const float* kscales, size_t stride,
+                         size_t s_stride, int n, int hs, float scale, float* scores);
+  void (*attn_values_q8)(const float* att, const int8_t* values, const float* vscales, size_t stride, size_t s_stride,
+                         int n, int hs, float* out);
 };
 
 const KernelSet& kernels_ref();

@@ -44,9 +44,10 @@ Status BitnetModel::check_shapes() const {
   return Status::Ok();
 }
 
-Status BitnetContext::init(const BitnetModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels) {
+Status BitnetContext::init(const BitnetModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
+                           KvType kv) {
   MC_TRY(model->check_shapes());
-  MC_TRY(s_.init(model->cfg.base, ctx_len, arena));
+  MC_TRY(s_.init(model->cfg.base, ctx_len, arena, kv));
   model_ = model;
   pool_ = pool;
   kernels_ = kernels;
@@ -75,8 +76,8 @@ Status BitnetContext::forward(int token, int pos, const float** logits) {
 
   for (int l = 0; l < c.n_layers; ++l) {
     const BitnetLayer& L = m.layers[l];
-    float* key = s_.key_row(l, pos);
-    float* value = s_.value_row(l, pos);
+    float* key = s_.new_keys(l, pos);
+    float* value = s_.new_values(l, pos);
 
     rmsnorm(k, s_.xb, s_.x, L.attn_norm, dim, c.norm_eps);
     {
@@ -119,7 +120,10 @@ Status BitnetContext::forward(int token, int pos, const float** logits) {
   return Status::Ok();
 }
 
-Status BitnetContext::enable_batch(int cap, Arena& arena) { return b_.init(model_->cfg.base, cap, arena); }
+Status BitnetContext::enable_batch(int cap, Arena& arena) {
+  MC_TRY(b_.init(model_->cfg.base, cap, arena));
+  return s_.reserve_stage(cap, arena);
+}
 
 // forward() for n tokens at once, step for step in the same order per token (see decoder.h).
 Status BitnetContext::prefill(const int* tokens, int n, int pos0, const float** logits) {
@@ -142,7 +146,7 @@ Status BitnetContext::prefill(const int* tokens, int n, int pos0, const float** 
     norm_all(b_.xb, b_.x, L.attn_norm, dim);
     {
       const MatRef* mats[3] = {&L.wq, &L.wk, &L.wv};
-      float* outs[3] = {b_.q, s_.key_row(l, pos0), s_.value_row(l, pos0)};
+      float* outs[3] = {b_.q, s_.new_keys(l, pos0), s_.new_values(l, pos0)};
       const size_t strides[3] = {D, static_cast<size_t>(kv_dim), static_cast<size_t>(kv_dim)};
       run_ternary_matmats(pool, k, mats, outs, strides, 3, b_.xb, D, dim, n, b_);
     }

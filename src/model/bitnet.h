@@ -62,7 +62,8 @@ struct BitnetModel {
 class BitnetContext final : public Decoder {
  public:
   // ctx_len <= seq_len positions of KV cache (0 = seq_len); everything from `arena`.
-  Status init(const BitnetModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels);
+  Status init(const BitnetModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
+              KvType kv = KvType::kF32);
   Status forward(int token, int pos, const float** logits) override;
   // Batched prefill for up to `cap` tokens per call (buffers from `arena`); without it max_batch() is 1.
   Status enable_batch(int cap, Arena& arena);

@@ -116,10 +116,10 @@ Status BitLlama2cModel::check_shapes() const {
 }
 
 Status BitLlama2cContext::init(const BitLlama2cModel* model, int ctx_len, Arena& arena, ThreadPool* pool,
-                               const KernelSet* kernels) {
+                               const KernelSet* kernels, KvType kv) {
   MC_TRY(model->check_shapes());
   const LlamaConfig& c = model->cfg;
-  MC_TRY(s_.init(c, ctx_len, arena));
+  MC_TRY(s_.init(c, ctx_len, arena, kv));
   MC_TRY(arena.alloc_array(c.hidden_dim > c.dim ? c.hidden_dim : c.dim, TensorClass::kActivations, &normed_));
   model_ = model;
   pool_ = pool;
@@ -140,6 +140,7 @@ void BitLlama2cContext::bitlinear(const MatRef* const* mats, float* const* outs,
 }
 
 void BitLlama2cContext::attention(int layer, int pos) {
+  if (s_.kv_type != KvType::kF32) return attend(*pool_, *kernels_, model_->cfg, s_, layer, pos);
   AttentionJob job = attention_job(nullptr, model_->cfg, s_, layer, pos);  // no kernel table: scalar sums
   pool_->run(attention_task, &job);
 }
@@ -157,8 +158,8 @@ Status BitLlama2cContext::forward(int token, int pos, const float** logits) {
 
   for (int l = 0; l < c.n_layers; ++l) {
     const BitLlama2cLayer& L = m.layers[l];
-    float* key = s_.key_row(l, pos);
-    float* value = s_.value_row(l, pos);
+    float* key = s_.new_keys(l, pos);
+    float* value = s_.new_values(l, pos);
     {
       const MatRef* mats[3] = {&L.wq, &L.wk, &L.wv};
       float* outs[3] = {s_.q, key, value};

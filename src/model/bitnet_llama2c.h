@@ -46,7 +46,9 @@ struct BitLlama2cModel {
 class BitLlama2cContext final : public Decoder {
  public:
   // ctx_len <= cfg.seq_len positions of KV cache (0 = seq_len); everything from `arena`.
-  Status init(const BitLlama2cModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels);
+  // An int8 KV cache (kv) runs the shared int8 attention kernels instead of the C reader's scalar path.
+  Status init(const BitLlama2cModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
+              KvType kv = KvType::kF32);
   Status forward(int token, int pos, const float** logits) override;
   int vocab_size() const override { return model_->cfg.vocab_size; }
   int ctx_len() const override { return s_.ctx_len; }

@@ -25,9 +25,10 @@ Status LlamaModel::check_shapes() const {
   return Status::Ok();
 }
 
-Status LlamaContext::init(const LlamaModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels) {
+Status LlamaContext::init(const LlamaModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
+                          KvType kv) {
   MC_TRY(model->check_shapes());
-  MC_TRY(s_.init(model->cfg, ctx_len, arena));
+  MC_TRY(s_.init(model->cfg, ctx_len, arena, kv));
   model_ = model;
   pool_ = pool;
   kernels_ = kernels;
@@ -52,8 +53,8 @@ Status LlamaContext::forward(int token, int pos, const float** logits) {
 
   for (int l = 0; l < c.n_layers; ++l) {
     const LlamaLayer& L = m.layers[l];
-    float* key = s_.key_row(l, pos);
-    float* value = s_.value_row(l, pos);
+    float* key = s_.new_keys(l, pos);
+    float* value = s_.new_values(l, pos);
 
     rmsnorm(k, s_.xb, s_.x, L.attn_norm, dim, c.norm_eps);
     {
@@ -96,7 +97,10 @@ Status LlamaContext::forward(int token, int pos, const float** logits) {
   return Status::Ok();
 }
 
-Status LlamaContext::enable_batch(int cap, Arena& arena) { return b_.init(model_->cfg, cap, arena); }
+Status LlamaContext::enable_batch(int cap, Arena& arena) {
+  MC_TRY(b_.init(model_->cfg, cap, arena));
+  return s_.reserve_stage(cap, arena);
+}
 
 // forward() for n tokens at once, step for step in the same order per token (see decoder.h).
 Status LlamaContext::prefill(const int* tokens, int n, int pos0, const float** logits) {
@@ -118,7 +122,7 @@ Status LlamaContext::prefill(const int* tokens, int n, int pos0, const float** l
     for (int i = 0; i < n; ++i) rmsnorm(k, b_.xb + i * D, b_.x + i * D, L.attn_norm, dim, c.norm_eps);
     {
       const MatRef* mats[3] = {&L.wq, &L.wk, &L.wv};
-      float* outs[3] = {b_.q, s_.key_row(l, pos0), s_.value_row(l, pos0)};
+      float* outs[3] = {b_.q, s_.new_keys(l, pos0), s_.new_values(l, pos0)};
       const size_t strides[3] = {D, static_cast<size_t>(kv_dim), static_cast<size_t>(kv_dim)};
       dense(mats, outs, strides, 3, b_.xb, D, dim);
     }

@@ -34,8 +34,9 @@ struct LlamaModel {
 // The mutable state of one generation: KV cache and activations, all from one arena.
 class LlamaContext final : public Decoder {
  public:
-  // ctx_len <= cfg.seq_len positions of KV cache (0 = seq_len).
-  Status init(const LlamaModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels);
+  // ctx_len <= cfg.seq_len positions of KV cache (0 = seq_len), f32 or int8.
+  Status init(const LlamaModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
+              KvType kv = KvType::kF32);
   // Feeds `token` at position `pos` (0 <= pos < ctx_len, positions fed in order) and computes
   // the logits of the next token; *logits stays valid until the next call.
   Status forward(int token, int pos, const float** logits) override;

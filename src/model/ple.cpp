@@ -91,7 +91,7 @@ Status PleModel::check_shapes() const {
 }
 
 Status PleContext::init(const PleModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
-                        bool f32_activations) {
+                        bool f32_activations, KvType kv) {
   MC_TRY(model->check_shapes());
   const PleConfig& c = model->cfg;
   model_ = model;
@@ -99,7 +99,7 @@ Status PleContext::init(const PleModel* model, int ctx_len, Arena& arena, Thread
   pool_ = pool;
   kernels_ = kernels;
   f32_act_ = f32_activations;
-  MC_TRY(s_.init(base_, ctx_len, arena));
+  MC_TRY(s_.init(base_, ctx_len, arena, kv));
   const int LP = c.n_layers * c.ple_dim;
   int widest = c.dim > c.ffn ? c.dim : c.ffn;
   widest = widest > c.ple_dim ? widest : c.ple_dim;
@@ -149,8 +149,8 @@ Status PleContext::forward(int token, int pos, const float** logits) {
   rope_angles(c.rope_theta, hs, pos, s_.rope_cos, s_.rope_sin);
   for (int l = 0; l < L; ++l) {
     const PleLayer& Ly = m.layers[l];
-    float* key = s_.key_row(l, pos);
-    float* value = s_.value_row(l, pos);
+    float* key = s_.new_keys(l, pos);
+    float* value = s_.new_values(l, pos);
     rmsnorm(k, s_.xb, s_.x, Ly.attn_norm, D, c.norm_eps);
     {
       const MatRef* mats[3] = {&Ly.wq, &Ly.wk, &Ly.wv};  // the fused QKV, one hand-off

@@ -69,7 +69,7 @@ struct PleModel {
 class PleContext final : public Decoder {
  public:
   Status init(const PleModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
-              bool f32_activations);
+              bool f32_activations, KvType kv = KvType::kF32);
   Status forward(int token, int pos, const float** logits) override;
   int vocab_size() const override { return model_->cfg.output_vocab; }
   int ctx_len() const override { return s_.ctx_len; }

@@ -62,12 +62,38 @@ Status check_ternary_matrix(const MatRef& m, const char* what, int layer, int ro
   return Status::Ok();
 }
 
-Status DecoderState::init(const LlamaConfig& c, int ctx, Arena& arena) {
+bool parse_kv_type(const char* name, KvType* out) {
+  if (!name) return false;
+  const char* names[2] = {"f32", "int8"};
+  for (int i = 0; i < 2; ++i) {
+    const char* a = name;
+    const char* b = names[i];
+    while (*a && *a == *b) ++a, ++b;
+    if (*a == 0 && *b == 0) {
+      *out = static_cast<KvType>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* kv_type_name(KvType t) { return t == KvType::kInt8 ? "int8" : "f32"; }
+
+size_t kv_bytes_per_layer_position(const LlamaConfig& c, KvType t) {
+  const size_t kv = static_cast<size_t>(c.kv_dim());
+  if (t == KvType::kF32) return 2 * kv * sizeof(float);
+  return 2 * (kv + static_cast<size_t>(c.n_kv_heads) * sizeof(float));
+}
+
+Status DecoderState::init(const LlamaConfig& c, int ctx, Arena& arena, KvType kv) {
   if (ctx <= 0) ctx = c.seq_len;
   if (ctx > c.seq_len)
     return Status::Error(Code::kOutOfRange, "context %d is longer than the model's %d positions", ctx, c.seq_len);
   ctx_len = ctx;
   kv_dim = c.kv_dim();
+  head_dim = c.head_dim();
+  n_kv_heads = c.n_kv_heads;
+  kv_type = kv;
   const size_t kv_elems = static_cast<size_t>(c.n_layers) * static_cast<size_t>(ctx) * static_cast<size_t>(kv_dim);
   const TensorClass act = TensorClass::kActivations;
   const int widest = (c.hidden_dim > c.dim ? c.hidden_dim : c.dim) + 64;  // padded to the largest block
@@ -81,11 +107,40 @@ Status DecoderState::init(const LlamaConfig& c, int ctx, Arena& arena) {
   MC_TRY(arena.alloc_array(c.head_dim() / 2, act, &rope_cos));
   MC_TRY(arena.alloc_array(c.head_dim() / 2, act, &rope_sin));
   MC_TRY(arena.alloc_array(c.vocab_size, act, &logits));
-  MC_TRY(arena.alloc_array(kv_elems, TensorClass::kKvCache, &key_cache));
-  MC_TRY(arena.alloc_array(kv_elems, TensorClass::kKvCache, &value_cache));
+  if (kv == KvType::kF32) {
+    MC_TRY(arena.alloc_array(kv_elems, TensorClass::kKvCache, &key_cache));
+    MC_TRY(arena.alloc_array(kv_elems, TensorClass::kKvCache, &value_cache));
+  } else {
+    const size_t scale_elems = static_cast<size_t>(c.n_layers) * static_cast<size_t>(ctx) * static_cast<size_t>(c.n_kv_heads);
+    MC_TRY(arena.alloc_array(kv_elems, TensorClass::kKvCache, &key_q));
+    MC_TRY(arena.alloc_array(kv_elems, TensorClass::kKvCache, &value_q));
+    MC_TRY(arena.alloc_array(scale_elems, TensorClass::kKvCache, &key_s));
+    MC_TRY(arena.alloc_array(scale_elems, TensorClass::kKvCache, &value_s));
+    MC_TRY(arena.alloc_array(static_cast<size_t>(c.dim), act, &q_q));
+    MC_TRY(reserve_stage(1, arena));
+  }
   MC_TRY(arena.alloc_array(widest, act, &act_q));
   MC_TRY(arena.alloc_array(widest, act, &act_scales));
   return Status::Ok();
+}
+
+Status DecoderState::reserve_stage(int rows, Arena& arena) {
+  if (kv_type == KvType::kF32 || rows <= stage_rows) return Status::Ok();
+  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(kv_dim);
+  MC_TRY(arena.alloc_array(n, TensorClass::kActivations, &key_new));
+  MC_TRY(arena.alloc_array(n, TensorClass::kActivations, &value_new));
+  stage_rows = rows;
+  return Status::Ok();
+}
+
+void DecoderState::store_kv(int layer, int pos0, int n) {
+  if (kv_type == KvType::kF32) return;
+  for (int i = 0; i < n; ++i) {
+    const size_t at = cache_index(layer, pos0 + i);
+    const size_t row = static_cast<size_t>(i) * kv_dim;
+    quantize_activations(key_new + row, kv_dim, head_dim, key_q + at * kv_dim, key_s + at * n_kv_heads);
+    quantize_activations(value_new + row, kv_dim, head_dim, value_q + at * kv_dim, value_s + at * n_kv_heads);
+  }
 }
 
 Status BatchState::init(const LlamaConfig& c, int n, Arena& arena) {
@@ -176,12 +231,22 @@ void attend_heads(const AttentionJob& j, int h0, int h1) {
   const int hs = j.cfg->head_dim(), kv_dim = j.cfg->kv_dim();
   const int group = j.cfg->n_heads / j.cfg->n_kv_heads;
   const float scale = mc_sqrtf(static_cast<float>(hs));
+  const size_t kvs = static_cast<size_t>(kv_dim), n_kv = static_cast<size_t>(j.cfg->n_kv_heads);
   for (int h = h0; h < h1; ++h) {
     float* att = j.att + static_cast<size_t>(h) * j.ctx_len;
     const int kv_off = (h / group) * hs;
-    j.kernels->attn_scores(j.q + h * hs, j.key_rows + kv_off, static_cast<size_t>(kv_dim), j.pos + 1, hs, scale, att);
+    if (j.key_q) {
+      int8_t* qh = j.q_q + h * hs;
+      float qs = 0.0f;
+      quantize_activations(j.q + h * hs, hs, hs, qh, &qs);
+      j.kernels->attn_scores_q8(qh, qs, j.key_q + kv_off, j.key_s + h / group, kvs, n_kv, j.pos + 1, hs, scale, att);
+      j.kernels->softmax(att, j.pos + 1);
+      j.kernels->attn_values_q8(att, j.value_q + kv_off, j.value_s + h / group, kvs, n_kv, j.pos + 1, hs, j.out + h * hs);
+      continue;
+    }
+    j.kernels->attn_scores(j.q + h * hs, j.key_rows + kv_off, kvs, j.pos + 1, hs, scale, att);
     j.kernels->softmax(att, j.pos + 1);
-    j.kernels->attn_values(att, j.value_rows + kv_off, static_cast<size_t>(kv_dim), j.pos + 1, hs, j.out + h * hs);
+    j.kernels->attn_values(att, j.value_rows + kv_off, kvs, j.pos + 1, hs, j.out + h * hs);
   }
 }
 
@@ -259,16 +324,37 @@ void run_dense_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const
 }
 
 AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderState& s, int layer, int pos) {
-  return AttentionJob{k, &c, s.q, s.key_row(layer, 0), s.value_row(layer, 0), s.att, s.att_out, s.ctx_len, pos};
+  AttentionJob j{};
+  j.kernels = k;
+  j.cfg = &c;
+  j.q = s.q;
+  const size_t at = s.cache_index(layer, 0);
+  if (s.kv_type == KvType::kF32) {
+    j.key_rows = s.key_cache + at * s.kv_dim;
+    j.value_rows = s.value_cache + at * s.kv_dim;
+  } else {
+    j.key_q = s.key_q + at * s.kv_dim;
+    j.value_q = s.value_q + at * s.kv_dim;
+    j.key_s = s.key_s + at * s.n_kv_heads;
+    j.value_s = s.value_s + at * s.n_kv_heads;
+    j.q_q = s.q_q;
+  }
+  j.att = s.att;
+  j.out = s.att_out;
+  j.ctx_len = s.ctx_len;
+  j.pos = pos;
+  return j;
 }
 
 void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos) {
+  s.store_kv(layer, pos, 1);
   AttentionJob job = attention_job(&k, c, s, layer, pos);
   pool.run(attention_task, &job);
 }
 
 void attend_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos0,
                   int n, const float* q, float* out) {
+  s.store_kv(layer, pos0, n);
   BatchAttentionJob job{attention_job(&k, c, s, layer, pos0), n};
   job.first.q = q;
   job.first.out = out;
@@ -329,7 +415,7 @@ void rope_batch(const LlamaConfig& c, DecoderState& s, BatchState& b, int layer,
   for (int i = 0; i < n; ++i) {
     rope_angles(c.rope_theta, hs, pos0 + i, s.rope_cos, s.rope_sin);
     rope_rotate(b.q + static_cast<size_t>(i) * c.dim, c.dim, hs, s.rope_cos, s.rope_sin, style);
-    rope_rotate(s.key_row(layer, pos0 + i), c.kv_dim(), hs, s.rope_cos, s.rope_sin, style);
+    rope_rotate(s.new_keys(layer, pos0) + static_cast<size_t>(i) * c.kv_dim(), c.kv_dim(), hs, s.rope_cos, s.rope_sin, style);
   }
 }
 

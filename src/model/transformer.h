@@ -41,10 +41,22 @@ Status check_dense_matrix(const MatRef& m, const char* what, int layer, int rows
 // check_matrix, and i2_s with a finite non-negative per-tensor scale.
 Status check_ternary_matrix(const MatRef& m, const char* what, int layer, int rows, int cols);
 
+// How the KV cache stores keys and values: f32, or int8 with one f32 scale per head per position
+// (quantize_activations with the head size as block; attention then runs the kernels' *_q8 forms).
+enum class KvType : uint8_t { kF32 = 0, kInt8 };
+// "f32" / "int8"; false for anything else.
+bool parse_kv_type(const char* name, KvType* out);
+const char* kv_type_name(KvType t);
+// Bytes of one position's keys and values in one layer.
+size_t kv_bytes_per_layer_position(const LlamaConfig& c, KvType t);
+
 // Activations and KV cache of one generation, all from one arena.
 struct DecoderState {
   int ctx_len = 0;
   int kv_dim = 0;
+  int head_dim = 0;
+  int n_kv_heads = 0;
+  KvType kv_type = KvType::kF32;
   float* x = nullptr;        // residual stream [dim]
   float* xb = nullptr;       // normed input / branch output [dim]
   float* q = nullptr;        // [dim]
@@ -55,15 +67,32 @@ struct DecoderState {
   float* rope_cos = nullptr; // [head_dim / 2] for the current position
   float* rope_sin = nullptr;
   float* logits = nullptr;   // [vocab]
-  float* key_cache = nullptr;    // [layers, ctx_len, kv_dim]
+  float* key_cache = nullptr;    // f32 cache: [layers, ctx_len, kv_dim]
   float* value_cache = nullptr;
+  int8_t* key_q = nullptr;       // int8 cache: [layers, ctx_len, kv_dim]
+  int8_t* value_q = nullptr;
+  float* key_s = nullptr;        // int8 cache scales: [layers, ctx_len, n_kv_heads]
+  float* value_s = nullptr;
+  float* key_new = nullptr;      // int8 cache: this step's keys / values in f32 [stage_rows, kv_dim]
+  float* value_new = nullptr;
+  int stage_rows = 0;
+  int8_t* q_q = nullptr;         // int8 cache: the query per head [n_heads * head_dim]
   int8_t* act_q = nullptr;   // quantized copy of a matvec input [max(dim, hidden) + 64]
   float* act_scales = nullptr;
 
   // ctx_len 0 means the model's seq_len; longer than seq_len is refused.
-  Status init(const LlamaConfig& c, int ctx_len, Arena& arena);
-  float* key_row(int layer, int pos) { return key_cache + (static_cast<size_t>(layer) * ctx_len + pos) * kv_dim; }
-  float* value_row(int layer, int pos) { return value_cache + (static_cast<size_t>(layer) * ctx_len + pos) * kv_dim; }
+  Status init(const LlamaConfig& c, int ctx_len, Arena& arena, KvType kv = KvType::kF32);
+  // Room for the keys and values of `rows` positions computed together (batched prefill); int8 only.
+  Status reserve_stage(int rows, Arena& arena);
+  size_t cache_index(int layer, int pos) const { return static_cast<size_t>(layer) * ctx_len + pos; }
+  // Where the projections write the keys / values of positions pos0, pos0 + 1, ... (rows kv_dim
+  // apart): the f32 cache itself, or (int8) the staging rows that store_kv quantizes.
+  float* new_keys(int layer, int pos0) { return kv_type == KvType::kF32 ? key_cache + cache_index(layer, pos0) * kv_dim : key_new; }
+  float* new_values(int layer, int pos0) {
+    return kv_type == KvType::kF32 ? value_cache + cache_index(layer, pos0) * kv_dim : value_new;
+  }
+  // After RoPE: the int8 cache quantizes the n staged rows into positions pos0..; f32 does nothing.
+  void store_kv(int layer, int pos0, int n);
 };
 
 // Activations of up to `cap` tokens evaluated together (batched prefill): column i of each buffer
@@ -128,8 +157,13 @@ struct AttentionJob {
   const KernelSet* kernels;
   const LlamaConfig* cfg;
   const float* q;
-  const float* key_rows;  // this layer's cache: [ctx_len, kv_dim]
+  const float* key_rows;  // this layer's f32 cache: [ctx_len, kv_dim]; nullptr with an int8 cache
   const float* value_rows;
+  const int8_t* key_q;    // this layer's int8 cache [ctx_len, kv_dim] and scales [ctx_len, n_kv_heads]
+  const int8_t* value_q;
+  const float* key_s;
+  const float* value_s;
+  int8_t* q_q;            // int8 cache: the quantized query, [n_heads * head_dim]
   float* att;             // [n_heads, ctx_len]
   float* out;             // [dim]
   int ctx_len;
@@ -138,10 +172,11 @@ struct AttentionJob {
 AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderState& s, int layer, int pos);
 
 // Multi-head (grouped-query) attention of layer `layer` at `pos`: s.q against the cached keys and
-// values of positions 0..pos, into s.att_out; heads split over the pool's threads.
+// values of positions 0..pos, into s.att_out; heads split over the pool's threads. Stores the new
+// key and value first (store_kv). With an int8 cache each head's query is quantized (one scale).
 void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos);
 // The same for positions pos0 .. pos0 + n - 1 in order (their keys and values already cached): query
-// i at q + i * dim, output i at out + i * dim; one hand-off to the pool for all of them.
+// i at q + i * dim, output i at out + i * dim; one hand-off to the pool for all of them (store_kv first).
 void attend_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos0,
                   int n, const float* q, float* out);
 

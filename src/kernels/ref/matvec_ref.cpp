@@ -67,6 +67,26 @@ void attn_values_ref(const float* att, const float* values, size_t stride, int n
   }
 }
 
+void attn_scores_q8_ref(const int8_t* q, float qs, const int8_t* keys, const float* kscales, size_t stride,
+                        size_t s_stride, int n, int hs, float scale, float* scores) {
+  for (int t = 0; t < n; ++t) {
+    const int8_t* k = keys + static_cast<size_t>(t) * stride;
+    int32_t isum = 0;
+    for (int i = 0; i < hs; ++i) isum += q[i] * k[i];
+    scores[t] = static_cast<float>(isum) * (qs * kscales[static_cast<size_t>(t) * s_stride]) / scale;
+  }
+}
+
+void attn_values_q8_ref(const float* att, const int8_t* values, const float* vscales, size_t stride, size_t s_stride,
+                        int n, int hs, float* out) {
+  for (int i = 0; i < hs; ++i) out[i] = 0.0f;
+  for (int t = 0; t < n; ++t) {
+    const int8_t* v = values + static_cast<size_t>(t) * stride;
+    const float w = att[t] * vscales[static_cast<size_t>(t) * s_stride];
+    for (int i = 0; i < hs; ++i) out[i] += w * static_cast<float>(v[i]);
+  }
+}
+
 void softmax_ref(float* x, int n) {
   float max = x[0];
   for (int i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
@@ -90,14 +110,16 @@ constexpr KernelSet kRef = {
     "ref", dot_f32_ref, matvec_f32_ref, matvec_f16_ref, matvec_blocks_ref<BlockQ8_0, 32, weight_q8_0>,
     matvec_blocks_ref<BlockQ4_0, 32, weight_q4_0>, matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>,
     attn_scores_ref, attn_values_ref, softmax_ref, silu_mul_ref, matvec_i2s_ref, matmat_i2s_by_rows<matvec_i2s_ref>,
-    tl_lut_build_ref, tl_matmul_ref, matvec_q4e_f32_ref, matvec_q4e_q8_ref};
+    tl_lut_build_ref, tl_matmul_ref, matvec_q4e_f32_ref, matvec_q4e_q8_ref, attn_scores_q8_ref, attn_values_q8_ref};
 #if defined(MCULLM_HAVE_NEON)
 // aarch64: the NEON kernels (kernels/arm/) and the reference for the rest: f16 matvec, softmax,
-// SwiGLU, the TL LUT build and q4e with f32 activations (esp32-ai's sequential float order) run scalar.
+// SwiGLU, the TL LUT build, q4e with f32 activations (esp32-ai's sequential float order) and the
+// int8 KV cache's attention run scalar.
 constexpr KernelSet kNeon = {
     "neon", neon::dot_f32, neon::matvec_f32, matvec_f16_ref, neon::matvec_q8_0, neon::matvec_q4_0, neon::matvec_q4g64,
     neon::attn_scores, neon::attn_values, softmax_ref, silu_mul_ref, neon::matvec_i2s,
-    matmat_i2s_by_rows<neon::matvec_i2s>, tl_lut_build_ref, tl_matmul_neon, matvec_q4e_f32_ref, neon::matvec_q4e_q8};
+    matmat_i2s_by_rows<neon::matvec_i2s>, tl_lut_build_ref, tl_matmul_neon, matvec_q4e_f32_ref, neon::matvec_q4e_q8,
+    attn_scores_q8_ref, attn_values_q8_ref};
 #endif
 }  // namespace
 

@@ -15,6 +15,10 @@ void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, i
 void matvec_q4g64(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void attn_scores(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores);
 void attn_values(const float* att, const float* values, size_t stride, int n, int hs, float* out);
+void attn_scores_q8(const int8_t* q, float qs, const int8_t* keys, const float* kscales, size_t stride, size_t s_stride,
+                    int n, int hs, float scale, float* scores);
+void attn_values_q8(const float* att, const int8_t* values, const float* vscales, size_t stride, size_t s_stride, int n,
+                    int hs, float* out);
 void softmax(float* x, int n);
 void silu_mul(float* gate, const float* up, int n);
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
