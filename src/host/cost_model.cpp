@@ -428,6 +428,19 @@ Status format_position_table(const LoadedModel& model, const BoardProfile& board
                   r.tokens_per_s);
     s += line;
   }
+  // A run that fills the context: the mean time of positions 0..ctx-1 (every position up to 1024,
+  // else 1024 evenly spaced), the figure the published tokens/s of a whole run compare with.
+  const int step = ctx <= 1024 ? 1 : ctx / 1024;
+  double sum = 0;
+  int n = 0;
+  for (int p = 0; p < ctx; p += step, ++n) {
+    o.pos = p;
+    MC_TRY(cost_model(model, board, o, &r));
+    sum += r.token_s;
+  }
+  std::snprintf(line, sizeof line, "mean over positions 0..%d: %.3f ms per token -> %.1f tok/s\n", ctx - 1, 1e3 * sum / n,
+                n / sum);
+  s += line;
   *out = s;
   return Status::Ok();
 }

@@ -309,12 +309,15 @@ std::string format_calibration(const Esp32s3Compute& c, const std::vector<Calibr
                 c.cycles_per_mac[0], c.cycles_per_mac[1], c.cycles_per_mac[2], c.cycles_per_mac[3], c.cycles_per_mac[4],
                 c.cycles_per_mac[5], c.cycles_per_mac[6], c.matvec_cycles, c.attn_entry_cycles, c.attn_entry_cycles_c);
   s += line;
-  std::snprintf(line, sizeof line, "%-20s %-5s %10s %10s %8s  %s\n", "point", "use", "published", "predicted", "error",
-                "what (ms per token unless a ratio)");
+  std::snprintf(line, sizeof line, "%-20s %-5s %9s %9s %7s  %-35s  %s\n", "point", "use", "published", "predicted", "error",
+                "predicted input/attn/ffn/ple/head ms", "what (ms per token unless a ratio)");
   s += line;
   for (const CalibrationResult& p : points) {
-    std::snprintf(line, sizeof line, "%-20s %-5s %10.2f %10.2f %+7.1f%%  %s\n", p.id.c_str(), p.fit ? "fit" : "check",
-                  p.measured, p.predicted, 100 * p.error(), p.what.c_str());
+    char stages[64];
+    std::snprintf(stages, sizeof stages, "%.2f/%.2f/%.2f/%.2f/%.2f", p.stage_ms[0], p.stage_ms[1], p.stage_ms[2],
+                  p.stage_ms[3], p.stage_ms[4]);
+    std::snprintf(line, sizeof line, "%-20s %-5s %9.2f %9.2f %+6.1f%%  %-35s  %s\n", p.id.c_str(), p.fit ? "fit" : "check",
+                  p.measured, p.predicted, 100 * p.error(), p.ratio ? "(at position 255)" : stages, p.what.c_str());
     s += line;
   }
   return s;
