@@ -508,5 +508,35 @@ TEST(CliRunBoard, HostileProfilesAreRefusedClearly) {
   EXPECT_NE(r.err.find("neither a preset"), std::string::npos) << r.err;
 }
 
+
+// `mcullm dummy --arch esp32ai-ple`: the 3.4M layout is the fixture's shape and format, so it loads,
+// runs, and the cost model reads exactly the fixture's bytes per tier from it.
+TEST(CliDummyPle, LayoutsLoadRunAndCostLikeTheFixture) {
+  MC_REQUIRE_SHARED();
+  const std::string path = test::temp_dir() + "/dummy_ple34.bin";
+  auto r = test::run_cli({"dummy", "--arch", "esp32ai-ple", "--layout", "3.4M", "-o", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto d = load(path), f = load(ple());
+  ASSERT_EQ(d->arch, "ple");
+  EXPECT_EQ(d->ple.cfg.input_vocab, f->ple.cfg.input_vocab);
+  EXPECT_EQ(d->ple.cfg.dim, f->ple.cfg.dim);
+  EXPECT_EQ(d->ple.cfg.ffn, f->ple.cfg.ffn);
+  EXPECT_EQ(d->ple.cfg.ple_dim, f->ple.cfg.ple_dim);
+  EXPECT_EQ(d->file.size(), f->file.size());
+  BoardProfile b;
+  ASSERT_TRUE(board_preset("esp32s3-psram80", &b).ok());
+  CostReport rd, rf;
+  ASSERT_TRUE(cost_model(*d, b, CostOptions(), &rd).ok());
+  ASSERT_TRUE(cost_model(*f, b, CostOptions(), &rf).ok());
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(rd.read[t], rf.read[t]) << t;
+  r = test::run_cli({"run", "-m", path, "--prompt-ids", "1", "-n", "3", "--temp", "0", "-q"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_cli({"dummy", "--arch", "esp32ai-ple", "--layout", "1B", "-o", path});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("28.9M"), std::string::npos) << r.err;
+  r = test::run_cli({"dummy", "--arch", "esp32ai-ple", "--type", "q8_0", "-o", path});
+  EXPECT_NE(r.exit_code, 0);
+}
+
 }  // namespace
 }  // namespace mcullm
