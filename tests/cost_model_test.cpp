@@ -271,6 +271,7 @@ TEST(CliPlan, BenchPrintsThePredictionAndRefusesABadBoard) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("predicted on esp32s3-psram80, tg8, 1 core(s)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tg8, 2 core(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mean ms input"), std::string::npos) << r.out;
   r = test::run_cli({"bench", "-m", stories(), "-p", "0", "-n", "8", "-r", "1", "--board", "no-such-board"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("neither a preset"), std::string::npos) << r.err;
@@ -434,6 +435,11 @@ TEST(CliPlan, PrintsStagesPositionsAndTheCalibration) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("-m MODEL"), std::string::npos) << r.err;
   r = test::run_cli({"plan", "-m", ple(), "--kv-bytes", "3"});
+  EXPECT_NE(r.exit_code, 0);
+  r = test::run_cli({"plan", "-m", ple(), "--head-top", "8"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--head-groups"), std::string::npos) << r.err;
+  r = test::run_cli({"plan", "-m", ple(), "--head-groups", "0"});
   EXPECT_NE(r.exit_code, 0);
 }
 

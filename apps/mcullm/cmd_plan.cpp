@@ -70,11 +70,15 @@ void add_plan_command(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({1, 2, 4}));
   cmd->add_option("--head-groups", o->head_groups, "Predict a two-stage head of this many groups (`mcullm head`)")
       ->check(CLI::Range(1, 65536));
-  cmd->add_option("--head-top", o->head_top, "Groups the two-stage head reads (with --head-groups)")->check(CLI::Range(1, 65536));
+  cmd->add_option("--head-top", o->head_top, "Groups the two-stage head reads (with --head-groups; default 16)")->check(CLI::Range(1, 65536));
   cmd->add_flag("--f32-activations", o->f32_activations, "PLE models: f32 activations (as esp32-ai's C core)");
   cmd->add_flag("--calibration", o->calibration, "Print the calibration points: published vs predicted (no model needed)");
   cmd->add_flag("--fit", o->fit, "With --calibration: rerun the fit and print the fitted figures");
   cmd->callback([o, exit_code] {
+    if (o->head_top > 0 && o->head_groups == 0) {
+      *exit_code = report(Status::Error(Code::kInvalidArgument, "plan: --head-top needs --head-groups"));
+      return;
+    }
     if (o->head_groups > 0 && o->head_top == 0) o->head_top = 16;
     *exit_code = run_plan(*o);
   });
