@@ -420,6 +420,27 @@ TEST(CostCalibration, EveryPublishedPointWithin15Percent) {
   EXPECT_GE(points.size(), 14u);
 }
 
+// The two descriptions of one run agree: `plan` on the fixture (placed by the engine's rule) and the
+// calibration's seed-engine run on the fixture's shape (layers in SRAM up to 210 KB).
+TEST(CostCalibration, PlanOnTheFixtureAgreesWithTheSeedEnginePoint) {
+  MC_REQUIRE_SHARED();
+  auto m = load(ple());
+  BoardProfile b;
+  ASSERT_TRUE(board_preset("esp32s3-psram80", &b).ok());
+  CostOptions o;
+  o.threads = 2;
+  o.kv_bytes = 1;
+  o.ctx_len = 256;
+  o.pos = 0;
+  CostReport r;
+  ASSERT_TRUE(cost_model(*m, b, o, &r).ok());
+  double seed_ms = 0;
+  for (const CalibrationResult& p : calibration_points(esp32s3_preset_compute()))
+    if (p.id == "seed.3.4M@0") seed_ms = p.predicted;
+  ASSERT_GT(seed_ms, 0);
+  EXPECT_NEAR(1e3 * r.token_s, seed_ms, 0.1 * seed_ms);
+}
+
 TEST(CliPlan, PrintsStagesPositionsAndTheCalibration) {
   MC_REQUIRE_SHARED();
   auto r = test::run_cli({"plan", "-m", ple(), "--board", "esp32s3-psram80", "-t", "2", "--ctx", "256", "--kv-bytes", "1",
