@@ -188,11 +188,13 @@ Status timed_run(Decoder& dec, bool prompt, int count, double* tps) {
 }
 
 // The cost model's tokens/s for a tg test of n tokens on the board: n / (sum of the predicted time of
-// each position), sampled at up to 64 evenly spaced positions.
-Status predicted_tg(const LoadedModel& lm, const BoardProfile& board, int n, int cores, double* tps) {
+// each position), sampled at up to 64 evenly spaced positions; and the mean ms of each stage.
+Status predicted_tg(const LoadedModel& lm, const BoardProfile& board, int n, int cores, double* tps,
+                    double stage_ms[kStageCount]) {
   const int step = std::max(1, n / 64);
   double seconds = 0;
   int samples = 0;
+  for (int s = 0; s < kStageCount; ++s) stage_ms[s] = 0;
   for (int pos = 0; pos < n; pos += step, ++samples) {
     CostOptions co;
     co.ctx_len = n;
@@ -200,8 +202,10 @@ Status predicted_tg(const LoadedModel& lm, const BoardProfile& board, int n, int
     co.threads = cores;
     CostReport r;
     MC_TRY(cost_model(lm, board, co, &r));
-    seconds += 1.0 / r.tokens_per_s;
+    seconds += r.token_s;
+    for (int s = 0; s < kStageCount; ++s) stage_ms[s] += 1e3 * r.stage_s[s];
   }
+  for (int s = 0; s < kStageCount; ++s) stage_ms[s] /= samples;
   *tps = samples / seconds;
   return Status::Ok();
 }
@@ -291,10 +295,12 @@ int bench(const BenchOptions& o) {
     notes.push_back(note);
     for (int n : gens)
       for (int cores = 1; !o.board.empty() && n > 0 && cores <= 2; ++cores) {
-        double tps = 0;
-        if (Status st = predicted_tg(*lm, board, n, cores, &tps); !st.ok()) return report(st);
-        std::snprintf(note, sizeof note, "%s: predicted on %s, tg%d, %d core(s): %.1f tok/s (cost model, mcullm plan)",
-                      label.c_str(), board.name.c_str(), n, cores, tps);
+        double tps = 0, ms[kStageCount];
+        if (Status st = predicted_tg(*lm, board, n, cores, &tps, ms); !st.ok()) return report(st);
+        std::snprintf(note, sizeof note,
+                      "%s: predicted on %s, tg%d, %d core(s): %.1f tok/s; mean ms input %.3f attn %.3f ffn %.3f ple %.3f "
+                      "head %.3f (cost model, mcullm plan)",
+                      label.c_str(), board.name.c_str(), n, cores, tps, ms[0], ms[1], ms[2], ms[3], ms[4]);
         notes.push_back(note);
       }
   }

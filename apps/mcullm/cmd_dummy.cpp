@@ -2,14 +2,17 @@
 // vocabulary, so that the engine can be run and measured with no download. Its text is word salad:
 // the weights are random, but every run with the same seed writes the same file.
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <memory>
 #include <sstream>
 
 #include "cli.h"
 #include "format/bitnet_gguf_writer_host.h"
+#include "format/esp32ai.h"
 #include "format/llama_gguf_writer_host.h"
 #include "model/sampler.h"
+#include "quant/q4e.h"
 
 namespace mcullm::cli {
 
@@ -121,7 +124,75 @@ int dummy_bitnet(const DummyOptions& o) {
   return 0;
 }
 
+// An esp32-ai PLE model file (header v0, int4 q4e weights, group 128) of a named layout: "28.9M"
+// (esp32-tinyLLM's TinyStories model: its header reads V=32768 D=96 L=6 H=4 F=66 P=128 seq_len=512
+// group=128) or "3.4M" (the ../shared/models/esp32-ai-ple fixture's shape). For the cost model:
+// the weights are random, the text is noise.
+int dummy_ple(const DummyOptions& o) {
+  struct Layout {
+    const char* name;
+    int vocab, dim, layers, heads, ffn, ple;
+  };
+  const Layout layouts[] = {{"28.9M", 32768, 96, 6, 4, 66, 128}, {"3.4M", 4096, 128, 6, 4, 415, 64}};
+  const std::string name = o.layout.empty() ? "28.9M" : o.layout;
+  const Layout* lay = nullptr;
+  for (const Layout& l : layouts)
+    if (name == l.name) lay = &l;
+  if (!lay) return report(Status::Error(Code::kInvalidArgument, "--layout %s is unknown for esp32ai-ple (28.9M, 3.4M)", name.c_str()));
+  if (o.type != "f32") return report(Status::Error(Code::kInvalidArgument, "--arch esp32ai-ple writes int4 (q4e) weights; drop --type"));
+  constexpr int kGroup = 128;
+  std::vector<uint8_t> b;
+  auto put32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  };
+  auto putf = [&](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    put32(u);
+  };
+  put32(kEsp32aiMagicV0);
+  for (int v : {lay->vocab, lay->dim, lay->layers, lay->heads, lay->ffn, lay->ple, 512, kGroup}) put32(static_cast<uint32_t>(v));
+  putf(10000.0f);
+  Filler f{o.seed ? o.seed : 1, {}};
+  auto quant = [&](int rows, int cols) {
+    const size_t n = static_cast<size_t>(rows) * cols;
+    std::vector<float> x(n);
+    for (float& v : x) v = (xorshift_f32(&f.state) * 2.0f - 1.0f) / std::sqrt(static_cast<float>(cols));
+    const size_t at = b.size();
+    b.resize(at + q4e_tensor_bytes(rows, cols, kGroup));
+    q4e_quantize_tensor(x.data(), rows, cols, kGroup, b.data() + at);
+  };
+  auto ones = [&](int n) {
+    for (int i = 0; i < n; ++i) putf(1.0f);
+  };
+  const int D = lay->dim, L = lay->layers, P = lay->ple, F = lay->ffn;
+  quant(lay->vocab, D);  // tok_emb, the tied head
+  quant(L * P, D);       // ple_model_proj
+  ones(P);               // ple_proj_norm
+  quant(lay->vocab, L * P);  // ple_table
+  for (int l = 0; l < L; ++l) {
+    ones(D);
+    quant(3 * D, D);
+    quant(D, D);
+    ones(D);
+    quant(F, D);
+    quant(F, D);
+    quant(D, F);
+    quant(P, D);
+    quant(D, P);
+    ones(D);
+  }
+  ones(D);
+  std::FILE* out = std::fopen(o.output.c_str(), "wb");
+  if (!out || std::fwrite(b.data(), 1, b.size(), out) != b.size() || std::fclose(out) != 0)
+    return report(Status::Error(Code::kIo, "cannot write %s", o.output.c_str()));
+  std::fprintf(stderr, "mcullm: wrote %s: dummy esp32-ai PLE layout %s (vocab %d, dim %d, %d layers, ffn %d, ple %d), %.2f MiB\n",
+               o.output.c_str(), lay->name, lay->vocab, D, L, F, P, b.size() / 1048576.0);
+  return 0;
+}
+
 int dummy(const DummyOptions& o) {
+  if (o.arch == "esp32ai-ple") return dummy_ple(o);
   if (o.arch != "llama") return dummy_bitnet(o);
   if (!o.layout.empty()) return report(Status::Error(Code::kInvalidArgument, "--layout needs --arch bitnet or bitnet-25"));
   if (o.type == "i2_s") return report(Status::Error(Code::kInvalidArgument, "--type i2_s needs --arch bitnet or bitnet-25"));
@@ -192,9 +263,10 @@ void add_dummy_command(CLI::App& app, int* exit_code) {
                                       "a small llama, or a BitNet b1.58 of a named layout (--arch bitnet --layout 125M)");
   cmd->add_option("-o,--output", o->output, "GGUF file to write")->required();
   cmd->add_option("--type", o->type, "Weight type")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s"}));
-  cmd->add_option("--arch", o->arch, "llama (the dims below), or bitnet / bitnet-25 (a --layout)")
-      ->check(CLI::IsMember({"llama", "bitnet", "bitnet-25"}));
-  cmd->add_option("--layout", o->layout, "BitNet layout: 125M 350M 1B 1.5B 2.7B 3.8B 7B large 2B-4T tiny tiny-25 (default tiny)");
+  cmd->add_option("--arch", o->arch, "llama (the dims below), bitnet / bitnet-25 (a --layout), or esp32ai-ple (an esp32-ai .bin file)")
+      ->check(CLI::IsMember({"llama", "bitnet", "bitnet-25", "esp32ai-ple"}));
+  cmd->add_option("--layout", o->layout, "BitNet layout: 125M 350M 1B 1.5B 2.7B 3.8B 7B large 2B-4T tiny tiny-25 (default tiny); "
+                                         "esp32ai-ple: 28.9M (default) or 3.4M");
   cmd->add_option("--embd-type", o->embd_type, "BitNet token embedding / tied head type")->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   cmd->add_option("--dim", o->dim, "Model width")->check(CLI::Range(2, 8192));
   cmd->add_option("--hidden", o->hidden, "Feed-forward width")->check(CLI::Range(1, 32768));

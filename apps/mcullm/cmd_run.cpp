@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "core/thread_pool_host.h"
+#include "host/cost_model.h"
 #include "host/model_loader.h"
 #include "kernels/kernels.h"
 #include "host/conversation.h"
@@ -23,7 +24,7 @@ namespace {
 
 struct RunOptions {
   std::string model, tokenizer, prompt, prompt_file, prompt_ids, dump_tokens, dump_logits, kernels = "auto", sampler = "default",
-      bit_order = "auto", system, chat_template;
+      bit_order = "auto", system, chat_template, board;
   int n_predict = 256, ctx = 0, threads = 1;
   int64_t seed = 42;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
@@ -170,6 +171,25 @@ int chat(const RunOptions& o, const LoadedModel& lm, const Tokenizer& tok, const
   return 0;
 }
 
+// --board: the model must fit the board's tiers, placed as `mcullm plan` places it (host/cost_model.h).
+int check_board(const RunOptions& o, const LoadedModel& lm) {
+  BoardProfile board;
+  if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);
+  CostOptions co;
+  co.ctx_len = o.ctx;
+  co.threads = o.threads >= 2 ? 2 : 1;
+  CostReport r;
+  if (Status st = cost_model(lm, board, co, &r); !st.ok()) return report(st);
+  if (!r.fits) {
+    std::fprintf(stderr, "mcullm: error: the model does not fit on %s: %s\n", board.name.c_str(), r.overflow.c_str());
+    return 3;
+  }
+  std::fprintf(stderr, "mcullm: fits on %s: sram %llu, psram %llu, flash %llu bytes placed; predicted %.1f tok/s at position %d\n",
+               board.name.c_str(), static_cast<unsigned long long>(r.placed[0]), static_cast<unsigned long long>(r.placed[1]),
+               static_cast<unsigned long long>(r.placed[2]), r.tokens_per_s, r.pos);
+  return 0;
+}
+
 int run(const RunOptions& o) {
   if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);
   const Clock::time_point t_load = Clock::now();
@@ -180,6 +200,8 @@ int run(const RunOptions& o) {
   lo.kv = o.kv;
   if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
   const LlamaConfig& cfg = lm->model.cfg;
+  if (!o.board.empty())
+    if (int rc = check_board(o, *lm); rc != 0) return rc;
 
   std::unique_ptr<Tokenizer> tok;
   std::string tok_source;
@@ -321,6 +343,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
   add_kv_option(cmd, &o->kv);
   cmd->add_flag("--f32-activations", o->f32_activations,
                 "PLE (esp32-ai) models: f32 matvec inputs, as esp32-ai's C core (default: int8, as its int8 build)");
+  cmd->add_option("--board", o->board, "Refuse to run unless the model fits this board's memory tiers (preset or JSON profile), placed as `mcullm plan` does");
   cmd->add_flag("--fingerprint", o->fingerprint, "Print the run's fingerprint (hash of token ids and logits)");
   cmd->add_option("--dump-tokens", o->dump_tokens, "Write PROMPT / TOK lines (the format of ../shared/models/*/ref)");
   cmd->add_option("--dump-logits", o->dump_logits, "Write every step's logits as little-endian f32");

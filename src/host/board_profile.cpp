@@ -12,20 +12,53 @@ namespace {
 using nlohmann::json;
 
 const char* const kTierKeys[3] = {"sram", "psram", "flash"};
-const char* const kKindKeys[kKernelKindCount] = {"f32", "int8", "int4", "ternary"};
+const char* const kKindKeys[kKernelKindCount] = {"f32", "int8", "int4", "ternary", "f32_c", "int8_c", "int4_c"};
 constexpr double kMaxValue = 1e15;
 
 constexpr double MB = 1e6;
+// The fit's output (`mcullm plan --calibration --fit`), rounded to 4 digits.
+constexpr double FITTED_INT8_C = 5.718, FITTED_INT4_C = 8.442, FITTED_MATVEC = 12106, FITTED_ENTRY = 229.5, FITTED_ENTRY_C = 462.1;
+
+// The fitted figures: printed by `mcullm plan --calibration --fit`, which runs calibration_fit
+// (host/cost_model_calibration.cpp); CostCalibration.PresetsCarryTheFit checks they agree.
+// Fitted: int8_c, int4_c, matvec_cycles, attn_entry_cycles (and attn_entry_cycles_c, used only by the
+// calibration's C peers). The rest are FACTS or Espressif figures, or assumptions (docs/cost-model.md).
+Esp32s3Compute preset_compute() {
+  Esp32s3Compute c;
+  const double fixed[kKernelKindCount] = {
+      432.0 / 256,    // f32: esp-dsp's benchmark table, dsps_dotprod_f32 on the ESP32-S3, 432 cycles for 256
+      6.2 / 21.0,     // int8 PIE: "PIE vs plain C | 21x on the kernel", 6.2 cycles/MAC C kernel
+      0.47,           // int4 PIE: "0.47 with PIE 4-bit"
+      0.47,           // ternary PIE: no figure in FACTS; assumed as the 4-bit PIE kernel
+      1311.0 / 256,   // f32_c: the same table's ANSI C dsps_dotprod_f32 (Xtensa, -O2), 1311 cycles for 256
+      FITTED_INT8_C,  // int8_c: fitted
+      FITTED_INT4_C,  // int4_c: fitted
+  };
+  for (int k = 0; k < kKernelKindCount; ++k) c.cycles_per_mac[k] = fixed[k];
+  c.matvec_cycles = FITTED_MATVEC;
+  c.attn_entry_cycles = FITTED_ENTRY;
+  c.attn_entry_cycles_c = FITTED_ENTRY_C;
+  return c;
+}
+
+}  // namespace
+
+const Esp32s3Compute& esp32s3_preset_compute() {
+  static const Esp32s3Compute c = preset_compute();
+  return c;
+}
 
 // ESP32-S3, ../shared/FACTS.md section 6 (the row each figure comes from is named beside it).
-BoardProfile esp32s3(const char* name, double psram_one_core_mb_s, double psram_two_cores_mb_s) {
+BoardProfile esp32s3_board(const char* name, double psram_one_core_mb_s, double psram_two_cores_mb_s,
+                           const Esp32s3Compute& compute) {
   BoardProfile p;
   p.name = name;
   p.clock_hz = 240e6;  // "CPU | 2 x Xtensa LX7, 240 MHz"
   // "internal SRAM free for the app | ... ~210 KB usable for weights"
   p.tiers[0].capacity_bytes = 210 * 1024;
   // "SRAM stream | 232 MB/s scalar, 947 MB/s with PIE"; FACTS gives no two-core figure: assumed to
-  // double (the two cores read different banks).
+  // double (the two cores read different banks). SRAM reads are part of the kernels' cycles per MAC,
+  // so the time model does not add them (docs/cost-model.md).
   p.tiers[0].read_bytes_per_s[0] = 947 * MB;
   p.tiers[0].read_bytes_per_s[1] = 2 * 947 * MB;
   // PSRAM size is not in FACTS: 8 MB, the common N16R8 module. Bandwidth: the "PSRAM octal" rows.
@@ -37,29 +70,31 @@ BoardProfile esp32s3(const char* name, double psram_one_core_mb_s, double psram_
   p.tiers[2].capacity_bytes = 16ull << 20;
   p.tiers[2].read_bytes_per_s[0] = p.tiers[2].read_bytes_per_s[1] = 25.8 * MB;
   // Compute per core; two cores split every matmul, so twice that.
-  // int4: "esp32-ai's old 8-bit C kernel 6.2 cycles/MAC vs 0.47 with PIE 4-bit" -> 240e6 / 0.47.
-  // int8: "PIE vs plain C | 21x on the kernel" -> 6.2 / 21 = 0.295 cycles/MAC.
-  // ternary: no figure in FACTS; assumed as the 4-bit PIE kernel (both unpack to int8 lanes).
-  // f32: no figure in FACTS; assumed 2 cycles/MAC (one madd.s per cycle plus its loads).
-  const double cycles_per_mac[kKernelKindCount] = {2.0, 6.2 / 21.0, 0.47, 0.47};
   for (int k = 0; k < kKernelKindCount; ++k) {
-    p.macs_per_s[k][0] = p.clock_hz / cycles_per_mac[k];
+    p.macs_per_s[k][0] = p.clock_hz / compute.cycles_per_mac[k];
     p.macs_per_s[k][1] = 2 * p.macs_per_s[k][0];
   }
+  p.matvec_cycles = compute.matvec_cycles;
+  p.attn_entry_cycles = compute.attn_entry_cycles;
+  // "cross-core hand-off | 83-93 cycles with a spinning second core": the middle, 88.
+  p.handoff_s = 88 / p.clock_hz;
   return p;
 }
+
+namespace {
 
 Status bad(const std::string& what) {
   return Status::Error(Code::kInvalidArgument, "board profile: %s", what.c_str());
 }
 
-Status number(const json& obj, const char* key, const std::string& where, double* out) {
+Status number(const json& obj, const char* key, const std::string& where, double* out, bool zero_ok = false) {
   if (!obj.is_object() || !obj.contains(key)) return bad("missing field " + where + key);
   const json& v = obj.at(key);
   if (!v.is_number()) return bad("field " + where + key + " is not a number");
   const double d = v.get<double>();
-  if (!std::isfinite(d) || d <= 0 || d > kMaxValue)
-    return bad("field " + where + key + " must be a finite number > 0 and <= 1e15");
+  if (!std::isfinite(d) || d < 0 || (d == 0 && !zero_ok) || d > kMaxValue)
+    return bad("field " + where + key + (zero_ok ? " must be a finite number >= 0" : " must be a finite number > 0") +
+               " and <= 1e15");
   *out = d;
   return Status::Ok();
 }
@@ -78,6 +113,10 @@ Status pair(const json& obj, const char* key, const std::string& where, double s
 
 }  // namespace
 
+bool kernel_overlaps_memory(KernelKind k) {
+  return k == KernelKind::kInt8 || k == KernelKind::kInt4 || k == KernelKind::kTernary;
+}
+
 const char* kernel_kind_name(KernelKind k) {
   const int i = static_cast<int>(k);
   return i >= 0 && i < kKernelKindCount ? kKindKeys[i] : "?";
@@ -87,9 +126,9 @@ const char* board_preset_names() { return "esp32s3-psram80, esp32s3-psram120"; }
 
 Status board_preset(const std::string& name, BoardProfile* out) {
   // "PSRAM octal, 80 MHz | 60-81 MB/s one core, ~91 MB/s both cores": one core at the range's middle.
-  if (name == "esp32s3-psram80") *out = esp32s3("esp32s3-psram80", 70, 91);
+  if (name == "esp32s3-psram80") *out = esp32s3_board("esp32s3-psram80", 70, 91, esp32s3_preset_compute());
   // "PSRAM 120 MHz (experimental) | 81 MB/s one core, 131 MB/s both"
-  else if (name == "esp32s3-psram120") *out = esp32s3("esp32s3-psram120", 81, 131);
+  else if (name == "esp32s3-psram120") *out = esp32s3_board("esp32s3-psram120", 81, 131, esp32s3_preset_compute());
   else return bad("unknown preset '" + name + "' (presets: " + board_preset_names() + ")");
   return Status::Ok();
 }
@@ -123,6 +162,12 @@ Status board_profile_from_json(const std::string& text, BoardProfile* out) {
     return bad("missing field compute_mmac_s (an object)");
   for (int k = 0; k < kKernelKindCount; ++k)
     MC_TRY(pair(j["compute_mmac_s"], kKindKeys[k], "compute_mmac_s.", 1e6, p.macs_per_s[k]));
+  if (!j.contains("overheads") || !j["overheads"].is_object()) return bad("missing field overheads (an object)");
+  const json& o = j["overheads"];
+  MC_TRY(number(o, "matvec_cycles", "overheads.", &p.matvec_cycles, true));
+  MC_TRY(number(o, "attn_entry_cycles", "overheads.", &p.attn_entry_cycles, true));
+  MC_TRY(number(o, "handoff_us", "overheads.", &p.handoff_s, true));
+  p.handoff_s *= 1e-6;
   *out = p;
   return Status::Ok();
 }
@@ -137,6 +182,9 @@ std::string board_profile_to_json(const BoardProfile& p) {
   }
   for (int k = 0; k < kKernelKindCount; ++k)
     j["compute_mmac_s"][kKindKeys[k]] = {p.macs_per_s[k][0] / 1e6, p.macs_per_s[k][1] / 1e6};
+  j["overheads"]["matvec_cycles"] = p.matvec_cycles;
+  j["overheads"]["attn_entry_cycles"] = p.attn_entry_cycles;
+  j["overheads"]["handoff_us"] = p.handoff_s * 1e6;
   return j.dump(2);
 }
 
