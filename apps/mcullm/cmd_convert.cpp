@@ -112,8 +112,8 @@ int convert_ternary(const ConvertOptions& o, const LoadedModel& lm, const Llama2
     return report(st);
   if (Status st = writer.write_file(o.output); !st.ok()) return report(st);
   for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
-  std::fprintf(stderr, "mcullm: wrote %s: %d ternary matrices as %s, %d as i2_s (no %s layout), %.2f MiB of ternary weights\n",
-               o.output.c_str(), rep.repacked, type.c_str(), rep.fell_back, type.c_str(), rep.ternary_bytes / 1048576.0);
+  std::fprintf(stderr, "mcullm: wrote %s: %d ternary matrices as %s (%d as i2_s: see the notes), %.2f MiB of ternary weights\n",
+               o.output.c_str(), rep.repacked, type.c_str(), rep.fell_back, rep.ternary_bytes / 1048576.0);
   return 0;
 }
 
