@@ -560,6 +560,19 @@ TEST(BitnetTl, CliDummyAndConvert) {
     if (first.empty()) first = r.out;
     EXPECT_EQ(r.out, first) << type;
   }
+  {  // tilings from a tuning file: other bytes (BM 128 for the 256x256 matrices), the same logits
+    std::FILE* f = std::fopen((dir + "/tuning.txt").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("mcullm-tl-tuning 1\ntl2 256 256 128 96 32\n", f);
+    std::fclose(f);
+    const std::string tuned = dir + "/tuned.gguf";
+    auto w = run_cli({"dummy", "--arch", "bitnet-25", "--type", "tl2", "-o", tuned, "--seed", "2", "--use-pretuned", "--tuning",
+                      dir + "/tuning.txt"});
+    ASSERT_EQ(w.exit_code, 0) << w.err;
+    EXPECT_NE(test::read_file(tuned), test::read_file(dir + "/tl2.gguf"));
+    const auto r = run_cli({"run", "-m", tuned, "-p", "the dog", "-n", "8", "--temp", "0", "-t", "2", "--fingerprint"});
+    EXPECT_EQ(r.out, first);
+  }
   auto c = run_cli({"convert", dir + "/i2_s.gguf", "--type", "tl2", "-o", dir + "/c.tl2.gguf"});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_NE(c.err.find("14 ternary matrices as tl2"), std::string::npos) << c.err;

@@ -103,6 +103,9 @@ struct ActMat {
 //  2. per matmul: tl_mul_mat(kernels, tensor, x, n_tokens, y, work, work_bytes, pool) (x, y row-major
 //     by token; tl_applicable tells whether bitnet.cpp would route the call here);
 //  3. at unload: tl_tensor_free(&tensor).
+// Our GGUF types tl1 / tl2 (quant/ternary.h) carry their tiling: format/gguf_model.h gguf_tl_matrix
+// does step 1 with tl_tensor_init_packed, and model/ternary_lut.h does step 2 for groups of matrices
+// that share one input (one LUT per column for all of them).
 // A TL1 / TL2 weight tensor as the kernels read it: pointers into the file's bytes (no copy), the
 // three parts of TL2 (triple indices, sign words, pair indices; quant/ternary.h) and the tensor scale.
 struct TlTensor {
