@@ -572,6 +572,12 @@ TEST(BitnetTl, CliDummyAndConvert) {
     EXPECT_NE(test::read_file(tuned), test::read_file(dir + "/tl2.gguf"));
     const auto r = run_cli({"run", "-m", tuned, "-p", "the dog", "-n", "8", "--temp", "0", "-t", "2", "--fingerprint"});
     EXPECT_EQ(r.out, first);
+    // run with the tuning on the file packed with the defaults: the file's tiling, with a note
+    const auto n = run_cli({"run", "-m", dir + "/tl2.gguf", "-p", "the dog", "-n", "8", "--temp", "0", "--fingerprint",
+                            "--use-pretuned", "--tuning", dir + "/tuning.txt"});
+    EXPECT_EQ(n.out, first);
+    EXPECT_NE(n.err.find("note: tl2 256x256 is packed with BM 256 BK 96 bm 32, the tuning asks for BM 128 BK 96 bm 32"),
+              std::string::npos) << n.err;
   }
   auto c = run_cli({"convert", dir + "/i2_s.gguf", "--type", "tl2", "-o", dir + "/c.tl2.gguf"});
   ASSERT_EQ(c.exit_code, 0) << c.err;

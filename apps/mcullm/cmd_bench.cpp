@@ -193,6 +193,7 @@ int bench(const BenchOptions& o) {
   for (const std::string& path : models) {
     std::unique_ptr<LoadedModel> lm;
     if (Status st = load_model(path, &lm); !st.ok()) return report(st);
+    for (const std::string& note : tl_tiling_notes(*lm)) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
     const LlamaConfig& cfg = lm->model.cfg;
     uint64_t params = 0, bytes = 0;
     tensor_totals(*lm, &params, &bytes);

@@ -177,6 +177,7 @@ int run(const RunOptions& o) {
   lo.bit_order = o.bit_order;
   lo.f32_activations = o.f32_activations;
   if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
+  for (const std::string& note : tl_tiling_notes(*lm)) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
   const LlamaConfig& cfg = lm->model.cfg;
 
   std::unique_ptr<Tokenizer> tok;

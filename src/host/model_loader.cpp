@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "format/llama2c.h"
 #include "format/gguf_model.h"
 #include "format/llama_gguf.h"
+#include "kernels/tl_tuning.h"
 #include "tokenizer/tokenizer_loader.h"
 
 namespace mcullm {
@@ -314,6 +316,34 @@ Status load_tokenizer(const LoadedModel& model, const std::string& explicit_path
   MC_TRY(load_tokenizer(model, explicit_path, spm.get(), source));
   *tok = std::move(spm);
   return Status::Ok();
+}
+
+namespace {
+template <class Layer>
+void collect_tl_notes(const Layer* layers, int n_layers, std::vector<std::string>* notes) {
+  for (int l = 0; l < n_layers; ++l)
+    for (const MatRef* m : {&layers[l].wq, &layers[l].wk, &layers[l].wv, &layers[l].wo, &layers[l].w1, &layers[l].w2,
+                            &layers[l].w3}) {
+      if (!m->tl) continue;
+      const TlTensor& t = *m->tl;
+      const TlTiling want = tl_file_tiling(t.type, t.rows, t.cols, tl_tiling_for(t.type, t.rows, t.cols));
+      if (want.BM == t.tiling.BM && want.BK == t.tiling.BK && want.bm == t.tiling.bm) continue;
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "%s %dx%d is packed with BM %d BK %d bm %d, the tuning asks for BM %d BK %d bm %d: "
+                    "the file's tiling is used (repack with convert --use-pretuned)",
+                    tl_type_name(t.type), t.rows, t.cols, t.tiling.BM, t.tiling.BK, t.tiling.bm, want.BM, want.BK, want.bm);
+      bool seen = false;
+      for (const std::string& n : *notes) seen = seen || n == buf;
+      if (!seen) notes->push_back(buf);
+    }
+}
+}  // namespace
+
+std::vector<std::string> tl_tiling_notes(const LoadedModel& m) {
+  std::vector<std::string> notes;
+  if (m.arch == "bitnet" || m.arch == "bitnet-25") collect_tl_notes(m.bitnet_gguf.layers, m.bitnet_gguf.cfg.base.n_layers, &notes);
+  if (m.arch == "bitnet-llama2c") collect_tl_notes(m.bitnet.layers, m.bitnet.cfg.n_layers, &notes);
+  return notes;
 }
 
 }  // namespace mcullm
