@@ -592,6 +592,9 @@ TEST(BitnetTl, CliDummyAndConvert) {
   c = run_cli({"convert", dir + "/i2_s.gguf", "--type", "q8_0", "-o", dir + "/x.gguf"});
   EXPECT_EQ(c.exit_code, 2);
   EXPECT_NE(c.err.find("--type q8_0: a BitNet (ternary) model converts to i2_s, tl1 or tl2"), std::string::npos) << c.err;
+  c = run_cli({"convert", dir + "/tl1.gguf", "--image", dir + "/x.img"});
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.err.find("board image: tl1 / tl2 matrices are not in the image format"), std::string::npos) << c.err;
   c = run_cli({"dummy", "--type", "tl2", "-o", dir + "/x.gguf"});
   EXPECT_EQ(c.exit_code, 2);
   EXPECT_NE(c.err.find("--type tl2 needs --arch bitnet"), std::string::npos) << c.err;

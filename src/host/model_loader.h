@@ -85,6 +85,8 @@ Status load_tokenizer(const LoadedModel& model, const std::string& explicit_path
 // one note per shape: a file's tiling is fixed when it is written (run / bench use it as it is;
 // `mcullm convert --type tl2 --use-pretuned` repacks it). Empty without a tuning or TL matrices.
 std::vector<std::string> tl_tiling_notes(const LoadedModel& model);
+// True when a matrix of the model is tl1 / tl2.
+bool model_has_tl(const LoadedModel& model);
 
 // The llama vocabulary (tokenizer.ggml.model = "llama") of a GGUF file.
 Status tokenizer_from_gguf(const GgufFile& file, Arena& scratch, Llama2cTokenizer* tok);
