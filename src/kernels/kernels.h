@@ -200,7 +200,7 @@ const KernelSet* kernels_avx2();
 // The AVX2 table with the kernels AVX-512 makes faster: VNNI i2_s matvec / matmat, the TL2 LUT
 // matmul; nullptr when not compiled in or when the CPU lacks AVX-512 F/BW/VL/VNNI (or AVX2).
 const KernelSet* kernels_avx512();
-// The reference table with the NEON TL1 kernel (aarch64 builds only; nullptr elsewhere).
+// The NEON table (kernels/arm/ + the reference for the rest; aarch64 builds only, nullptr elsewhere).
 const KernelSet* kernels_neon();
 // "ref", "avx2", "avx512", "neon" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
 const KernelSet* kernels_by_name(const char* name);
