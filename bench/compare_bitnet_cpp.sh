@@ -16,8 +16,9 @@
 #   -r N      repetitions inside each tool (default 3; $REPS)
 #   -b BIN    our CLI (default build/release/mcullm; $MCULLM)
 #   -h        this help
-# Ours also runs its own dummy of the same layout in our best type (`mcullm dummy --arch bitnet
-# --layout 125M --embd-type q8_0`: i2_s layers, q8_0 tied head).
+# Ours also runs its own dummy of the same layout (`mcullm dummy --arch bitnet --layout 125M
+# --embd-type q8_0 --seed 1`: q8_0 tied head) twice: i2_s layers, and tl2 layers (the same weights
+# packed for our LUT kernels; the same logits).
 # The machine is shared: the load average is printed before and after; rerun when it is high.
 set -euo pipefail
 
@@ -70,6 +71,9 @@ esac
 OURS_DUMMY=$work/ours-125m.gguf
 "$MCULLM" dummy --arch bitnet --layout 125M --embd-type q8_0 --seed 1 -o "$OURS_DUMMY" >/dev/null 2>"$work/dummy.log" ||
   { cat "$work/dummy.log" >&2; die "mcullm dummy failed"; }
+OURS_TL2=$work/ours-125m.tl2.gguf
+"$MCULLM" dummy --arch bitnet --layout 125M --embd-type q8_0 --seed 1 --type tl2 -o "$OURS_TL2" >/dev/null 2>"$work/dummy.log" ||
+  { cat "$work/dummy.log" >&2; die "mcullm dummy --type tl2 failed"; }
 
 tlist=$(tr ' ' ',' <<<"$THREADS" | sed 's/,*$//')
 declare -A TPS=()  # engine|threads|test -> t/s
@@ -109,6 +113,7 @@ run_theirs bitnet.cpp_I2_S "$I2S_MODEL"
 [[ -n $TL2_MODEL ]] && run_theirs bitnet.cpp_TL2 "$TL2_MODEL"
 run_ours mcullm_their_I2_S "$I2S_MODEL"
 run_ours mcullm_own_dummy "$OURS_DUMMY"
+run_ours mcullm_own_tl2 "$OURS_TL2"
 echo "load average after the runs: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 sed -n 's/^\(.*MiB of weights read per generated token.*\)$/ours: \1/p' "$work/mcullm_their_I2_S.md" >&2
 
@@ -122,7 +127,7 @@ for e in "${ENGINES[@]}"; do
   echo
 done
 # ratios: each of ours over bitnet.cpp's best type at that thread count and test
-for ours in mcullm_their_I2_S mcullm_own_dummy; do
+for ours in mcullm_their_I2_S mcullm_own_dummy mcullm_own_tl2; do
   printf '%-22s' "${ours#mcullm_} / best"
   for t in $THREADS; do
     for test in pp tg; do

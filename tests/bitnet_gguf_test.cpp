@@ -13,6 +13,7 @@
 #include "core/thread_pool_host.h"
 #include "format/bitnet_gguf.h"
 #include "format/bitnet_gguf_writer_host.h"
+#include "format/ternary_gguf_host.h"
 #include "host/model_loader.h"
 #include "quant/ternary.h"
 #include "test_support.h"
@@ -39,10 +40,11 @@ Llama2cTokenizer small_vocab(int n) {
   return tok;
 }
 
-std::vector<uint8_t> tiny_bytes(const std::string& layout, uint64_t seed) {
+std::vector<uint8_t> tiny_bytes(const std::string& layout, uint64_t seed, DType ternary = DType::kI2_S) {
   BitnetDummyOptions opt;
   opt.layout = *bitnet_layout_by_name(layout);
   opt.seed = seed;
+  opt.ternary_type = ternary;
   GgufWriter w;
   BitnetDummyReport rep;
   const Status st = write_bitnet_dummy(opt, small_vocab(300), &w, &rep);
@@ -372,6 +374,230 @@ TEST(BitnetCli, DummyErrors) {
   r = run_cli({"dummy", "--layout", "tiny", "-o", out});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--layout needs --arch"), std::string::npos) << r.err;
+}
+
+// ---- tl1 / tl2 weights (quant/ternary.h "Our GGUF tensor types", model/ternary_lut.h) ----
+
+// The same weights in i2_s, tl1 and tl2 give the same bits: the activations are quantized alike,
+// the integer sums are exact, and the one float step is shared; for every kernel table and 1-2 threads.
+TEST(BitnetTl, SameFingerprintAsI2sForEveryTableAndThreadCount) {
+  for (const char* layout : {"tiny", "tiny-25"}) {
+    Loaded base;
+    const auto i2s = tiny_bytes(layout, 3);
+    ASSERT_TRUE(base.load(i2s).ok());
+    const uint64_t want = run_fingerprint(base.model, kernels_ref(), 1, 12);
+    for (DType type : {DType::kTL1, DType::kTL2}) {
+      Loaded m;
+      const auto bytes = tiny_bytes(layout, 3, type);
+      const Status st = m.load(bytes);
+      ASSERT_TRUE(st.ok()) << st.message();
+      EXPECT_EQ(m.model.layers[0].wq.type, type);
+      EXPECT_EQ(m.model.layers[1].w2.type, type);
+      ASSERT_NE(m.model.layers[1].w2.tl, nullptr);
+      for (const KernelSet* k : tables())
+        for (int threads : {1, 2})
+          EXPECT_EQ(run_fingerprint(m.model, *k, threads, 12), want)
+              << layout << " " << dtype_info(type)->name << " " << k->name << " threads " << threads;
+    }
+  }
+}
+
+// Batched prefill through the LUT kernels (one LUT per column, shared by q/k/v and gate/up): the same
+// bits as one forward per token.
+TEST(BitnetTl, PrefillEqualsForwardPerToken) {
+  for (DType type : {DType::kTL1, DType::kTL2}) {
+    Loaded m;
+    const auto bytes = tiny_bytes("tiny", 3, type);
+    ASSERT_TRUE(m.load(bytes).ok());
+    for (const KernelSet* k : tables())
+      for (int threads : {1, 2}) {
+        std::vector<uint8_t> mem(size_t{32} << 20);
+        Arena arena(Tier::kHost, mem.data(), mem.size());
+        HostThreadPool pool(threads);
+        BitnetContext single, batched;
+        ASSERT_TRUE(single.init(&m.model, 24, arena, &pool, k).ok());
+        ASSERT_TRUE(batched.init(&m.model, 24, arena, &pool, k).ok());
+        ASSERT_TRUE(batched.enable_batch(7, arena).ok());
+        std::vector<int> tokens;
+        for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 1) % m.model.cfg.base.vocab_size);
+        SCOPED_TRACE(std::string(dtype_info(type)->name) + " " + k->name + " threads " + std::to_string(threads));
+        test::expect_prefill_matches_forward(single, batched, tokens);
+      }
+  }
+}
+
+// Repacks every ternary tensor of a GGUF held in memory.
+std::vector<uint8_t> retyped(const std::vector<uint8_t>& bytes, DType to, TernaryRetypeReport* rep = nullptr) {
+  std::vector<uint8_t> mem(size_t{8} << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  GgufFile f;
+  EXPECT_TRUE(f.open(bytes.data(), bytes.size(), arena).ok());
+  GgufWriter w;
+  TernaryRetypeReport local;
+  const Status st = retype_ternary_gguf(f, to, &w, rep ? rep : &local);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return w.to_bytes();
+}
+
+// Lossless: i2_s -> tl2 -> i2_s and i2_s -> tl1 -> tl2 -> i2_s give the input's bytes; a TL file
+// repacked gives the bytes the dummy writer wrote for that type (keys and other tensors copied as they are).
+TEST(BitnetTl, RepackingRoundTripsByteForByte) {
+  for (const char* layout : {"tiny", "tiny-25"}) {
+    const auto i2s = tiny_bytes(layout, 4), tl1 = tiny_bytes(layout, 4, DType::kTL1), tl2 = tiny_bytes(layout, 4, DType::kTL2);
+    TernaryRetypeReport rep;
+    EXPECT_EQ(retyped(i2s, DType::kTL2, &rep), tl2) << layout;
+    EXPECT_EQ(rep.repacked, 14);
+    EXPECT_EQ(rep.fell_back, 0);
+    EXPECT_LT(tl2.size(), i2s.size());
+    EXPECT_EQ(retyped(tl2, DType::kI2_S), i2s) << layout;
+    EXPECT_EQ(retyped(i2s, DType::kTL1), tl1) << layout;
+    EXPECT_EQ(retyped(retyped(tl1, DType::kTL2), DType::kI2_S), i2s) << layout;
+    EXPECT_EQ(retyped(tl2, DType::kTL2), tl2) << layout;
+  }
+}
+
+// A shape no TL layout holds is written as i2_s with a note; one that neither holds is refused.
+TEST(BitnetTl, ShapesWithoutTlLayoutFallBackToI2s) {
+  std::vector<int8_t> w(48 * 128);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>(i * 7 % 3) - 1);
+  std::vector<uint8_t> out;
+  DType written;
+  std::string note;
+  ASSERT_TRUE(ternary_tensor_pack(DType::kTL2, w.data(), 48, 128, 0.5f, &out, &written, &note).ok());  // TL2 tiles: 32-row multiples
+  EXPECT_EQ(written, DType::kI2_S);
+  EXPECT_NE(note.find("no tl2 tiling holds 48x128"), std::string::npos) << note;
+  EXPECT_EQ(out.size(), i2s_tensor_bytes(48, 128));
+  ASSERT_TRUE(ternary_tensor_pack(DType::kTL1, w.data(), 48, 128, 0.5f, &out, &written, &note).ok());  // TL1: 16-row tiles
+  EXPECT_EQ(written, DType::kTL1);
+  EXPECT_TRUE(note.empty());
+  std::vector<int8_t> back;
+  float scale = 0;
+  ASSERT_TRUE(ternary_tensor_unpack("t", DType::kTL1, out.data(), out.size(), 48, 128, &back, &scale).ok());
+  EXPECT_EQ(back, w);
+  EXPECT_EQ(scale, 0.5f);
+  const Status st = ternary_tensor_pack(DType::kTL2, w.data(), 64, 96, 0.5f, &out, &written, &note);  // 96: i2_s needs 128s
+  ASSERT_TRUE(st.ok()) << st.message();  // TL2 holds 64x96 (four triple blocks of 24)
+  EXPECT_EQ(written, DType::kTL2);
+  const Status bad = ternary_tensor_pack(DType::kTL2, w.data(), 48, 96, 0.5f, &out, &written, &note);
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_NE(std::string(bad.message()).find("i2_s rows need a multiple of 128 columns (and no TL layout"), std::string::npos)
+      << bad.message();
+}
+
+// Hostile TL tensors: a malformed tail (reserved bytes, tiling that does not fit, BM 0), a
+// truncated file, a column count TL2 cannot store: clear errors naming the tensor, no crash.
+TEST(BitnetTl, DamagedTlTensorsAreRefused) {
+  const auto good = tiny_bytes("tiny", 5, DType::kTL2);
+  std::vector<uint8_t> mem(size_t{8} << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  GgufFile f;
+  ASSERT_TRUE(f.open(good.data(), good.size(), arena).ok());
+  const GgufTensor* t = f.find_tensor("blk.1.ffn_down.weight");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->type, DType::kTL2);
+  const size_t tail = static_cast<size_t>(t->data - good.data()) + static_cast<size_t>(t->nbytes) - kTlFileTailBytes;
+  struct Damage { size_t at; uint8_t value; };
+  for (const Damage& d : {Damage{tail + 20, 1}, Damage{tail + 5, 0}, Damage{tail + 4, 48}, Damage{tail + 8, 0xC0}, Damage{tail + 8, 25},
+                          Damage{tail + 8, 0}, Damage{tail + 12, 16}, Damage{tail + 7, 0x80}}) {
+    auto bad = good;
+    bad[d.at] = d.value;
+    Loaded m;
+    const Status st = m.load(bad);
+    EXPECT_EQ(st.code(), Code::kCorrupt) << "byte " << d.at - tail;
+    EXPECT_NE(std::string(st.message()).find("blk.1.ffn_down.weight: the tl2 tail"), std::string::npos) << st.message();
+  }
+  {  // a NaN scale
+    auto bad = good;
+    const float nan = std::nanf("");
+    std::memcpy(bad.data() + tail, &nan, 4);
+    Loaded m;
+    const Status st = m.load(bad);
+    EXPECT_EQ(st.code(), Code::kCorrupt);
+    EXPECT_NE(std::string(st.message()).find("blk.1.ffn_down.weight has scale"), std::string::npos) << st.message();
+  }
+  for (size_t cut : {good.size() - 1, tail + 16, tail - 1000}) {  // inside the last tensors
+    std::vector<uint8_t> bad(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(cut));
+    Loaded m;
+    const Status st = m.load(bad);
+    EXPECT_EQ(st.code(), Code::kCorrupt) << cut;
+    EXPECT_NE(std::string(st.message()).find("past the end of the file"), std::string::npos) << st.message();
+  }
+  {  // an index nibble out of range: loading does not scan the weights, the repacker refuses it
+    auto bad = good;
+    bad[static_cast<size_t>(t->data - good.data())] = 0xFF;  // triple indices 15 (> 13)
+    Loaded m;
+    ASSERT_TRUE(m.load(bad).ok());
+    EXPECT_TRUE(std::isfinite(static_cast<float>(run_fingerprint(m.model, kernels_best(), 1, 2))));
+    std::vector<uint8_t> mem2(size_t{8} << 20);
+    Arena a2(Tier::kHost, mem2.data(), mem2.size());
+    GgufFile g;
+    ASSERT_TRUE(g.open(bad.data(), bad.size(), a2).ok());
+    GgufWriter w;
+    TernaryRetypeReport rep;
+    const Status st = retype_ternary_gguf(g, DType::kI2_S, &w, &rep);
+    EXPECT_EQ(st.code(), Code::kCorrupt);
+    EXPECT_NE(std::string(st.message()).find("blk.1.ffn_down.weight: an index out of range for tl2"), std::string::npos)
+        << st.message();
+  }
+  {  // a tl2 tensor of 100 columns (no triple / pair split of 100 is a multiple of 8)
+    GgufWriter w;
+    std::vector<uint8_t> zeros(64, 0);
+    const Status st = w.add_tensor("x", DType::kTL2, {100, 4}, zeros.data(), zeros.size());
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.message();
+  }
+}
+
+TEST(BitnetTl, CliDummyAndConvert) {
+  const std::string dir = test::temp_dir();
+  std::string first;
+  for (const char* type : {"i2_s", "tl1", "tl2"}) {
+    const std::string path = dir + "/" + type + ".gguf";
+    auto w = run_cli({"dummy", "--arch", "bitnet-25", "--type", type, "-o", path, "--seed", "2"});
+    ASSERT_EQ(w.exit_code, 0) << w.err;
+    EXPECT_NE(w.err.find(std::string(type) + " + f16 embedding"), std::string::npos) << w.err;
+    const auto r = run_cli({"run", "-m", path, "-p", "the dog", "-n", "8", "--temp", "0", "-t", "2", "--fingerprint"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    if (first.empty()) first = r.out;
+    EXPECT_EQ(r.out, first) << type;
+  }
+  {  // tilings from a tuning file: other bytes (BM 128 for the 256x256 matrices), the same logits
+    std::FILE* f = std::fopen((dir + "/tuning.txt").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("mcullm-tl-tuning 1\ntl2 256 256 128 96 32\n", f);
+    std::fclose(f);
+    const std::string tuned = dir + "/tuned.gguf";
+    auto w = run_cli({"dummy", "--arch", "bitnet-25", "--type", "tl2", "-o", tuned, "--seed", "2", "--use-pretuned", "--tuning",
+                      dir + "/tuning.txt"});
+    ASSERT_EQ(w.exit_code, 0) << w.err;
+    EXPECT_NE(test::read_file(tuned), test::read_file(dir + "/tl2.gguf"));
+    const auto r = run_cli({"run", "-m", tuned, "-p", "the dog", "-n", "8", "--temp", "0", "-t", "2", "--fingerprint"});
+    EXPECT_EQ(r.out, first);
+    // run with the tuning on the file packed with the defaults: the file's tiling, with a note
+    const auto n = run_cli({"run", "-m", dir + "/tl2.gguf", "-p", "the dog", "-n", "8", "--temp", "0", "--fingerprint",
+                            "--use-pretuned", "--tuning", dir + "/tuning.txt"});
+    EXPECT_EQ(n.out, first);
+    EXPECT_NE(n.err.find("note: tl2 256x256 is packed with BM 256 BK 96 bm 32, the tuning asks for BM 128 BK 96 bm 32"),
+              std::string::npos) << n.err;
+  }
+  auto c = run_cli({"convert", dir + "/i2_s.gguf", "--type", "tl2", "-o", dir + "/c.tl2.gguf"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find("14 ternary matrices as tl2"), std::string::npos) << c.err;
+  EXPECT_EQ(test::read_file(dir + "/c.tl2.gguf"), test::read_file(dir + "/tl2.gguf"));
+  c = run_cli({"convert", dir + "/c.tl2.gguf", "--type", "i2_s", "-o", dir + "/c.i2_s.gguf"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(test::read_file(dir + "/c.i2_s.gguf"), test::read_file(dir + "/i2_s.gguf"));
+  c = run_cli({"convert", dir + "/i2_s.gguf", "--type", "tl2", "--embd-type", "q8_0", "-o", dir + "/x.gguf"});
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("--embd-type: a ternary model keeps its embedding"), std::string::npos) << c.err;
+  c = run_cli({"convert", dir + "/i2_s.gguf", "--type", "q8_0", "-o", dir + "/x.gguf"});
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("--type q8_0: a BitNet (ternary) model converts to i2_s, tl1 or tl2"), std::string::npos) << c.err;
+  c = run_cli({"convert", dir + "/tl1.gguf", "--image", dir + "/x.img"});
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.err.find("board image: tl1 / tl2 matrices are not in the image format"), std::string::npos) << c.err;
+  c = run_cli({"dummy", "--type", "tl2", "-o", dir + "/x.gguf"});
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("--type tl2 needs --arch bitnet"), std::string::npos) << c.err;
 }
 
 }  // namespace

@@ -265,6 +265,37 @@ TEST(BitLlama2cGguf, ConvertToI2sKeepsTheFingerprint) {
   EXPECT_EQ(test::read_text(dump), test::read_text(bit("ref/bit1M_t1_p09_s133742.tokens")));
 }
 
+// tl1 (from the .bin) and tl2 (from its i2_s GGUF) run by the LUT kernels: the reference's greedy and seeded
+// tokens, and i2_s's fingerprint.
+TEST(BitLlama2cGguf, ConvertToTlReproducesTheReference) {
+  MC_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir();
+  const std::string i2s = dir + "/i2_s.gguf";
+  ASSERT_EQ(test::run_cli({"convert", bit("bit1M_msb.bin"), "-z", tok512(), "-o", i2s}).exit_code, 0);
+  const auto base = test::run_cli({"run", "-m", i2s, "-p", "Once upon a time", "-n", "48", "-s", "5", "--fingerprint", "-q"});
+  ASSERT_EQ(base.exit_code, 0) << base.err;
+  for (const char* type : {"tl1", "tl2"}) {
+    {
+      const std::string from = std::string(type) == "tl1" ? bit("bit1M_msb.bin") : i2s;  // both sources, one each
+      const std::string out = dir + "/" + type + ".gguf";
+      const auto c = test::run_cli({"convert", from, "-z", tok512(), "--type", type, "-o", out});
+      ASSERT_EQ(c.exit_code, 0) << c.err;
+      EXPECT_NE(c.err.find("56 ternary matrices as " + std::string(type) + " (0 as i2_s"), std::string::npos) << c.err;
+      const std::string dump = dir + "/g.tokens";
+      auto r = test::run_cli({"run", "-m", out, "--temp", "0", "-n", "256", "--dump-tokens", dump, "-q", "-t", "2"});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_EQ(test::read_text(dump), test::read_text(bit("ref/bit1M_greedy.tokens"))) << type << " from " << from;
+      r = test::run_cli({"run", "-m", out, "--temp", "1", "--top-p", "0.9", "-s", "133742", "--sampler", "llama2c", "-n",
+                         "256", "--dump-tokens", dump, "-q"});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_EQ(test::read_text(dump), test::read_text(bit("ref/bit1M_t1_p09_s133742.tokens"))) << type;
+      r = test::run_cli({"run", "-m", out, "-p", "Once upon a time", "-n", "48", "-s", "5", "--fingerprint", "-q",
+                         "--kernels", "ref"});
+      EXPECT_EQ(r.out, base.out) << type;
+    }
+  }
+}
+
 TEST(BitLlama2cGguf, ConvertTypesAreChecked) {
   MC_REQUIRE_SHARED();
   const std::string dir = test::temp_dir();

@@ -480,6 +480,27 @@ TEST(GgufHostile, I2sTensorNeedsItsScaleTail) {
   expect_error(Bytes().header(1, 0).tensor("w", {100, 2}, 36, 0).pad().zeros(96).b, Code::kCorrupt, "100 columns");
 }
 
+TEST(GgufHostile, TlTensorsNeedTheirSizeAndTail) {
+  // tl1 (id 1026): 2 bits a weight, then 32 bytes (scale, tiling); tl2 (1027): K = 96 is all triples,
+  // 5 bytes per 24 weights of a row; K = 80 stores 48 as triples and 32 as pairs (10 + 8 bytes a row).
+  Opened tl1(Bytes().header(1, 0).tensor("w", {128, 2}, 1026, 0).pad().zeros(96).b);
+  ASSERT_TRUE(tl1.status.ok()) << tl1.status.message();
+  EXPECT_EQ(tl1.file.tensor(0)->nbytes, 96u);
+  Opened tl2(Bytes().header(1, 0).tensor("w", {96, 64}, 1027, 0).pad().zeros(64 * 20 + 32).b);
+  ASSERT_TRUE(tl2.status.ok()) << tl2.status.message();
+  EXPECT_EQ(tl2.file.tensor(0)->nbytes, 64u * 20 + 32);
+  Opened tl2p(Bytes().header(1, 0).tensor("w", {80, 32}, 1027, 0).pad().zeros(32 * 18 + 32).b);
+  ASSERT_TRUE(tl2p.status.ok()) << tl2p.status.message();
+  EXPECT_EQ(tl2p.file.tensor(0)->nbytes, 32u * 18 + 32);
+  expect_error(Bytes().header(1, 0).tensor("w", {128, 2}, 1026, 0).pad().zeros(95).b, Code::kCorrupt, "end past the end");
+  expect_error(Bytes().header(1, 0).tensor("w", {96, 64}, 1027, 0).pad().zeros(64 * 20 + 31).b, Code::kCorrupt,
+               "end past the end");
+  expect_error(Bytes().header(1, 0).tensor("w", {130, 2}, 1026, 0).pad().zeros(96).b, Code::kCorrupt, "130 columns");
+  expect_error(Bytes().header(1, 0).tensor("w", {100, 4}, 1027, 0).pad().zeros(160).b, Code::kCorrupt,
+               "100 columns cannot be stored as tl2");
+  expect_error(Bytes().header(1, 0).tensor("w", {1ull << 40, 2}, 1027, 0).pad().zeros(96).b, Code::kCorrupt, "");
+}
+
 TEST(GgufHostile, BadAlignment) {
   auto file = [](uint32_t align) {
     return Bytes().header(1, 1).kv_u32("general.alignment", align).tensor("w", {8}, 0, 0).pad(64).zeros(64).b;

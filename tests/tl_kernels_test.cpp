@@ -109,6 +109,37 @@ TEST(TlKernels, ReferenceEqualsIntegerDotOfUnpackedWeights) {
   }
 }
 
+// matvec() on a TL MatRef (the scalar weight-by-weight fallback, any row range): tl_mul_mat's bits
+// with int8 input; tl_weight agrees with tl_unpack.
+TEST(TlKernels, MatvecFallbackEqualsLutKernels) {
+  uint32_t seed = 50;
+  for (const Shape& s : kShapes) {
+    const Packed p = make(s, seed++);
+    for (int r = 0; r < s.M; r += 7)
+      for (int c = 0; c < s.K; c += 5)
+        ASSERT_EQ(tl_weight(s.type, p.t.tiling, p.bytes.data(), s.M, s.K, r, c), p.w[static_cast<size_t>(r) * s.K + c]);
+    const std::vector<float> x = activations(1, s.K, seed++);
+    const std::vector<float> want = run(kernels_best(), p.t, x, 1, 1, TlActQuant::kPerToken);
+    std::vector<int8_t> q(static_cast<size_t>(s.K));
+    float inv = 0;
+    tl_quantize_activations(x.data(), 1, s.K, TlActQuant::kPerToken, q.data(), s.K, &inv);
+    MatRef m;
+    m.type = s.type == TlType::kTL1 ? DType::kTL1 : DType::kTL2;
+    m.data = p.bytes.data();
+    m.rows = s.M;
+    m.cols = s.K;
+    m.scale = p.t.scale;
+    m.tl = &p.t;
+    ActVec a;
+    a.q = q.data();
+    a.scales = &inv;
+    std::vector<float> y(static_cast<size_t>(s.M), -999.0f);
+    matvec(kernels_ref(), m, a, y.data(), 0, s.M / 2);
+    matvec(kernels_best(), m, a, y.data(), s.M / 2, s.M);
+    EXPECT_TRUE(same_bits(y, want)) << tl_type_name(s.type) << " " << s.M << "x" << s.K;
+  }
+}
+
 TEST(TlKernels, EveryVariantEqualsReferenceBitForBit) {
 #if defined(__aarch64__)
   ASSERT_NE(kernels_neon(), nullptr) << "the aarch64 build must carry the NEON kernel";

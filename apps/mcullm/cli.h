@@ -20,7 +20,8 @@ void add_bench_command(CLI::App& app, int* exit_code);
 void add_tune_command(CLI::App& app, int* exit_code);
 void add_plan_command(CLI::App& app, int* exit_code);  // board placement and the cost model
 
-// --use-pretuned / --tuning FILE (run, bench): the LUT-kernel tilings `mcullm tune` stored.
+// --use-pretuned / --tuning FILE: the LUT-kernel tilings `mcullm tune` stored; dummy / convert pack
+// tl1 / tl2 with them, run / bench note the TL matrices a file packed otherwise (host/model_loader.h).
 struct PretunedOptions {
   bool use = false;
   std::string file;

@@ -234,6 +234,7 @@ int bench(const BenchOptions& o) {
     LoadOptions lo;
     lo.kv = o.kv;
     if (Status st = load_model(path, lo, &lm); !st.ok()) return report(st);
+    for (const std::string& note : tl_tiling_notes(*lm)) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
     const LlamaConfig& cfg = lm->model.cfg;
     uint64_t params = 0, bytes = 0;
     tensor_totals(*lm, &params, &bytes);

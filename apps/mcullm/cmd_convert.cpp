@@ -1,5 +1,5 @@
-// `mcullm convert`: any model we read -> GGUF (f32, f16, q8_0, q4_0 or our q4g64; bitllama2.c ternary
-// models -> i2_s), or -> a board image (--image, the weights as loaded; format/board_image.h).
+// `mcullm convert`: any model we read -> GGUF (f32, f16, q8_0, q4_0 or our q4g64; BitNet and bitllama2.c
+// ternary models -> i2_s, tl1 or tl2), or -> a board image (--image, the weights as loaded; format/board_image.h).
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -8,6 +8,7 @@
 #include "format/bitllama2c_gguf_writer_host.h"
 #include "format/esp32ai_writer_host.h"
 #include "format/llama_gguf_writer_host.h"
+#include "format/ternary_gguf_host.h"
 #include "host/board_image_export.h"
 #include "host/model_loader.h"
 
@@ -17,6 +18,7 @@ namespace {
 
 struct ConvertOptions {
   std::string input, output, tokenizer, type, embd_type, bit_order = "auto";  // type "": f32, or i2_s for ternary models
+  PretunedOptions pretuned;  // the TL tilings to pack tl1 / tl2 with
   std::string image;  // board image to write instead of a GGUF
   uint64_t sram_budget = 64 * 1024, psram_budget = 2 * 1024 * 1024;
   std::string format = "gguf";  // or "esp32ai" (PLE models only)
@@ -80,6 +82,41 @@ int convert_ple(const ConvertOptions& o, const LoadedModel& lm) {
   return 0;
 }
 
+// Ternary models between i2_s, tl1 and tl2 (format/ternary_gguf_host.h): a GGUF's keys and tensors
+// copied with its ternary matrices repacked; a bitllama2.c .bin first exported to i2_s GGUF bytes.
+int convert_ternary(const ConvertOptions& o, const LoadedModel& lm, const Llama2cTokenizer* tok) {
+  if (!o.embd_type.empty())
+    return report(Status::Error(Code::kInvalidArgument, "--embd-type: a ternary model keeps its embedding as it is"));
+  const std::string type = o.type.empty() ? "i2_s" : o.type;
+  if (!dtype_info_by_name(type.c_str()) || !is_ternary_matrix_type(dtype_info_by_name(type.c_str())->type))
+    return report(Status::Error(Code::kInvalidArgument, "--type %s: a BitNet (ternary) model converts to i2_s, tl1 or tl2",
+                                type.c_str()));
+  if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);  // the TL tilings to pack with
+  std::vector<uint8_t> exported;
+  std::vector<uint8_t> table_mem(1 << 20);
+  Arena arena(Tier::kHost, table_mem.data(), table_mem.size());
+  GgufFile exported_file;
+  const GgufFile* in = &lm.gguf;
+  if (lm.format != "gguf") {  // bitllama2.c .bin: its i2_s GGUF first
+    GgufWriter first;
+    BitLlama2cExportReport rep;
+    if (Status st = export_bitllama2c_gguf(lm.bitnet, tok, lm.format + " " + o.input, &first, &rep); !st.ok())
+      return report(st);
+    exported = first.to_bytes();
+    if (Status st = exported_file.open(exported.data(), exported.size(), arena); !st.ok()) return report(st);
+    in = &exported_file;
+  }
+  GgufWriter writer;
+  TernaryRetypeReport rep;
+  if (Status st = retype_ternary_gguf(*in, dtype_info_by_name(type.c_str())->type, &writer, &rep); !st.ok())
+    return report(st);
+  if (Status st = writer.write_file(o.output); !st.ok()) return report(st);
+  for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
+  std::fprintf(stderr, "mcullm: wrote %s: %d ternary matrices as %s (%d as i2_s: see the notes), %.2f MiB of ternary weights\n",
+               o.output.c_str(), rep.repacked, type.c_str(), rep.fell_back, rep.ternary_bytes / 1048576.0);
+  return 0;
+}
+
 int convert(const ConvertOptions& o) {
   std::unique_ptr<LoadedModel> lm;
   LoadOptions lo;
@@ -96,9 +133,15 @@ int convert(const ConvertOptions& o) {
     if (!o.tokenizer.empty()) return report(tok_status);
     std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the GGUF will have no vocabulary\n", tok_status.message());
   }
+  const bool ternary_model = lm->arch == "bitnet-llama2c" || lm->arch == "bitnet" || lm->arch == "bitnet-25";
+  if (ternary_model && (lm->format == "gguf" || o.type == "tl1" || o.type == "tl2"))
+    return convert_ternary(o, *lm, tok_status.ok() ? &tok : nullptr);
+  if (o.type == "tl1" || o.type == "tl2")
+    return report(Status::Error(Code::kInvalidArgument, "--type %s holds BitNet (ternary) models; this is %s",
+                                o.type.c_str(), lm->format.c_str()));
   if (lm->arch == "bitnet-llama2c") {  // BitLinear layers: the ternary weights and scales as they are
     if (!o.type.empty() && o.type != "i2_s")
-      return report(Status::Error(Code::kInvalidArgument, "--type %s: a bitllama2.c ternary model converts to i2_s",
+      return report(Status::Error(Code::kInvalidArgument, "--type %s: a bitllama2.c ternary model converts to i2_s, tl1 or tl2",
                                   o.type.c_str()));
     GgufWriter writer;
     BitLlama2cExportReport rep;
@@ -144,8 +187,9 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--psram-budget", o->psram_budget, "--image: weight bytes placed in the PSRAM section (default 2097152)");
   cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer to embed (default: the model's own, or one beside it)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; i2_s for bitllama2.c ternary models)")
-      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s"}));
+  cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; ternary models: i2_s (default), tl1 or tl2)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s", "tl1", "tl2"}));
+  add_pretuned_options(cmd, &o->pretuned);
   cmd->add_option("--embd-type", o->embd_type,
                   "Type of the token embedding and output head (default: --type, but q8_0 for the 4-bit types)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));

@@ -24,6 +24,7 @@ struct DummyOptions {
   std::string arch = "llama", layout, embd_type = "f16", chat_template;
   int dim = 64, hidden = 172, layers = 5, heads = 8, kv_heads = 4, seq_len = 512;
   uint64_t seed = 1234;
+  PretunedOptions pretuned;
 };
 
 // Common words of children's stories: the dummy's vocabulary beyond the byte tokens.
@@ -97,8 +98,11 @@ int dummy_bitnet(const DummyOptions& o) {
                                 layout->arch.c_str(), o.arch.c_str()));
   BitnetDummyOptions opt;
   opt.layout = *layout;
-  if (o.type != "f32" && o.type != "i2_s")
-    return report(Status::Error(Code::kInvalidArgument, "--type %s: BitNet layers are written as i2_s", o.type.c_str()));
+  if (o.type != "f32" && o.type != "i2_s" && o.type != "tl1" && o.type != "tl2")
+    return report(Status::Error(Code::kInvalidArgument, "--type %s: BitNet layers are written as i2_s, tl1 or tl2",
+                                o.type.c_str()));
+  if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);  // the TL tilings to pack with
+  opt.ternary_type = o.type == "f32" ? DType::kI2_S : dtype_info_by_name(o.type.c_str())->type;
   opt.seed = o.seed;
   opt.embedding_type = dtype_info_by_name(o.embd_type.c_str())->type;
   opt.name = "mcullm dummy bitnet " + layout->name;
@@ -117,10 +121,11 @@ int dummy_bitnet(const DummyOptions& o) {
   BitnetDummyReport rep;
   if (Status st = write_bitnet_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
   if (Status st = w.write_file(o.output); !st.ok()) return report(st);
-  std::fprintf(stderr, "mcullm: wrote %s: dummy %s layout %s, dim %d, %d layers, vocab %d, i2_s + %s embedding, "
+  for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
+  std::fprintf(stderr, "mcullm: wrote %s: dummy %s layout %s, dim %d, %d layers, vocab %d, %s + %s embedding, "
                "%.2f M parameters (%.2f M ternary), %.2f MiB\n",
                o.output.c_str(), layout->arch.c_str(), layout->name.c_str(), layout->dim, layout->layers,
-               tok.vocab_size(), o.embd_type.c_str(), rep.params / 1e6, rep.ternary_params / 1e6, rep.weight_bytes / 1048576.0);
+               tok.vocab_size(), dtype_info(opt.ternary_type)->name, o.embd_type.c_str(), rep.params / 1e6, rep.ternary_params / 1e6, rep.weight_bytes / 1048576.0);
   return 0;
 }
 
@@ -195,7 +200,8 @@ int dummy(const DummyOptions& o) {
   if (o.arch == "esp32ai-ple") return dummy_ple(o);
   if (o.arch != "llama") return dummy_bitnet(o);
   if (!o.layout.empty()) return report(Status::Error(Code::kInvalidArgument, "--layout needs --arch bitnet or bitnet-25"));
-  if (o.type == "i2_s") return report(Status::Error(Code::kInvalidArgument, "--type i2_s needs --arch bitnet or bitnet-25"));
+  if (o.type == "i2_s" || o.type == "tl1" || o.type == "tl2")
+    return report(Status::Error(Code::kInvalidArgument, "--type %s needs --arch bitnet or bitnet-25", o.type.c_str()));
   const std::vector<std::string> vocab = dummy_vocab();
   LlamaModel m;
   LlamaConfig& c = m.cfg;
@@ -262,7 +268,8 @@ void add_dummy_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("dummy", "Write a deterministic model (random weights from a seed, word vocabulary) as GGUF: "
                                       "a small llama, or a BitNet b1.58 of a named layout (--arch bitnet --layout 125M)");
   cmd->add_option("-o,--output", o->output, "GGUF file to write")->required();
-  cmd->add_option("--type", o->type, "Weight type")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s"}));
+  cmd->add_option("--type", o->type, "Weight type (BitNet: i2_s, tl1 or tl2; f32 means i2_s there)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s", "tl1", "tl2"}));
   cmd->add_option("--arch", o->arch, "llama (the dims below), bitnet / bitnet-25 (a --layout), or esp32ai-ple (an esp32-ai .bin file)")
       ->check(CLI::IsMember({"llama", "bitnet", "bitnet-25", "esp32ai-ple"}));
   cmd->add_option("--layout", o->layout, "BitNet layout: 125M 350M 1B 1.5B 2.7B 3.8B 7B large 2B-4T tiny tiny-25 (default tiny); "
@@ -276,6 +283,7 @@ void add_dummy_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--seq-len", o->seq_len, "Context length")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seed", o->seed, "Weight seed");
   cmd->add_option("--chat-template", o->chat_template, "Store this text as tokenizer.chat_template (llama arch)");
+  add_pretuned_options(cmd, &o->pretuned);
   cmd->callback([o, exit_code] { *exit_code = dummy(*o); });
 }
 

@@ -199,6 +199,7 @@ int run(const RunOptions& o) {
   lo.f32_activations = o.f32_activations;
   lo.kv = o.kv;
   if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
+  for (const std::string& note : tl_tiling_notes(*lm)) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
   const LlamaConfig& cfg = lm->model.cfg;
   if (!o.board.empty())
     if (int rc = check_board(o, *lm); rc != 0) return rc;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "format/llama_gguf_writer_host.h"
+#include "format/ternary_gguf_host.h"
 #include "model/sampler.h"
 #include "quant/blocks.h"
 #include "quant/ternary.h"
@@ -37,18 +38,11 @@ const BitnetLayout* bitnet_layout_by_name(const std::string& name) {
 
 namespace {
 
-// Random ternary matrix [rows, cols] as an i2_s tensor (rows, then the f32 scale in a 32-byte tail).
-std::vector<uint8_t> random_i2s(uint64_t* state, int rows, int cols) {
-  std::vector<uint8_t> data(i2s_tensor_bytes(rows, cols), 0);
-  std::vector<int8_t> w(static_cast<size_t>(cols));
-  const size_t row_bytes = ternary_row_bytes(TernaryLayout::kI2S, cols);
-  for (int r = 0; r < rows; ++r) {
-    for (int8_t& v : w) v = static_cast<int8_t>(static_cast<int>(xorshift_u32(state) % 3u) - 1);
-    ternary_pack_row(TernaryLayout::kI2S, w.data(), cols, data.data() + row_bytes * static_cast<size_t>(r));
-  }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(cols));
-  std::memcpy(data.data() + row_bytes * static_cast<size_t>(rows), &scale, 4);
-  return data;
+// Random ternary matrix [rows, cols] (the same draws whatever the type it is packed as).
+std::vector<int8_t> random_ternary(uint64_t* state, int rows, int cols) {
+  std::vector<int8_t> w(static_cast<size_t>(rows) * static_cast<size_t>(cols));
+  for (int8_t& v : w) v = static_cast<int8_t>(static_cast<int>(xorshift_u32(state) % 3u) - 1);
+  return w;
 }
 
 }  // namespace
@@ -126,8 +120,14 @@ Status write_bitnet_dummy(const BitnetDummyOptions& opt, const Llama2cTokenizer&
     }
     for (auto& m : mats) {
       std::snprintf(name, sizeof name, "blk.%d.%s.weight", l, m.suffix);
-      MC_TRY(add(name, DType::kI2_S, {m.cols, m.rows}, random_i2s(&state, m.rows, m.cols),
-                 static_cast<uint64_t>(m.rows) * static_cast<uint64_t>(m.cols), true));
+      const std::vector<int8_t> tw = random_ternary(&state, m.rows, m.cols);
+      std::vector<uint8_t> packed;
+      DType written;
+      std::string note;
+      MC_TRY(ternary_tensor_pack(opt.ternary_type, tw.data(), m.rows, m.cols, 1.0f / std::sqrt(static_cast<float>(m.cols)),
+                                 &packed, &written, &note));
+      if (!note.empty()) report->notes.push_back(std::string(name) + ": " + note);
+      MC_TRY(add(name, written, {m.cols, m.rows}, packed, static_cast<uint64_t>(m.rows) * static_cast<uint64_t>(m.cols), true));
     }
   }
   MC_TRY(add("output_norm.weight", DType::kF32, {L.dim}, ones(L.dim), static_cast<uint64_t>(L.dim), false));

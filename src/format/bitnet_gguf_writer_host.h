@@ -30,6 +30,7 @@ struct BitnetDummyOptions {
   BitnetLayout layout;
   uint64_t seed = 1234;
   DType embedding_type = DType::kF16;  // f32, f16 or q8_0; the head is tied to it
+  DType ternary_type = DType::kI2_S;   // i2_s, tl1 or tl2 (the same weights whichever: same logits)
   std::string name = "mcullm dummy bitnet";
 };
 
@@ -37,10 +38,11 @@ struct BitnetDummyReport {
   uint64_t params = 0;        // weights of every tensor (ternary, embedding, norms)
   uint64_t ternary_params = 0;
   size_t weight_bytes = 0;    // bytes of tensor data
+  std::vector<std::string> notes;  // matrices a TL layout could not hold (written as i2_s)
 };
 
-// Fills `w` with the keys, the tensors (norms 1.0, i2_s matrices with codes uniform over {-1, 0, 1}
-// and scale 1 / sqrt(cols), the embedding uniform in +-0.15) and `tok`'s vocabulary, whose size
+// Fills `w` with the keys, the tensors (norms 1.0, ternary matrices with weights uniform over {-1, 0, 1}
+// and scale 1 / sqrt(cols), packed as opt.ternary_type (format/ternary_gguf_host.h), the embedding uniform in +-0.15) and `tok`'s vocabulary, whose size
 // must be the layout's vocabulary (or sets it when the layout's is 0).
 Status write_bitnet_dummy(const BitnetDummyOptions& opt, const Llama2cTokenizer& tok, GgufWriter* w,
                           BitnetDummyReport* report);

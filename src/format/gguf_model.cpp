@@ -83,7 +83,32 @@ Status gguf_matrix(const GgufFile& f, const char* name, Arena& arena, TensorClas
   out->rows = static_cast<int>(t->ne[1]);
   out->row_bytes = dtype_row_bytes(t->type, t->ne[0]);
   if (t->type == DType::kI2_S) out->scale = i2s_tensor_scale(t->data, t->ne[1], t->ne[0]);  // open() checked the tail
+  TlType tl;
+  if (tl_dtype_type(t->type, &tl)) MC_TRY(gguf_tl_matrix(*t, name, tl, arena, out));
   arena.note_mapped(static_cast<size_t>(t->nbytes), cls);
+  return Status::Ok();
+}
+
+Status gguf_tl_matrix(const GgufTensor& t, const char* name, TlType type, Arena& arena, MatRef* out) {
+  // open() checked nbytes = rows * tl_file_row_bytes + the 32-byte tail against the file.
+  const size_t packed = static_cast<size_t>(t.nbytes) - kTlFileTailBytes;
+  TlTiling tiling;
+  float scale = 0.0f;
+  if (!tl_file_tail_read(t.data + packed, type, t.ne[1], t.ne[0], &scale, &tiling))
+    return Status::Error(Code::kCorrupt,
+                         "tensor %s: the %s tail (scale, BM, BK, bm, zeros) does not describe a tiling of %lldx%lld "
+                         "(quant/ternary.h)",
+                         name, tl_type_name(type), static_cast<long long>(t.ne[1]), static_cast<long long>(t.ne[0]));
+  if (!(scale >= 0.0f && scale < 1e30f))
+    return Status::Error(Code::kCorrupt, "tensor %s has scale %g", name, static_cast<double>(scale));
+  TlTensor* tt = nullptr;
+  MC_TRY(arena.alloc_array(1, TensorClass::kOther, &tt));
+  *tt = TlTensor();
+  if (!tl_tensor_init_packed(tt, type, t.data, packed, out->rows, out->cols, tiling, scale))
+    return Status::Error(Code::kCorrupt, "tensor %s: %zu packed bytes do not hold a %s %dx%d tensor", name, packed,
+                         tl_type_name(type), out->rows, out->cols);
+  out->scale = scale;
+  out->tl = tt;
   return Status::Ok();
 }
 
@@ -132,8 +157,9 @@ Status gguf_layer_matrices(const GgufFile& f, int layer, Arena& arena, MatRef* c
     *mats[i] = MatRef();
     MC_TRY(gguf_matrix(f, name, arena, i < 4 ? TensorClass::kAttention : TensorClass::kFfn, mats[i]));
     if (!ternary) continue;
-    if (mats[i]->type != DType::kI2_S)
-      return Status::Error(Code::kUnsupported, "tensor %s is %s; expected i2_s (ternary)", name, dtype_info(mats[i]->type)->name);
+    if (mats[i]->type != DType::kI2_S && !mats[i]->tl)
+      return Status::Error(Code::kUnsupported, "tensor %s is %s; expected i2_s, tl1 or tl2 (ternary)", name,
+                           dtype_info(mats[i]->type)->name);
     if (!(mats[i]->scale >= 0.0f && mats[i]->scale < 1e30f))
       return Status::Error(Code::kCorrupt, "tensor %s has scale %g", name, static_cast<double>(mats[i]->scale));
   }

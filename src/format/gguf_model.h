@@ -6,6 +6,7 @@
 #pragma once
 #include "format/gguf.h"
 #include "model/transformer.h"
+#include "quant/ternary.h"
 
 namespace mcullm {
 
@@ -24,6 +25,11 @@ Status gguf_read_config(const GgufFile& f, const char* prefix, LlamaConfig* c);
 
 // A 2-D tensor as a matrix (i2_s: with its per-tensor scale), its bytes counted as mapped in `cls`.
 Status gguf_matrix(const GgufFile& f, const char* name, Arena& arena, TensorClass cls, MatRef* out);
+// A tl1 / tl2 tensor (quant/ternary.h "Our GGUF tensor types"): tiling and scale from its tail
+// (refused with a message naming the tensor when malformed), a TlTensor from the arena in out->tl.
+// out's shape must be set. The index nibbles are not scanned: an out-of-range one reads a zero
+// LUT entry (kernels.h), never memory outside the tensor.
+Status gguf_tl_matrix(const GgufTensor& t, const char* name, TlType type, Arena& arena, MatRef* out);
 // A vector of n weights as f32: in place when stored as aligned f32, else converted into the arena.
 Status gguf_norm(const GgufFile& f, const char* name, int n, Arena& arena, const float** out);
 // Layer l's vector `suffix` (e.g. "attn_norm.weight").
@@ -34,7 +40,7 @@ Status gguf_embedding_head(const GgufFile& f, int dim, Arena& arena, MatRef* tok
                            const float** out_norm);
 
 // The seven matrices of layer l, in the order wq, wk, wv, wo, w1 (gate), w2 (down), w3 (up).
-// ternary: each must be i2_s with a finite, non-negative scale (refused naming the tensor).
+// ternary: each must be i2_s, tl1 or tl2 with a finite, non-negative scale (refused naming the tensor).
 Status gguf_layer_matrices(const GgufFile& f, int layer, Arena& arena, MatRef* const mats[7], bool ternary);
 
 // For any layer struct with members wq, wk, wv, wo, w1, w2, w3.

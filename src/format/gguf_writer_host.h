@@ -32,6 +32,9 @@ class GgufWriter {
   // Any fixed-size element type (numbers, bool): `count` elements stored little-endian at `elems`.
   // Returns kInvalidArgument for kString/kArray.
   Status set_array(const std::string& key, GgufType elem_type, const void* elems, uint64_t count);
+  // A value already encoded as the file stores it (arrays: element type, count, elements), e.g.
+  // copied from another file (format/ternary_gguf_host.h).
+  void set_raw(const std::string& key, GgufType type, std::vector<uint8_t> value) { set(key, type, std::move(value)); }
 
   // Copies the bytes. Checks: 1..4 dimensions, each >= 1, a known type that can store ne[0]
   // columns, nbytes == rows * dtype_row_bytes(type, ne[0]) + tensor_tail_bytes (i2_s: 32), a name not used before.

@@ -156,6 +156,9 @@ void place_in_tiers(std::vector<PlacementItem>* items, uint64_t sram_budget, uin
 
 Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, std::vector<uint8_t>* image,
                           BoardImageReport* report) {
+  if (model_has_tl(m))
+    return Status::Error(Code::kUnsupported,
+                         "board image: tl1 / tl2 matrices are not in the image format; convert the model with --type i2_s first");
   Collector c;
   BoardImageConfig cfg;
   bool tied = true;

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "format/gguf_model.h"
 #include "format/llama_gguf.h"
 #include "format/vocab_head_gguf.h"
+#include "kernels/tl_tuning.h"
 #include "tokenizer/tokenizer_loader.h"
 
 namespace mcullm {
@@ -324,6 +326,45 @@ Status load_tokenizer(const LoadedModel& model, const std::string& explicit_path
   MC_TRY(load_tokenizer(model, explicit_path, spm.get(), source));
   *tok = std::move(spm);
   return Status::Ok();
+}
+
+namespace {
+template <class Layer, class Fn>
+void for_each_tl_in(const Layer* layers, int n_layers, Fn fn) {
+  for (int l = 0; l < n_layers; ++l)
+    for (const MatRef* m : {&layers[l].wq, &layers[l].wk, &layers[l].wv, &layers[l].wo, &layers[l].w1, &layers[l].w2,
+                            &layers[l].w3})
+      if (m->tl) fn(*m->tl);
+}
+
+// Every tl1 / tl2 matrix of a BitNet or bitllama2.c model.
+template <class Fn>
+void for_each_tl(const LoadedModel& m, Fn fn) {
+  if (m.arch == "bitnet" || m.arch == "bitnet-25") for_each_tl_in(m.bitnet_gguf.layers, m.bitnet_gguf.cfg.base.n_layers, fn);
+  if (m.arch == "bitnet-llama2c") for_each_tl_in(m.bitnet.layers, m.bitnet.cfg.n_layers, fn);
+}
+}  // namespace
+
+bool model_has_tl(const LoadedModel& m) {
+  bool any = false;
+  for_each_tl(m, [&](const TlTensor&) { any = true; });
+  return any;
+}
+
+std::vector<std::string> tl_tiling_notes(const LoadedModel& m) {
+  std::vector<std::string> notes;
+  for_each_tl(m, [&](const TlTensor& t) {
+    const TlTiling want = tl_file_tiling(t.type, t.rows, t.cols, tl_tiling_for(t.type, t.rows, t.cols));
+    if (want.BM == t.tiling.BM && want.BK == t.tiling.BK && want.bm == t.tiling.bm) return;
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s %dx%d is packed with BM %d BK %d bm %d, the tuning asks for BM %d BK %d bm %d: "
+                  "the file's tiling is used (repack with convert --use-pretuned)",
+                  tl_type_name(t.type), t.rows, t.cols, t.tiling.BM, t.tiling.BK, t.tiling.bm, want.BM, want.BK, want.bm);
+    bool seen = false;
+    for (const std::string& n : notes) seen = seen || n == buf;
+    if (!seen) notes.push_back(buf);
+  });
+  return notes;
 }
 
 }  // namespace mcullm

@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/arena.h"
 #include "format/gguf.h"
@@ -85,6 +86,13 @@ Status load_tokenizer(const LoadedModel& model, const std::string& explicit_path
 // must have the model's vocabulary size; a BPE one at most that many tokens (models pad their heads).
 Status load_tokenizer(const LoadedModel& model, const std::string& explicit_path, std::unique_ptr<Tokenizer>* tok,
                       std::string* source);
+
+// tl1 / tl2 matrices packed with another tiling than the installed tuning (--use-pretuned) asks for,
+// one note per shape: a file's tiling is fixed when it is written (run / bench use it as it is;
+// `mcullm convert --type tl2 --use-pretuned` repacks it). Empty without a tuning or TL matrices.
+std::vector<std::string> tl_tiling_notes(const LoadedModel& model);
+// True when a matrix of the model is tl1 / tl2.
+bool model_has_tl(const LoadedModel& model);
 
 // The llama vocabulary (tokenizer.ggml.model = "llama") of a GGUF file.
 Status tokenizer_from_gguf(const GgufFile& file, Arena& scratch, Llama2cTokenizer* tok);

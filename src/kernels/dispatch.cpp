@@ -95,6 +95,22 @@ void matvec_expand_f32(const MatRef& w, const float* x, float* y, int r0, int r1
     y[r] = fold_lanes16(acc);
   }
 }
+// TL weights weight by weight: with int8 input the LUT kernels' bits (one exact int32 sum, then
+// (float)isum * (scale * xs[0])); with f32 input kernels.h's 16-lane f32 order.
+void matvec_tl_scalar(const MatRef& w, const ActVec& x, float* y, int r0, int r1) {
+  const TlTensor& t = *w.tl;
+  for (int r = r0; r < r1; ++r) {
+    int32_t isum = 0;
+    float acc[kF32Lanes] = {};
+    for (int c = 0; c < w.cols; ++c) {
+      int v = tl_weight(t.type, t.tiling, t.index, t.rows, t.cols, r, c);
+      v = v > 1 ? 0 : v;
+      if (x.q) isum += v * x.q[c];
+      else acc[c % kF32Lanes] += static_cast<float>(v) * t.scale * x.f[c];
+    }
+    y[r] = x.q && x.scales ? static_cast<float>(isum) * (t.scale * x.scales[0]) : fold_lanes16(acc);
+  }
+}
 }  // namespace
 
 void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int r0, int r1) {
@@ -117,6 +133,8 @@ void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int 
       if (x.q && x.scales) k.matvec_q4e_q8(w, x.q, x.scales, y, r0, r1);
       else k.matvec_q4e_f32(w, x.f, y, r0, r1);
       return;
+    case DType::kTL1:
+    case DType::kTL2: matvec_tl_scalar(w, x, y, r0, r1); return;
   }
 }
 

@@ -41,7 +41,10 @@
 
 namespace mcullm {
 
-// A weight matrix stored row-major: `rows` rows of `cols` weights, `row_bytes` apart.
+struct TlTensor;
+
+// A weight matrix stored row-major: `rows` rows of `cols` weights, `row_bytes` apart (tl1 / tl2:
+// tiled, not row-major; `tl` is the LUT kernels' view of it and row() means nothing).
 struct MatRef {
   DType type = DType::kF32;
   const void* data = nullptr;
@@ -51,6 +54,7 @@ struct MatRef {
   float scale = 1.0f;  // the per-tensor scale of i2_s weights (ignored by the other types)
   const uint8_t* scales = nullptr;  // q4e: the f16 group scales, rows * ceil(cols / group), any alignment
   int group = 0;                    // q4e: weights per scale group
+  const TlTensor* tl = nullptr;     // tl1 / tl2: the ready tensor (tl_tensor_init_packed)
   const uint8_t* row(int r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * row_bytes; }
 };
 
@@ -103,6 +107,9 @@ struct ActMat {
 //  2. per matmul: tl_mul_mat(kernels, tensor, x, n_tokens, y, work, work_bytes, pool) (x, y row-major
 //     by token; tl_applicable tells whether bitnet.cpp would route the call here);
 //  3. at unload: tl_tensor_free(&tensor).
+// Our GGUF types tl1 / tl2 (quant/ternary.h) carry their tiling: format/gguf_model.h gguf_tl_matrix
+// does step 1 with tl_tensor_init_packed, and model/ternary_lut.h does step 2 for groups of matrices
+// that share one input (one LUT per column for all of them).
 // A TL1 / TL2 weight tensor as the kernels read it: pointers into the file's bytes (no copy), the
 // three parts of TL2 (triple indices, sign words, pair indices; quant/ternary.h) and the tensor scale.
 struct TlTensor {
@@ -123,6 +130,10 @@ struct TlTensor {
 // (free it first). tl_tensor_free clears it (also idempotent). No allocation.
 bool tl_tensor_init(TlTensor* t, TlType type, const void* data, size_t bytes, int M, int K, const TlTiling& tiling);
 void tl_tensor_free(TlTensor* t);
+// The same for a tensor whose scale is stored elsewhere (our GGUF tl1 / tl2 types, quant/ternary.h):
+// `bytes` >= tl_packed_bytes, the scale given.
+bool tl_tensor_init_packed(TlTensor* t, TlType type, const void* data, size_t bytes, int M, int K,
+                           const TlTiling& tiling, float scale);
 
 // bitnet.cpp's applicability rule: TL weights, f32 activations and f32 output; TL1 only for one
 // column (n_tokens <= 1: its v1.0 ARM kernel's limit). Our kernels compute any n_tokens for both, so
@@ -208,7 +219,9 @@ const KernelSet& kernels_best();
 
 // Rows [r0, r1) of w times x, whatever w's type (x.q must be filled when w is quantized; for i2_s
 // weights x.q with one scale selects the integer kernel, else the f32 path is taken; q4e weights
-// likewise: x.q with its one scale (q4e_quantize_activations), else x.f).
+// likewise: x.q with its one scale (q4e_quantize_activations), else x.f). tl1 / tl2 weights (w.tl
+// set) with x.q: a slow scalar path weight by weight with the LUT kernels' bits (models use
+// tl_mul_mat's pieces instead, model/transformer.h run_ternary_q); with f32 input, the f32 path.
 void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int r0, int r1);
 
 // Rows [r0, r1) of w times the n columns of x (batched prefill): y[c * y_stride + r] has exactly the

@@ -15,6 +15,15 @@ constexpr size_t round64(size_t n) { return (n + 63) & ~static_cast<size_t>(63);
 bool tl_tensor_init(TlTensor* t, TlType type, const void* data, size_t bytes, int M, int K, const TlTiling& tiling) {
   const size_t need = tl_tensor_bytes(type, M, K, tiling);
   if (!t || !data || need == 0 || bytes < need) return false;
+  float scale;
+  memcpy(&scale, static_cast<const uint8_t*>(data) + tl_scale_offset(type, M, K, tiling), 4);
+  return tl_tensor_init_packed(t, type, data, bytes, M, K, tiling, scale);
+}
+
+bool tl_tensor_init_packed(TlTensor* t, TlType type, const void* data, size_t bytes, int M, int K,
+                           const TlTiling& tiling, float scale) {
+  const size_t need = tl_packed_bytes(type, M, K, tiling);
+  if (!t || !data || need == 0 || bytes < need) return false;
   const uint8_t* base = static_cast<const uint8_t*>(data);
   if (t->ready)  // idempotent for the same tensor, refused for another one
     return t->index == base && t->type == type && t->rows == M && t->cols == K && t->tiling.BM == tiling.BM &&
@@ -30,7 +39,7 @@ bool tl_tensor_init(TlTensor* t, TlType type, const void* data, size_t bytes, in
     c.sign = base + static_cast<size_t>(M) * c.three_k / 6;
     if (c.three_k < K) c.pairs = c.sign + static_cast<size_t>(M) * c.three_k / 24;
   }
-  memcpy(&c.scale, base + tl_scale_offset(type, M, K, tiling), 4);
+  c.scale = scale;
   c.ready = true;
   *t = c;
   return true;

@@ -48,6 +48,7 @@ Status BitnetContext::init(const BitnetModel* model, int ctx_len, Arena& arena, 
                            KvType kv) {
   MC_TRY(model->check_shapes());
   MC_TRY(s_.init(model->cfg.base, ctx_len, arena, kv));
+  MC_TRY(tl_lut_buffer_for_layers(model->layers, model->cfg.base.n_layers, 1, arena, &lut_));
   model_ = model;
   pool_ = pool;
   kernels_ = kernels;
@@ -56,6 +57,10 @@ Status BitnetContext::init(const BitnetModel* model, int ctx_len, Arena& arena, 
 
 void BitnetContext::ternary(const MatRef* const* mats, float* const* outs, int count, const float* x, int n) {
   quantize_i8s(x, n, s_.act_q, s_.act_scales);
+  if (!lut_.empty()) {
+    run_ternary_q(*pool_, *kernels_, mats, outs, nullptr, count, s_.act_q, 0, s_.act_scales, 1, lut_);
+    return;
+  }
   ActVec a;
   a.f = x;
   a.q = s_.act_q;
@@ -122,7 +127,8 @@ Status BitnetContext::forward(int token, int pos, const float** logits) {
 
 Status BitnetContext::enable_batch(int cap, Arena& arena) {
   MC_TRY(b_.init(model_->cfg.base, cap, arena));
-  return s_.reserve_stage(cap, arena);
+  MC_TRY(s_.reserve_stage(cap, arena));
+  return tl_lut_buffer_for_layers(model_->layers, model_->cfg.base.n_layers, cap, arena, &lut_batch_);
 }
 
 // forward() for n tokens at once, step for step in the same order per token (see decoder.h).
@@ -148,7 +154,7 @@ Status BitnetContext::prefill(const int* tokens, int n, int pos0, const float** 
       const MatRef* mats[3] = {&L.wq, &L.wk, &L.wv};
       float* outs[3] = {b_.q, s_.new_keys(l, pos0), s_.new_values(l, pos0)};
       const size_t strides[3] = {D, static_cast<size_t>(kv_dim), static_cast<size_t>(kv_dim)};
-      run_ternary_matmats(pool, k, mats, outs, strides, 3, b_.xb, D, dim, n, b_);
+      run_ternary_matmats(pool, k, mats, outs, strides, 3, b_.xb, D, dim, n, b_, &lut_batch_);
     }
     rope_batch(c, s_, b_, l, pos0, n, m.cfg.rope);
     attend_batch(pool, k, c, s_, l, pos0, n, b_.q, b_.att_out);
@@ -157,7 +163,7 @@ Status BitnetContext::prefill(const int* tokens, int n, int pos0, const float** 
       const MatRef* mats[1] = {&L.wo};
       float* outs[1] = {b_.xb};
       const size_t strides[1] = {D};
-      run_ternary_matmats(pool, k, mats, outs, strides, 1, b_.att_out, D, dim, n, b_);
+      run_ternary_matmats(pool, k, mats, outs, strides, 1, b_.att_out, D, dim, n, b_, &lut_batch_);
     }
     for (size_t i = 0; i < n * D; ++i) b_.x[i] += b_.xb[i];
 
@@ -166,7 +172,7 @@ Status BitnetContext::prefill(const int* tokens, int n, int pos0, const float** 
       const MatRef* mats[2] = {&L.w1, &L.w3};
       float* outs[2] = {b_.hb, b_.hb2};
       const size_t strides[2] = {H, H};
-      run_ternary_matmats(pool, k, mats, outs, strides, 2, b_.xb, D, dim, n, b_);
+      run_ternary_matmats(pool, k, mats, outs, strides, 2, b_.xb, D, dim, n, b_, &lut_batch_);
     }
     for (int i = 0; i < n; ++i) ffn_activation(k, m.cfg.ffn, b_.hb + i * H, b_.hb2 + i * H, hidden);
     norm_all(b_.hb, b_.hb, L.ffn_sub_norm, hidden);
@@ -174,7 +180,7 @@ Status BitnetContext::prefill(const int* tokens, int n, int pos0, const float** 
       const MatRef* mats[1] = {&L.w2};
       float* outs[1] = {b_.xb};
       const size_t strides[1] = {D};
-      run_ternary_matmats(pool, k, mats, outs, strides, 1, b_.hb, H, hidden, n, b_);
+      run_ternary_matmats(pool, k, mats, outs, strides, 1, b_.hb, H, hidden, n, b_, &lut_batch_);
     }
     for (size_t i = 0; i < n * D; ++i) b_.x[i] += b_.xb[i];
   }

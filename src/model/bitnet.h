@@ -11,9 +11,10 @@
 // pairs (i, i + head_dim/2) of each head (llama.cpp's NEOX mode); `bitnet-25` adjacent pairs
 // (llama.cpp's NORM mode, as our llama model; not checked against a real 2B-4T file here).
 //
-// Every ternary matrix is i2_s with its per-tensor scale; its input is quantized as bitnet.cpp's
+// Every ternary matrix is i2_s, tl1 or tl2 with its per-tensor scale; its input is quantized as bitnet.cpp's
 // I2_S path does (quantize_i8s: one scale 127 / max|x| per token). The matvec is the exact integer
-// kernel (matvec_i2s), so the result is the same bits for any kernel table and thread count; float
+// kernel (matvec_i2s, or the LUT kernels for tl1 / tl2 weights: model/ternary_lut.h, the same bits as
+// i2_s), so the result is the same bits for any kernel table, packing and thread count; float
 // parts (norms, attention, head) follow kernels.h's reduction order. The int32 sum is scaled as
 // isum * (w_scale * (1 / s)), where bitnet.cpp computes isum / s * w_scale: results can differ from
 // bitnet.cpp's in the last bits.
@@ -24,6 +25,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "model/decoder.h"
+#include "model/ternary_lut.h"
 #include "model/transformer.h"
 #include "mcullm/status.h"
 
@@ -81,6 +83,7 @@ class BitnetContext final : public Decoder {
   const KernelSet* kernels_ = nullptr;
   DecoderState s_;
   BatchState b_;
+  TlLutBuffer lut_, lut_batch_;  // LUT workspaces for tl1 / tl2 weights (empty without them)
 };
 
 }  // namespace mcullm

@@ -121,6 +121,7 @@ Status BitLlama2cContext::init(const BitLlama2cModel* model, int ctx_len, Arena&
   const LlamaConfig& c = model->cfg;
   MC_TRY(s_.init(c, ctx_len, arena, kv));
   MC_TRY(arena.alloc_array(c.hidden_dim > c.dim ? c.hidden_dim : c.dim, TensorClass::kActivations, &normed_));
+  MC_TRY(tl_lut_buffer_for_layers(model->layers, c.n_layers, 1, arena, &lut_));
   model_ = model;
   pool_ = pool;
   kernels_ = kernels;
@@ -131,6 +132,10 @@ Status BitLlama2cContext::init(const BitLlama2cModel* model, int ctx_len, Arena&
 void BitLlama2cContext::bitlinear(const MatRef* const* mats, float* const* outs, int count, const float* x, int n) {
   simple_rmsnorm(normed_, x, n);
   quantize_bitlinear(normed_, n, s_.act_q, s_.act_scales);
+  if (!lut_.empty()) {
+    run_ternary_q(*pool_, *kernels_, mats, outs, nullptr, count, s_.act_q, 0, s_.act_scales, 1, lut_);
+    return;
+  }
   ActVec act;
   act.f = normed_;
   act.q = s_.act_q;

@@ -22,6 +22,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "model/decoder.h"
+#include "model/ternary_lut.h"
 #include "model/transformer.h"
 #include "mcullm/status.h"
 
@@ -63,6 +64,7 @@ class BitLlama2cContext final : public Decoder {
   const KernelSet* kernels_ = nullptr;
   DecoderState s_;
   float* normed_ = nullptr;  // SimpleRMSNorm output [max(dim, hidden)]
+  TlLutBuffer lut_;          // LUT workspace for tl1 / tl2 weights (empty without them)
 };
 
 }  // namespace mcullm

@@ -1,5 +1,7 @@
 #include "model/transformer.h"
 
+#include "model/ternary_lut.h"
+
 #include "core/fmath.h"
 #include "quant/blocks.h"
 #include "quant/ternary.h"
@@ -53,9 +55,13 @@ Status check_dense_matrix(const MatRef& m, const char* what, int layer, int rows
 }
 
 Status check_ternary_matrix(const MatRef& m, const char* what, int layer, int rows, int cols) {
-  if (m.data && m.rows == rows && m.cols == cols && m.type != DType::kI2_S)
-    return Status::Error(Code::kUnsupported, "%s (layer %d): expected i2_s rows of %d weights (a multiple of 128)", what,
+  const bool tl = (m.type == DType::kTL1 || m.type == DType::kTL2) && m.tl && m.tl->ready;
+  if (m.data && m.rows == rows && m.cols == cols && m.type != DType::kI2_S && !tl)
+    return Status::Error(Code::kUnsupported,
+                         "%s (layer %d): expected i2_s rows of %d weights (a multiple of 128), or tl1 / tl2", what,
                          layer, cols);
+  if (tl && (m.tl->rows != rows || m.tl->cols != cols || m.tl->scale != m.scale))
+    return Status::Error(Code::kCorrupt, "%s (layer %d): its LUT view does not match it", what, layer);
   MC_TRY(check_matrix(m, what, layer, rows, cols));
   if (!(m.scale >= 0.0f && m.scale < 1e30f))
     return Status::Error(Code::kCorrupt, "%s (layer %d) has scale %g", what, layer, static_cast<double>(m.scale));
@@ -363,9 +369,13 @@ void attend_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, De
 
 void run_ternary_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
                          const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
-                         BatchState& b) {
+                         BatchState& b, const TlLutBuffer* lut) {
   const size_t qs = static_cast<size_t>(b.widest);
   for (int i = 0; i < n; ++i) quantize_i8s(x + i * x_stride, n_vals, b.act_q + i * qs, b.act_scales + i);
+  if (lut && !lut->empty()) {
+    run_ternary_q(pool, k, mats, outs, out_strides, count, b.act_q, qs, b.act_scales, n, *lut);
+    return;
+  }
   ActMat a;
   a.f = x;
   a.f_stride = x_stride;

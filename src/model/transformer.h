@@ -137,9 +137,11 @@ void run_dense_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const
 // values; of output m at outs[m] + i * out_strides[m]): each weight matrix is read once for the n
 // columns (kernels.h matmat) and every column gets the bits run_matvecs / run_dense_matvecs give it.
 // Ternary: each column quantized as bitnet.cpp's I8_S (quantize_i8s); dense: per the weights' block.
+// Ternary matrices may be tl1 / tl2 when `lut` (model/ternary_lut.h) has room for n columns.
+struct TlLutBuffer;
 void run_ternary_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
                          const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
-                         BatchState& b);
+                         BatchState& b, const TlLutBuffer* lut = nullptr);
 void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
                        const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
                        BatchState& b);

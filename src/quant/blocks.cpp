@@ -81,6 +81,8 @@ bool quantize_row(DType type, const float* src, void* dst, int cols) {
     case DType::kTQ2_0: return ternary_quantize_tq_row(type, src, dst, cols);
     case DType::kI2_S: return false;  // one scale per tensor: quant/ternary.h packs whole tensors
     case DType::kQ4E: return false;   // scales stored apart: quant/q4e.h
+    case DType::kTL1:
+    case DType::kTL2: return false;  // tiled whole tensors: quant/ternary.h
   }
   return false;
 }
@@ -123,6 +125,8 @@ bool dequantize_row(DType type, const void* src, float* dst, int cols) {
     case DType::kTQ2_0: return ternary_dequantize_tq_row(type, src, dst, cols);
     case DType::kI2_S: return false;  // needs the tensor's scale: i2s_dequantize_row
     case DType::kQ4E: return false;   // needs the group scales: q4e_dequantize_row
+    case DType::kTL1:
+    case DType::kTL2: return false;  // tiled whole tensors: quant/ternary.h
   }
   return false;
 }

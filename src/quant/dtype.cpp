@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "quant/ternary.h"
+
 namespace mcullm {
 
 namespace {
@@ -15,6 +17,10 @@ const DTypeInfo kInfos[] = {
     {DType::kTQ2_0, "tq2_0", 256, 66, false, 0},
     {DType::kI2_S, "i2_s", 128, 32, false, 0, 32},
     {DType::kQ4E, "q4e", 2, 1, true, 0},
+    {DType::kTL1, "tl1", 4, 1, false, 0, kTlFileTailBytes},
+    // TL2 rows are not whole blocks (tl_file_row_bytes): 24 / 5 is their triple part's rate, which
+    // the GGUF reader's first size guard uses; row sizes come from tl_file_row_bytes.
+    {DType::kTL2, "tl2", 24, 5, false, 0, kTlFileTailBytes},
 };
 }  // namespace
 
@@ -35,12 +41,14 @@ const DTypeInfo* dtype_info_by_name(const char* name) {
 bool dtype_row_fits(DType type, int64_t cols) {
   const DTypeInfo* info = dtype_info(type);
   if (!info || cols <= 0) return false;
+  if (type == DType::kTL2) return tl_file_row_bytes(TlType::kTL2, cols) > 0;
   return info->pads_rows || cols % info->block == 0;
 }
 
 size_t dtype_row_bytes(DType type, int64_t cols) {
   const DTypeInfo* info = dtype_info(type);
   if (!info || cols <= 0) return 0;
+  if (type == DType::kTL2) return tl_file_row_bytes(TlType::kTL2, cols);
   const int64_t blocks = (cols + info->block - 1) / info->block;
   return static_cast<size_t>(blocks) * static_cast<size_t>(info->block_bytes);
 }

@@ -21,6 +21,9 @@ enum class DType : uint32_t {
   kQ4E = 1025,    // esp32-ai's int4 (quant/q4e.h): codes q + 8 in [1, 15], two per byte, low nibble =
                   // even column, each row ceil(cols / 2) bytes; the f16 group scales (group size per
                   // tensor) sit apart from the codes (MatRef::scales), so a row here is codes only
+  kTL1 = 1026,    // mcullm's file form of bitnet.cpp's TL1 (quant/ternary.h "Our GGUF tensor types"):
+                  // tiled 4-bit pair indices, 2 bits a weight, tiling and f32 scale in a 32-byte tail
+  kTL2 = 1027,    // the same for TL2: triples (1.67 bits a weight) and a 0-64 column pair part
 };
 
 struct DTypeInfo {

@@ -149,5 +149,33 @@ bool ternary_rows_to_tl(TernaryLayout from, const void* src, size_t row_bytes, T
                         int K, void* dst, int8_t* scratch);
 bool tl_to_ternary_rows(TlType from, const TlTiling& t, const void* src, TernaryLayout to, void* dst, size_t row_bytes,
                         int M, int K, int8_t* scratch);
+// One weight (row r, column k) of a packed TL tensor: -1, 0 or 1; 2 for an index out of range.
+// Slow (a scalar oracle and fallback), no validation of the tiling.
+int tl_weight(TlType type, const TlTiling& t, const void* src, int M, int K, int r, int k);
+
+// ---- Our GGUF tensor types tl1 / tl2 (DType::kTL1 / kTL2, ids 1026 / 1027) ----
+// bitnet.cpp's TL files (GGML types 38 / 39) do not say which tiling packed them, and their size
+// formula pads the TL2 data; ours are self-describing instead: the packed bytes (tl_packed_bytes,
+// nothing in between), then a 32-byte tail: f32 scale, u32 BM, u32 BK, u32 bm (little-endian), 16
+// zero bytes. So that the size follows from the shape alone (a GGUF reader checks every tensor's
+// bounds before reading it), a TL2 tensor stores K - tl2_file_two_k(K) columns as triples: the
+// smallest multiple of 32 that leaves a multiple of 24 (BK 96, bitnet.cpp's preset, always gives
+// it); TL1 stores every column as pairs (2 bits a weight).
+constexpr int kTlFileTailBytes = 32;
+// TL2: columns stored as pairs (0, 32 or 64); -1 when K % 8 != 0 or K < 24 (no TL2 file layout).
+int tl2_file_two_k(int64_t K);
+// Bytes of one row's share of a file tensor (TL1 K / 4; TL2 5 * three_k / 24 + two_k / 4); 0 when
+// K has no file layout.
+size_t tl_file_row_bytes(TlType type, int64_t K);
+// True when a tiling packs (M, K) into the file layout (valid, and TL2's triple part as above).
+bool tl_file_tiling_ok(TlType type, int64_t M, int64_t K, const TlTiling& t);
+// The tiling a writer packs (M, K) with: `preferred` when tl_file_tiling_ok, else
+// tl_default_tiling when it is, else BM == 0 (the shape has no TL layout: write i2_s).
+TlTiling tl_file_tiling(TlType type, int64_t M, int64_t K, const TlTiling& preferred);
+void tl_file_tail_write(uint8_t* tail, float scale, const TlTiling& t);
+// False when the tail is malformed (reserved bytes not zero, tiling not tl_file_tiling_ok).
+bool tl_file_tail_read(const uint8_t* tail, TlType type, int64_t M, int64_t K, float* scale, TlTiling* t);
+bool tl_dtype_type(DType d, TlType* out);  // kTL1 / kTL2 -> TlType
+DType tl_type_dtype(TlType t);
 
 }  // namespace mcullm

@@ -230,4 +230,87 @@ bool tl_to_ternary_rows(TlType from, const TlTiling& t, const void* src, Ternary
   return true;
 }
 
+int tl_weight(TlType type, const TlTiling& t, const void* src, int M, int K, int r, int k) {
+  const uint8_t* in = static_cast<const uint8_t*>(src);
+  auto of_pair = [](int idx, int which) { return idx > 8 ? 2 : which == 0 ? idx / 3 - 1 : idx % 3 - 1; };
+  if (type == TlType::kTL1) return of_pair(get(in, tl1_pos(t, K, r, k / 2)), k % 2);
+  const int k3 = tl_three_k(type, K, t), k2 = K - k3;
+  const size_t sign_base = static_cast<size_t>(M) * k3 / 6, pair_base = sign_base + static_cast<size_t>(M) * k3 / 24;
+  if (k >= k3) {
+    const int p = (k - k3) / 2;
+    return of_pair(get(in, tl2_pos(t, k2 / kTl2PairBK, kTl2PairBK / 2, pair_base, r, p)), (k - k3) % 2);
+  }
+  const int g = k / 3;
+  int v = get(in, tl2_pos(t, k3 / t.BK, t.BK / 3, 0, r, g));
+  if (v > 13) return 2;
+  size_t byte;
+  int bit;
+  tl2_sign_pos(t, k3, r, g, &byte, &bit);
+  if (in[sign_base + byte] >> bit & 1) v = -v;
+  int abc[3];
+  triple_of(v, &abc[0], &abc[1], &abc[2]);
+  return abc[k % 3];
+}
+
+int tl2_file_two_k(int64_t K) {
+  if (K < 24 || K % 8 != 0) return -1;
+  for (int r = 0; r <= 64; r += 32)
+    if ((K - r) % 24 == 0 && K - r >= 24) return r;
+  return -1;
+}
+
+size_t tl_file_row_bytes(TlType type, int64_t K) {
+  if (K <= 0 || K > (1 << 24)) return 0;
+  if (type == TlType::kTL1) return K % 4 == 0 ? static_cast<size_t>(K) / 4 : 0;
+  const int two = tl2_file_two_k(K);
+  if (two < 0) return 0;
+  return static_cast<size_t>(K - two) * 5 / 24 + static_cast<size_t>(two) / 4;
+}
+
+bool tl_file_tiling_ok(TlType type, int64_t M, int64_t K, const TlTiling& t) {
+  if (!tl_tiling_valid(type, M, K, t)) return false;
+  return type == TlType::kTL1 || K - tl_three_k(type, K, t) == tl2_file_two_k(K);
+}
+
+TlTiling tl_file_tiling(TlType type, int64_t M, int64_t K, const TlTiling& preferred) {
+  if (tl_file_tiling_ok(type, M, K, preferred)) return preferred;
+  const TlTiling d = tl_default_tiling(type, M, K);
+  return tl_file_tiling_ok(type, M, K, d) ? d : TlTiling{};
+}
+
+void tl_file_tail_write(uint8_t* tail, float scale, const TlTiling& t) {
+  memset(tail, 0, kTlFileTailBytes);
+  memcpy(tail, &scale, 4);
+  const uint32_t v[3] = {static_cast<uint32_t>(t.BM), static_cast<uint32_t>(t.BK), static_cast<uint32_t>(t.bm)};
+  for (int i = 0; i < 3; ++i)
+    for (int b = 0; b < 4; ++b) tail[4 + 4 * i + b] = static_cast<uint8_t>(v[i] >> (8 * b));
+}
+
+bool tl_file_tail_read(const uint8_t* tail, TlType type, int64_t M, int64_t K, float* scale, TlTiling* t) {
+  for (int i = 16; i < kTlFileTailBytes; ++i)
+    if (tail[i] != 0) return false;
+  uint32_t v[3];
+  for (int i = 0; i < 3; ++i)
+    v[i] = static_cast<uint32_t>(tail[4 + 4 * i]) | static_cast<uint32_t>(tail[5 + 4 * i]) << 8 |
+           static_cast<uint32_t>(tail[6 + 4 * i]) << 16 | static_cast<uint32_t>(tail[7 + 4 * i]) << 24;
+  if (v[0] > kTlMaxBM || v[1] > (1u << 24) || v[2] > 64) return false;
+  TlTiling r;
+  r.BM = static_cast<int>(v[0]);
+  r.BK = static_cast<int>(v[1]);
+  r.bm = static_cast<int>(v[2]);
+  if (!tl_file_tiling_ok(type, M, K, r)) return false;
+  memcpy(scale, tail, 4);
+  *t = r;
+  return true;
+}
+
+bool tl_dtype_type(DType d, TlType* out) {
+  if (d == DType::kTL1) *out = TlType::kTL1;
+  else if (d == DType::kTL2) *out = TlType::kTL2;
+  else return false;
+  return true;
+}
+
+DType tl_type_dtype(TlType t) { return t == TlType::kTL1 ? DType::kTL1 : DType::kTL2; }
+
 }  // namespace mcullm
