@@ -362,6 +362,54 @@ TEST(TernaryKernels, MatmatI2sEqualsMatvecPerColumn) {
   }
 }
 
+// Every table's quantize_i8s equals the reference (quant/ternary.h) bit for bit: random vectors of
+// odd lengths (SIMD tails), ties at k + 0.5 after scaling, values past the clamp, zeros, denormal-
+// sized maxima, and inf / nan anywhere (all-zero output, scale 0).
+TEST(TernaryKernels, QuantizeI8sEqualsReference) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+  std::vector<std::vector<float>> cases;
+  for (int n : {1, 7, 8, 31, 32, 33, 64, 100, 768, 3072, 3075}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = d(rng);
+    cases.push_back(x);
+  }
+  std::vector<float> ties(96);
+  for (int i = 0; i < 96; ++i) ties[i] = (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(i) + 0.5f);
+  ties[5] = 127.0f;  // scale exactly 1: every other value a tie
+  cases.push_back(ties);
+  std::vector<float> near(64);
+  for (int i = 0; i < 64; ++i) near[i] = std::nextafter(static_cast<float>(i % 9) + 0.5f, i % 3 ? 0.0f : 100.0f) * (i % 2 ? -1.f : 1.f);
+  near[1] = 127.0f;
+  cases.push_back(near);
+  cases.push_back(std::vector<float>(40, 0.0f));
+  cases.push_back(std::vector<float>(40, -0.0f));
+  std::vector<float> tiny(48, 1e-7f);
+  tiny[3] = -3e-6f;
+  cases.push_back(tiny);
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    for (int at : {0, 13, 39}) {
+      std::vector<float> x(40, 0.5f);
+      x[at] = bad;
+      cases.push_back(x);
+    }
+  }
+  for (const auto& x : cases) {
+    const int n = static_cast<int>(x.size());
+    std::vector<int8_t> want(n + 8, 0x55);
+    float want_s = -1.0f;
+    kernels_ref().quantize_i8s(x.data(), n, want.data(), &want_s);
+    for (const KernelSet* k : {kernels_avx2(), kernels_avx512()}) {
+      if (!k) continue;
+      std::vector<int8_t> got(n + 8, 0x55);
+      float got_s = -2.0f;
+      k->quantize_i8s(x.data(), n, got.data(), &got_s);
+      EXPECT_EQ(std::memcmp(&got_s, &want_s, 4), 0) << k->name << " n " << n;
+      EXPECT_EQ(got, want) << k->name << " n " << n;  // the bytes past n stay untouched too
+    }
+  }
+}
+
 TEST(TernaryKernels, MatvecRoutesTernaryTypes) {
   const int cols = 512, rows = 4;
   const auto w = random_ternary(static_cast<size_t>(rows) * cols, 9);

@@ -181,6 +181,9 @@ struct KernelSet {
   // esp32-ai int4 rows (q4e) times f32 or int8 activations: see the contract above.
   void (*matvec_q4e_f32)(const MatRef& w, const float* x, float* y, int r0, int r1);
   void (*matvec_q4e_q8)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+  // BitLinear's activation quantization, bit for bit quant/ternary.h's quantize_i8s (the reference):
+  // q = round-half-away(x * s) clamped to [-128, 127], s = i8s_scale(max |x|), *inv_scale = 1 / s.
+  void (*quantize_i8s)(const float* x, int n, int8_t* q, float* inv_scale);
 };
 
 const KernelSet& kernels_ref();

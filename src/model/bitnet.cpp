@@ -54,7 +54,7 @@ Status BitnetContext::init(const BitnetModel* model, int ctx_len, Arena& arena, 
 }
 
 void BitnetContext::ternary(const MatRef* const* mats, float* const* outs, int count, const float* x, int n) {
-  quantize_i8s(x, n, s_.act_q, s_.act_scales);
+  kernels_->quantize_i8s(x, n, s_.act_q, s_.act_scales);
   ActVec a;
   a.f = x;
   a.q = s_.act_q;

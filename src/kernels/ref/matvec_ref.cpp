@@ -8,6 +8,7 @@
 #include "kernels/ref/tl_ref.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"
+#include "quant/ternary.h"
 
 namespace mcullm {
 
@@ -88,10 +89,12 @@ namespace {
       matvec_blocks_ref<BlockQ4_0, 32, weight_q4_0>, matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>,      \
       attn_scores_ref, attn_values_ref, softmax_ref, silu_mul_ref, matvec_i2s_ref,                    \
       matmat_i2s_by_rows<matvec_i2s_ref>, tl_lut_build_ref
-constexpr KernelSet kRef = {"ref", MCULLM_REF_ENTRIES, tl_matmul_ref, matvec_q4e_f32_ref, matvec_q4e_q8_ref};
+constexpr KernelSet kRef = {"ref", MCULLM_REF_ENTRIES, tl_matmul_ref, matvec_q4e_f32_ref, matvec_q4e_q8_ref,
+                              quantize_i8s};
 #if defined(MCULLM_HAVE_NEON)
 // aarch64: the reference table with the NEON TL1 kernel (kernels/arm/tl_neon.cpp).
-constexpr KernelSet kNeon = {"neon", MCULLM_REF_ENTRIES, tl_matmul_neon, matvec_q4e_f32_ref, matvec_q4e_q8_ref};
+constexpr KernelSet kNeon = {"neon", MCULLM_REF_ENTRIES, tl_matmul_neon, matvec_q4e_f32_ref, matvec_q4e_q8_ref,
+                              quantize_i8s};
 #endif
 #undef MCULLM_REF_ENTRIES
 }  // namespace
