@@ -71,5 +71,7 @@ namespace mcullm::avx512 {
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y, size_t y_stride,
                 int r0, int r1);
+// Sum of n int8 values (n a multiple of 32).
+int32_t sum_i8(const int8_t* x, int n);
 
 }  // namespace mcullm::avx512
