@@ -48,13 +48,18 @@ MCULLM_AMX void layout_tokens(const int8_t* xq, size_t xq_stride, int c0, int nc
 }
 
 // Codes of rows [r, r + 32) for K group g (128 values) as two K steps of two 16-row A tiles:
-// a[s][row][64]; rows at or past r1 are zero (they add nothing and are not stored).
+// a[s][row][64]; rows at or past r1 are zero (they add nothing and are not stored). The rows' bytes
+// a few groups ahead are prefetched: 32 rows read side by side otherwise wait on memory.
 MCULLM_AMX inline void unpack_group(const MatRef& w, int r, int r1, int g, uint8_t* a) {
   const __m256i mask = _mm256_set1_epi8(3);
+  constexpr int kAhead = 4;  // groups (two cache lines of a row)
+  const bool fetch = (g & 1) == 0 && g + kAhead < w.cols / 128;
   for (int i = 0; i < kBlockRows; ++i) {
     __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0;
     if (r + i < r1) {
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.row(r + i) + 32 * g));
+      const uint8_t* src = w.row(r + i) + 32 * g;
+      if (fetch) _mm_prefetch(reinterpret_cast<const char*>(src + 32 * kAhead), _MM_HINT_T0);
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
       c0 = _mm256_and_si256(_mm256_srli_epi16(raw, 6), mask);
       c1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
       c2 = _mm256_and_si256(_mm256_srli_epi16(raw, 2), mask);
@@ -69,15 +74,38 @@ MCULLM_AMX inline void unpack_group(const MatRef& w, int r, int r1, int g, uint8
   }
 }
 
+// y[c][r + i] = (float)(acc[i][c] - xsum[c]) * scale[c] for rows i < nr, tokens c < nc: sixteen
+// tokens per vector (the same float steps per value), then 8 x 8 transposes into y.
+MCULLM_AMX void store_block(const int32_t* acc, const int32_t* xsum, const float* scale, int nr, int nc, float* y,
+                            size_t y_stride) {
+  alignas(64) float f[kBlockCols * kBlockRows];  // f[c][i]
+  for (int i = 0; i < nr; ++i)
+    for (int c = 0; c < kBlockCols; c += 16) {
+      const __m512 v = _mm512_mul_ps(
+          _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(acc + i * kBlockCols + c), _mm512_loadu_si512(xsum + c))),
+          _mm512_loadu_ps(scale + c));
+      _mm512_i32scatter_ps(f + c * kBlockRows + i, _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                                                         11, 12, 13, 14, 15),
+                                                                       _mm512_set1_epi32(kBlockRows)),
+                           v, 4);
+    }
+  for (int c = 0; c < nc; ++c) {
+    float* yc = y + static_cast<size_t>(c) * y_stride;
+    int i = 0;
+    for (; i + 16 <= nr; i += 16) _mm512_storeu_ps(yc + i, _mm512_load_ps(f + c * kBlockRows + i));
+    for (; i < nr; ++i) yc[i] = f[c * kBlockRows + i];
+  }
+}
+
 }  // namespace
 
-// Activations of up to 32 tokens are laid out once per call on the stack (32 * K bytes), so K is
+// The activations of up to 32 tokens are laid out once per call on the stack (32 * K bytes), so K is
 // limited to kMaxK; longer rows go to the VNNI kernel.
 constexpr int kMaxK = 8192;
 
 MCULLM_AMX void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
                            size_t y_stride, int r0, int r1) {
-  const int K = w.cols, groups = K / 128;
+  const int K = w.cols;
   if (K > kMaxK || r1 <= r0 || n <= 0) {
     if (r1 > r0 && n > 0) avx512::matmat_i2s(w, xq, xq_stride, xs, n, y, y_stride, r0, r1);
     return;
@@ -94,8 +122,8 @@ MCULLM_AMX void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, 
   for (int c0 = 0; c0 < n; c0 += kBlockCols) {
     const int nc = n - c0 < kBlockCols ? n - c0 : kBlockCols;
     layout_tokens(xq, xq_stride, c0, nc, K, b);
-    int32_t xsum[kBlockCols];
-    float scale[kBlockCols];
+    alignas(64) int32_t xsum[kBlockCols] = {};
+    alignas(64) float scale[kBlockCols] = {};
     for (int c = 0; c < nc; ++c) {
       xsum[c] = avx512::sum_i8(xq + static_cast<size_t>(c0 + c) * xq_stride, K);
       scale[c] = w.scale * xs[c0 + c];
@@ -106,7 +134,7 @@ MCULLM_AMX void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, 
       _tile_zero(1);
       _tile_zero(2);
       _tile_zero(3);
-      for (int g = 0; g < groups; ++g) {
+      for (int g = 0; g < K / 128; ++g) {
         unpack_group(w, r, r1, g, a);
         for (int s = 0; s < 2; ++s) {
           const uint8_t* as = a + s * kBlockRows * kStepK;
@@ -126,11 +154,8 @@ MCULLM_AMX void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, 
       _tile_stored(1, acc + kTileRows, kBlockCols * 4);
       _tile_stored(2, acc + kTileRows * kBlockCols, kBlockCols * 4);
       _tile_stored(3, acc + kTileRows * kBlockCols + kTileRows, kBlockCols * 4);
-      const int nr = r1 - r < kBlockRows ? r1 - r : kBlockRows;
-      for (int c = 0; c < nc; ++c) {
-        float* yc = y + static_cast<size_t>(c0 + c) * y_stride + r;
-        for (int i = 0; i < nr; ++i) yc[i] = static_cast<float>(acc[i * kBlockCols + c] - xsum[c]) * scale[c];
-      }
+      store_block(acc, xsum, scale, r1 - r < kBlockRows ? r1 - r : kBlockRows, nc,
+                  y + static_cast<size_t>(c0) * y_stride + r, y_stride);
     }
   }
   _tile_release();
