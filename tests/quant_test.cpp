@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -448,6 +449,30 @@ TEST(QuantActivations, AllZeroInput) {
   EXPECT_EQ(s[0], 0.0f);
   EXPECT_EQ(s[1], 0.0f);
   for (int8_t v : q) EXPECT_EQ(v, 0);
+}
+
+// A hostile file can hold nan / inf weights, which reach the activations: quantizing them must give
+// defined values (nan -> 0, saturation), never a float-to-int conversion out of range (UB; found by
+// fuzz/model_file_fuzz). The sanitizer build checks the "no UB" half.
+TEST(QuantActivations, NanAndInfGiveDefinedCodes) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  float x[64];
+  for (int i = 0; i < 64; ++i) x[i] = 0.25f * static_cast<float>(i - 30);
+  x[3] = nan;  // block 0: a nan among finite values
+  x[40] = inf;  // block 1: an infinity makes the scale inf and every code 0
+  int8_t q[64];
+  float s[2];
+  quantize_activations(x, 64, 32, q, s);
+  EXPECT_EQ(q[3], 0);
+  for (int i = 32; i < 64; ++i) EXPECT_EQ(q[i], 0) << i;
+  for (const int8_t v : q) EXPECT_GE(v, -127);
+  for (const DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4G64}) {
+    std::vector<uint8_t> row(dtype_row_bytes(t, 64));
+    ASSERT_TRUE(quantize_row(t, x, row.data(), 64));
+    float back[64];
+    ASSERT_TRUE(dequantize_row(t, row.data(), back, 64));
+    if (t != DType::kQ4G64) EXPECT_NEAR(back[0], x[0], 0.6f) << dtype_info(t)->name;  // the nan's block stays usable
+  }
 }
 
 TEST(QuantRound, HalfAwayFromZero) {

@@ -3,9 +3,9 @@
 #   x86-ref    mcullm run --kernels ref     (the model file itself)
 #   x86-simd   mcullm run --kernels avx2    (or auto without AVX2)
 #   board-host mcullm_board                 (the board runner's main on the host, from the board image)
+#   aarch64    the board runner cross-built for aarch64-linux-gnu (tests/cross), kernels=neon, on qemu-aarch64
 #   cortex-m7  the board runner on QEMU mps2-an500 (arm-none-eabi + newlib, semihosting)
 #   xtensa     the board runner on QEMU sim lx106 (xtensa-lx106-elf + picolibc, -icount shift=0)
-# aarch64 (NEON) is not in the list yet: its toolchain file lands with the `tlut` branch.
 #
 # usage: tools/run_targets.sh [options] MODEL
 #   -z TOK            tokenizer for models without one beside them (convert and run)
@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
     --refusals) MODE=refusals; shift ;;
     --build) BUILD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "run_targets: unknown option $1" >&2; exit 1 ;;
     *) MODEL=$1; shift ;;
   esac
@@ -49,6 +49,8 @@ done
 [ -n "${MODEL:-}" ] || { echo "run_targets: give a model (see --help)" >&2; exit 1; }
 [ -f "$MODEL" ] || { echo "run_targets: $MODEL: no such file" >&2; exit 1; }
 
+[ -d "$BUILD" ] || { echo "run_targets: $BUILD: no such build directory" >&2; exit 1; }
+BUILD=$(cd "$BUILD" && pwd)  # absolute: make -C and QEMU run elsewhere
 MCULLM=$BUILD/mcullm
 BOARD=$BUILD/mcullm_board
 for f in "$MCULLM" "$BOARD"; do
@@ -56,13 +58,15 @@ for f in "$MCULLM" "$BOARD"; do
 done
 
 missing=""
-for tool in arm-none-eabi-gcc xtensa-lx106-elf-gcc qemu-system-arm qemu-system-xtensa; do
+for tool in arm-none-eabi-gcc xtensa-lx106-elf-gcc qemu-system-arm qemu-system-xtensa aarch64-linux-gnu-g++ qemu-aarch64; do
   command -v "$tool" >/dev/null || missing="$missing $tool"
 done
 [ -f /usr/lib/xtensa-lx106-elf/picolibc.specs ] || missing="$missing picolibc-xtensa-lx106-elf"
 ls /usr/src/gcc-12/gcc-12*.tar.xz >/dev/null 2>&1 || missing="$missing gcc-12-source"
+A64_SYSROOT=/usr/aarch64-linux-gnu  # the toolchain file's default (MCULLM_AARCH64_SYSROOT)
+[ -f "$A64_SYSROOT/lib/libc.so.6" ] || missing="$missing libc6-arm64-cross"
 if [ -n "$missing" ]; then
-  msg="missing:$missing (apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc-xtensa-lx106 picolibc-xtensa-lx106-elf gcc-12-source qemu-system-misc)"
+  msg="missing:$missing (apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc-xtensa-lx106 picolibc-xtensa-lx106-elf gcc-12-source qemu-system-misc gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user)"
   if [ "${MCULLM_REQUIRE_TARGETS:-0}" = 1 ]; then echo "run_targets: FAIL: $msg" >&2; exit 1; fi
   echo "run_targets: SKIP: $msg"
   exit 77
@@ -74,6 +78,14 @@ mkdir -p "$TB"
 if ! flock "$TB/.lock" make -s -C "$ROOT/targets" B="$TB" -j2 all >"$TB/make.log" 2>&1; then
   cat "$TB/make.log" >&2
   echo "run_targets: FAIL: the MCU builds failed" >&2
+  exit 1
+fi
+# The aarch64 runner: the cross project of tests/cross (its own lock), shared with the aarch64_kernels test.
+A64=$BUILD/aarch64
+if ! cmake -DSOURCE="$ROOT/tests/cross" -DBINARY="$A64" -DTOOLCHAIN="$ROOT/cmake/toolchains/aarch64-linux-gnu.cmake" \
+     -DTARGETS=mcullm_board -DRUN=OFF -P "$ROOT/tests/cross/run_cross.cmake" >"$TB/aarch64-build.log" 2>&1; then
+  cat "$TB/aarch64-build.log" >&2
+  echo "run_targets: FAIL: the aarch64 cross build failed" >&2
   exit 1
 fi
 
@@ -98,6 +110,9 @@ run_board() {
   local rc=0
   case "$target" in
     board-host) "$BOARD" "${args[@]}" >"$WORK/$target.out" 2>&1 || rc=$? ;;
+    aarch64)  # the NEON table by name: the run fails if it is missing
+      timeout 600 qemu-aarch64 -L "$A64_SYSROOT" "$A64/mcullm_board" "${args[@]}" kernels=neon \
+        >"$WORK/$target.out" 2>&1 || rc=$? ;;
     cortex-m7|xtensa)
       local semi="enable=on,target=native,arg=board"
       for a in "${args[@]}"; do semi="$semi,arg=${a//,/,,}"; done
@@ -112,7 +127,7 @@ run_board() {
   echo "$rc"
 }
 
-BOARDS=(board-host cortex-m7 xtensa)
+BOARDS=(board-host aarch64 cortex-m7 xtensa)
 
 if [ "$MODE" = refusals ]; then
   size=$(stat -c %s "$IMAGE")
@@ -167,12 +182,15 @@ ref=${FP[x86-ref]}
 fail=0
 echo "model $MODEL, prompt $IDS, $N tokens, temp $TEMP, seed $SEED"
 echo "tokens: $(grep '^tokens' "$WORK/xtensa.out" | cut -d' ' -f2-)"
+declare -A KERNELS=([x86-ref]=ref [x86-simd]=$SIMD)
 for t in x86-ref x86-simd "${BOARDS[@]}"; do
   per=""
-  [ -f "$WORK/$t.out" ] && per=$(grep '^per sampled token' "$WORK/$t.out" | sed 's/per sampled token: //')
+  if [ -f "$WORK/$t.out" ]; then
+    per=$(grep '^per sampled token' "$WORK/$t.out" | sed 's/per sampled token: //')
+    KERNELS[$t]=$(sed -n 's/^board: target.*, kernels \([a-z0-9]*\).*/\1/p' "$WORK/$t.out")
+  fi
   if [ "${FP[$t]}" = "$ref" ] && [ -n "$ref" ]; then status=same; else status=DIFFERENT; fail=1; fi
-  printf '%-11s %-16s %-9s %s\n' "$t" "${FP[$t]:-none}" "$status" "$per"
+  printf '%-11s %-16s %-9s kernels %-6s %s\n' "$t" "${FP[$t]:-none}" "$status" "${KERNELS[$t]}" "$per"
 done
 grep '^memory' "$WORK/xtensa.out" | sed 's/^/xtensa /'
-echo "aarch64     (not run: the aarch64 NEON build lands with the tlut branch's cmake/toolchains/aarch64-linux-gnu.cmake)"
 exit $fail

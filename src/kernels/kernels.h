@@ -196,7 +196,7 @@ const KernelSet* kernels_avx512();
 // compiled in, when the CPU lacks AMX-TILE / AMX-INT8 or the avx512 table, or when the OS refuses
 // the tile state (Linux only: asked once with arch_prctl).
 const KernelSet* kernels_amx();
-// The reference table with the NEON TL1 kernel (aarch64 builds only; nullptr elsewhere).
+// The NEON table (kernels/arm/ + the reference for the rest; aarch64 builds only, nullptr elsewhere).
 const KernelSet* kernels_neon();
 // "ref", "avx2", "avx512", "amx", "neon" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
 const KernelSet* kernels_by_name(const char* name);

@@ -23,7 +23,7 @@ void quantize_q8_0(const float* x, BlockQ8_0* out, int cols) {
     const float d = abs_max(x, 32) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     out[b].d = f32_to_f16(d);
-    for (int j = 0; j < 32; ++j) out[b].qs[j] = static_cast<int8_t>(round_half_away(x[j] * id));
+    for (int j = 0; j < 32; ++j) out[b].qs[j] = round_to_int8(x[j] * id);
   }
 }
 
@@ -39,10 +39,8 @@ void quantize_q4_0(const float* x, BlockQ4_0* out, int cols) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     out[b].d = f32_to_f16(d);
     for (int j = 0; j < 16; ++j) {
-      int lo = static_cast<int>(x[j] * id + 8.5f);
-      int hi = static_cast<int>(x[j + 16] * id + 8.5f);
-      lo = lo > 15 ? 15 : lo;
-      hi = hi > 15 ? 15 : hi;
+      const int lo = saturate_to_int(x[j] * id + 8.5f, 0, 15, 8);
+      const int hi = saturate_to_int(x[j + 16] * id + 8.5f, 0, 15, 8);
       out[b].qs[j] = static_cast<uint8_t>(lo | hi << 4);
     }
   }
@@ -58,10 +56,8 @@ void quantize_q4g64(const float* x, BlockQ4G64* out, int cols) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     out[b].d = f32_to_f16(d);
     for (int j = 0; j < 32; ++j) {
-      int lo = static_cast<int>(round_half_away(v[j] * id));
-      int hi = static_cast<int>(round_half_away(v[j + 32] * id));
-      lo = lo < -7 ? -7 : lo > 7 ? 7 : lo;
-      hi = hi < -7 ? -7 : hi > 7 ? 7 : hi;
+      const int lo = saturate_to_int(round_half_away(v[j] * id), -7, 7, 0);
+      const int hi = saturate_to_int(round_half_away(v[j + 32] * id), -7, 7, 0);
       out[b].qs[j] = static_cast<uint8_t>((lo + 8) | (hi + 8) << 4);
     }
   }
@@ -173,7 +169,7 @@ void quantize_activations(const float* x, int n, int block, int8_t* q, float* sc
     const float d = abs_max(x + start, len) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     scales[b] = d;
-    for (int j = 0; j < len; ++j) q[start + j] = static_cast<int8_t>(round_half_away(x[start + j] * id));
+    for (int j = 0; j < len; ++j) q[start + j] = round_to_int8(x[start + j] * id);
     for (int j = len; j < block; ++j) q[start + j] = 0;  // pad so kernels may read whole blocks
   }
 }

@@ -39,4 +39,17 @@ static inline float round_half_away(float v) {
   return v < 0 ? -r : r;
 }
 
+// An integer in [lo, hi] from v, which a hostile file can make nan or +-inf (a plain cast would be
+// undefined): nan gives `if_nan`, everything else saturates, then truncates toward zero.
+static inline int saturate_to_int(float v, int lo, int hi, int if_nan) {
+  if (!(v == v)) return if_nan;
+  if (v <= static_cast<float>(lo)) return lo;
+  if (v >= static_cast<float>(hi)) return hi;
+  return static_cast<int>(v);
+}
+// round_half_away(v) as an int8 in [-127, 127] (nan: 0).
+static inline int8_t round_to_int8(float v) {
+  return static_cast<int8_t>(saturate_to_int(round_half_away(v), -127, 127, 0));
+}
+
 }  // namespace mcullm

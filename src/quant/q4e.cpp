@@ -53,8 +53,7 @@ void q4e_quantize_tensor(const float* x, int rows, int cols, int group, uint8_t*
       s[0] = static_cast<uint8_t>(h & 0xFF);
       s[1] = static_cast<uint8_t>(h >> 8);
       for (int j = begin; j < end; ++j) {
-        int q = static_cast<int>(round_half_away(row[j] * id));
-        q = q < -7 ? -7 : q > 7 ? 7 : q;
+        const int q = saturate_to_int(round_half_away(row[j] * id), -7, 7, 0);
         codes[static_cast<size_t>(r) * row_bytes + static_cast<size_t>(j >> 1)] |= static_cast<uint8_t>((q + 8) << ((j & 1) * 4));
       }
     }
@@ -80,9 +79,7 @@ void q4e_quantize_activations(const float* x, int n, int8_t* q, float* scale) {
   for (int j = 0; j < n; ++j) {
     const float v = x[j] * inv;
     // |v| <= 127 unless x holds inf / nan: those clamp like lrintf's out-of-range results would.
-    int r = v > 127.0f ? 127 : v < -127.0f ? -127 : static_cast<int>(round_half_even(v));
-    if (!(v == v)) r = 0;
-    q[j] = static_cast<int8_t>(r);
+    q[j] = static_cast<int8_t>(saturate_to_int(round_half_even(v), -127, 127, 0));
   }
   *scale = xmax / 127.0f;
 }

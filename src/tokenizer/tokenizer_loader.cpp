@@ -247,8 +247,11 @@ Status tokenizer_from_hf_json(std::string_view text, std::unique_ptr<Tokenizer>*
     for (auto it = vocab.begin(); it != vocab.end(); ++it) max_id = std::max<int64_t>(max_id, it.value().get<int64_t>());
     for (const json& a : added) max_id = std::max<int64_t>(max_id, a.at("id").get<int64_t>());
     if (max_id < 0) return Status::Error(Code::kCorrupt, "tokenizer.json: the vocabulary is empty");
-    if (max_id >= (int64_t{1} << 24))
-      return Status::Error(Code::kCorrupt, "tokenizer.json: token id %lld is implausibly large", static_cast<long long>(max_id));
+    // Holes become unused tokens; a few bytes must not make a vocabulary of millions (found by the fuzzer).
+    const int64_t entries = static_cast<int64_t>(vocab.size() + added.size());
+    if (max_id >= (int64_t{1} << 24) || max_id >= 2 * entries + 256)
+      return Status::Error(Code::kCorrupt, "tokenizer.json: token id %lld is implausibly large for %lld tokens",
+                           static_cast<long long>(max_id), static_cast<long long>(entries));
     v.tokens.assign(static_cast<size_t>(max_id + 1), std::string());
     v.types.assign(static_cast<size_t>(max_id + 1), TokenType::kUnused);
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {

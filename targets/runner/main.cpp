@@ -1,7 +1,7 @@
 // The board runner: the freestanding core on a board (or a host), fed through files.
 //   image=PATH   board image (mcullm convert --image)     prompt=PATH  token ids, e.g. "1 403 407"
 //   n=16 temp=0.8 seed=42 top_k=40 top_p=0.95 min_p=0.05  (`mcullm run`'s defaults, but n)
-//   kernels=auto|ref|avx2   work=sram|psram (where KV cache and activations go; default sram)
+//   kernels=auto|ref|avx2|neon  work=sram|psram (where KV cache and activations go; default sram)
 // It reads the image into the "flash" buffer, validates it, copies the SRAM / PSRAM sections into
 // those tiers' arenas, builds the model and generates. It prints one line per step with the target's
 // counter, the tokens, memory per tier and the run's fingerprint in `mcullm run --fingerprint`'s form.

@@ -6,6 +6,9 @@
 #include "kernels/ref/q4e_ref.h"
 #include "kernels/ref/ternary_ref.h"
 #include "kernels/ref/tl_ref.h"
+#if defined(MCULLM_HAVE_NEON)
+#include "kernels/arm/neon_kernels.h"
+#endif
 #include "quant/blocks.h"
 #include "quant/f16.h"
 #include "quant/ternary.h"
@@ -84,19 +87,20 @@ void silu_mul_ref(float* gate, const float* up, int n) {
 
 namespace {
 // Constant-initialised (no guard variable: the MCU builds have no C++ runtime).
-#define MCULLM_REF_ENTRIES                                                                                  \
-  dot_f32_ref, matvec_f32_ref, matvec_f16_ref, matvec_blocks_ref<BlockQ8_0, 32, weight_q8_0>,              \
-      matvec_blocks_ref<BlockQ4_0, 32, weight_q4_0>, matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>,      \
-      attn_scores_ref, attn_values_ref, softmax_ref, silu_mul_ref, matvec_i2s_ref,                    \
-      matmat_i2s_by_rows<matvec_i2s_ref>, tl_lut_build_ref
-constexpr KernelSet kRef = {"ref", MCULLM_REF_ENTRIES, tl_matmul_ref, matvec_q4e_f32_ref, matvec_q4e_q8_ref,
-                              quantize_i8s};
+constexpr KernelSet kRef = {
+    "ref", dot_f32_ref, matvec_f32_ref, matvec_f16_ref, matvec_blocks_ref<BlockQ8_0, 32, weight_q8_0>,
+    matvec_blocks_ref<BlockQ4_0, 32, weight_q4_0>, matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>,
+    attn_scores_ref, attn_values_ref, softmax_ref, silu_mul_ref, matvec_i2s_ref, matmat_i2s_by_rows<matvec_i2s_ref>,
+    tl_lut_build_ref, tl_matmul_ref, matvec_q4e_f32_ref, matvec_q4e_q8_ref, quantize_i8s};
 #if defined(MCULLM_HAVE_NEON)
-// aarch64: the reference table with the NEON TL1 kernel (kernels/arm/tl_neon.cpp).
-constexpr KernelSet kNeon = {"neon", MCULLM_REF_ENTRIES, tl_matmul_neon, matvec_q4e_f32_ref, matvec_q4e_q8_ref,
-                              quantize_i8s};
+// aarch64: the NEON kernels (kernels/arm/) and the reference for the rest: f16 matvec, softmax,
+// SwiGLU, the TL LUT build and q4e with f32 activations (esp32-ai's sequential float order) run scalar.
+constexpr KernelSet kNeon = {
+    "neon", neon::dot_f32, neon::matvec_f32, matvec_f16_ref, neon::matvec_q8_0, neon::matvec_q4_0, neon::matvec_q4g64,
+    neon::attn_scores, neon::attn_values, softmax_ref, silu_mul_ref, neon::matvec_i2s,
+    matmat_i2s_by_rows<neon::matvec_i2s>, tl_lut_build_ref, tl_matmul_neon, matvec_q4e_f32_ref, neon::matvec_q4e_q8,
+    quantize_i8s};
 #endif
-#undef MCULLM_REF_ENTRIES
 }  // namespace
 
 #if defined(MCULLM_HAVE_NEON)

@@ -1,0 +1,18 @@
+// The NEON kernel functions of the aarch64 table (gathered in kernels/ref/matvec_ref.cpp with the
+// reference kernels NEON does not replace). NEON is part of every aarch64 CPU: no runtime check.
+#pragma once
+#include "kernels/kernels.h"
+
+namespace mcullm::neon {
+
+float dot_f32(const float* a, const float* b, int n);
+void matvec_f32(const MatRef& w, const float* x, float* y, int r0, int r1);
+void attn_scores(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores);
+void attn_values(const float* att, const float* values, size_t stride, int n, int hs, float* out);
+void matvec_q8_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matvec_q4g64(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+
+}  // namespace mcullm::neon
