@@ -78,7 +78,7 @@ void bench_i2s_matmat(benchmark::State& state, const KernelSet* k, Shape s) {
 
 const bool kRegistered = [] {
   for (const Shape& s : kShapes)
-    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
+    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512(), kernels_amx()}) {
       if (k == nullptr) continue;
       const std::string name = "matvec/i2_s/" + std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/" + k->name;
       benchmark::RegisterBenchmark(name.c_str(), bench_i2s, k, s);

@@ -103,6 +103,7 @@ std::vector<const KernelSet*> tables() {
   std::vector<const KernelSet*> t = {&kernels_ref()};
   if (kernels_avx2()) t.push_back(kernels_avx2());
   if (kernels_avx512()) t.push_back(kernels_avx512());
+  if (kernels_amx()) t.push_back(kernels_amx());
   return t;
 }
 

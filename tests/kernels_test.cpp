@@ -451,6 +451,7 @@ TEST(KernelsMatmat, EqualsMatvecPerColumn) {
   std::vector<const KernelSet*> sets = {&kernels_ref()};
   if (kernels_avx2()) sets.push_back(kernels_avx2());
   if (kernels_avx512()) sets.push_back(kernels_avx512());
+  if (kernels_amx()) sets.push_back(kernels_amx());
   std::mt19937_64 rng(11);
   for (DType type : kAllTypes) {
     const DTypeInfo* info = dtype_info(type);
@@ -496,6 +497,7 @@ TEST(KernelsThreads, SplitAcrossThreadsIsBitIdentical) {
   std::vector<const KernelSet*> sets = {&kernels_ref()};
   if (kernels_avx2()) sets.push_back(kernels_avx2());
   if (kernels_avx512()) sets.push_back(kernels_avx512());
+  if (kernels_amx()) sets.push_back(kernels_amx());
   HostThreadPool pool1(1), pool2(2), pool3(3);
   std::mt19937_64 rng(3);
   for (const KernelSet* k : sets) {
@@ -567,7 +569,12 @@ TEST(KernelsDispatch, TablesByName) {
   EXPECT_EQ(kernels_by_name("neon"), nullptr);
   EXPECT_EQ(kernels_by_name(""), nullptr);
   EXPECT_EQ(kernels_by_name("avx512"), kernels_avx512());
-  if (kernels_avx512()) {
+  EXPECT_EQ(kernels_by_name("amx"), kernels_amx());
+  if (kernels_amx()) {
+    EXPECT_STREQ(kernels_amx()->name, "amx");
+    EXPECT_NE(kernels_avx512(), nullptr);  // the AMX table builds on the AVX-512 one
+    EXPECT_EQ(&kernels_best(), kernels_amx());
+  } else if (kernels_avx512()) {
     EXPECT_STREQ(kernels_avx512()->name, "avx512");
     EXPECT_NE(kernels_avx2(), nullptr);  // the AVX-512 table builds on the AVX2 one
     EXPECT_EQ(&kernels_best(), kernels_avx512());
@@ -580,7 +587,7 @@ TEST(KernelsDispatch, TablesByName) {
   // Every entry of every table is filled: a table that lists fewer kernels than KernelSet has
   // (constant initialisation zero-fills the rest) would crash only when that kernel is first called.
   static_assert(sizeof(KernelSet) % sizeof(void*) == 0, "KernelSet holds a name and function pointers");
-  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
+  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512(), kernels_amx()}) {
     if (!k) continue;
     const size_t words = sizeof(KernelSet) / sizeof(void*);
     for (size_t i = 0; i < words; ++i) {

@@ -106,7 +106,7 @@ TEST(LlamaPrefill, EqualsForwardPerToken) {
     o.bytes = export_bytes(t.model, type);
     open_model(&o);
     ASSERT_TRUE(o.status.ok()) << o.status.message();
-    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
+    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512(), kernels_amx()}) {
       if (!k) continue;
       for (int threads : {1, 2}) {
         std::vector<uint8_t> mem(4 << 20);

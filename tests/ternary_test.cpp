@@ -295,7 +295,7 @@ TEST(TernaryKernels, I2sAvx2EqualsReferenceAndExactSums) {
           for (int j = 0; j < cols; ++j) isum += w[static_cast<size_t>(r) * cols + j] * x[j];
           EXPECT_EQ(ref[r], static_cast<float>(isum) * (m.scale * xs)) << cols << " row " << r;
         }
-        for (const KernelSet* k : {kernels_avx2(), kernels_avx512()}) {
+        for (const KernelSet* k : {kernels_avx2(), kernels_avx512(), kernels_amx()}) {
           if (!k) continue;
           // Row ranges that start and end anywhere.
           k->matvec_i2s(m, x.data(), &xs, fast.data(), 0, rows);
@@ -313,19 +313,30 @@ TEST(TernaryKernels, I2sAvx2EqualsReferenceAndExactSums) {
 }
 
 // Batched i2_s (prefill): every table's matmat_i2s, and matmat() routing to it, give per column the
-// reference matvec's bits, for column counts around the 4-column step, odd group counts, row ranges
-// that start anywhere and rows past one L1 block.
+// reference matvec's bits, for column counts around the 4-column step and the AMX 16 / 32-token
+// tiles, odd group counts, rows around the 32-row AMX block, row ranges that start anywhere (as the
+// second thread's slice) and rows past one L1 block; rows longer than the AMX kernel's stack
+// layout (8192) take its VNNI fallback.
 TEST(TernaryKernels, MatmatI2sEqualsMatvecPerColumn) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> xd(-128, 127);
   std::uniform_real_distribution<float> sd(0.001f, 0.1f);
-  for (int cols : {128, 384, 768}) {
-    for (int rows : {1, 5, 90}) {
+  struct Case {
+    int cols;
+    std::vector<int> rows, ns;
+  };
+  const Case cases[] = {{128, {1, 5, 33}, {1, 3, 4, 5, 9, 16, 17, 32, 33, 70}},
+                        {384, {1, 5, 90}, {1, 4, 9, 15, 31, 48}},
+                        {768, {1, 5, 32, 90}, {1, 3, 4, 5, 9, 17, 32, 33}},
+                        {8320, {3, 34}, {2, 17}}};
+  for (const Case& cs : cases) {
+    const int cols = cs.cols;
+    for (int rows : cs.rows) {
       const auto w = random_ternary(static_cast<size_t>(rows) * cols, cols + rows);
       const auto packed = pack(TernaryLayout::kI2S, w, cols);
       MatRef m{DType::kI2_S, packed.data(), rows, cols, ternary_row_bytes(TernaryLayout::kI2S, cols)};
       m.scale = 0.0371f;
-      for (int n : {1, 3, 4, 5, 9}) {
+      for (int n : cs.ns) {
         const size_t xstride = static_cast<size_t>(cols) + 32, ystride = static_cast<size_t>(rows) + 3;
         std::vector<int8_t> x(xstride * n);
         for (auto& v : x) v = static_cast<int8_t>(xd(rng));
@@ -334,10 +345,12 @@ TEST(TernaryKernels, MatmatI2sEqualsMatvecPerColumn) {
         std::vector<float> want(ystride * n, NAN);
         for (int c = 0; c < n; ++c) kernels_ref().matvec_i2s(m, x.data() + c * xstride, &xs[c], want.data() + c * ystride, 0, rows);
         const int r0 = rows > 2 ? 1 : 0;
-        for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
+        for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512(), kernels_amx()}) {
           if (!k) continue;
           std::vector<float> got(ystride * n, NAN);
-          k->matmat_i2s(m, x.data(), xstride, xs.data(), n, got.data(), ystride, r0, rows);
+          const int mid = (r0 + rows) / 2;  // two threads' slices
+          k->matmat_i2s(m, x.data(), xstride, xs.data(), n, got.data(), ystride, r0, mid);
+          k->matmat_i2s(m, x.data(), xstride, xs.data(), n, got.data(), ystride, mid, rows);
           ActMat a;
           a.q = x.data();
           a.q_stride = xstride;
@@ -362,6 +375,54 @@ TEST(TernaryKernels, MatmatI2sEqualsMatvecPerColumn) {
   }
 }
 
+// Every table's quantize_i8s equals the reference (quant/ternary.h) bit for bit: random vectors of
+// odd lengths (SIMD tails), ties at k + 0.5 after scaling, values past the clamp, zeros, denormal-
+// sized maxima, and inf / nan anywhere (all-zero output, scale 0).
+TEST(TernaryKernels, QuantizeI8sEqualsReference) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+  std::vector<std::vector<float>> cases;
+  for (int n : {1, 7, 8, 31, 32, 33, 64, 100, 768, 3072, 3075}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = d(rng);
+    cases.push_back(x);
+  }
+  std::vector<float> ties(96);
+  for (int i = 0; i < 96; ++i) ties[i] = (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(i) + 0.5f);
+  ties[5] = 127.0f;  // scale exactly 1: every other value a tie
+  cases.push_back(ties);
+  std::vector<float> near(64);
+  for (int i = 0; i < 64; ++i) near[i] = std::nextafter(static_cast<float>(i % 9) + 0.5f, i % 3 ? 0.0f : 100.0f) * (i % 2 ? -1.f : 1.f);
+  near[1] = 127.0f;
+  cases.push_back(near);
+  cases.push_back(std::vector<float>(40, 0.0f));
+  cases.push_back(std::vector<float>(40, -0.0f));
+  std::vector<float> tiny(48, 1e-7f);
+  tiny[3] = -3e-6f;
+  cases.push_back(tiny);
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    for (int at : {0, 13, 39}) {
+      std::vector<float> x(40, 0.5f);
+      x[at] = bad;
+      cases.push_back(x);
+    }
+  }
+  for (const auto& x : cases) {
+    const int n = static_cast<int>(x.size());
+    std::vector<int8_t> want(n + 8, 0x55);
+    float want_s = -1.0f;
+    kernels_ref().quantize_i8s(x.data(), n, want.data(), &want_s);
+    for (const KernelSet* k : {kernels_avx2(), kernels_avx512(), kernels_amx()}) {
+      if (!k) continue;
+      std::vector<int8_t> got(n + 8, 0x55);
+      float got_s = -2.0f;
+      k->quantize_i8s(x.data(), n, got.data(), &got_s);
+      EXPECT_EQ(std::memcmp(&got_s, &want_s, 4), 0) << k->name << " n " << n;
+      EXPECT_EQ(got, want) << k->name << " n " << n;  // the bytes past n stay untouched too
+    }
+  }
+}
+
 TEST(TernaryKernels, MatvecRoutesTernaryTypes) {
   const int cols = 512, rows = 4;
   const auto w = random_ternary(static_cast<size_t>(rows) * cols, 9);
@@ -376,7 +437,7 @@ TEST(TernaryKernels, MatvecRoutesTernaryTypes) {
     m.scale = 0.5f;
     ActVec a;
     a.f = x.data();
-    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512()}) {
+    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512(), kernels_amx()}) {
       if (!k) continue;
       std::vector<float> y(rows);
       matvec(*k, m, a, y.data(), 0, rows);

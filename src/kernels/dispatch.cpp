@@ -48,6 +48,42 @@ const KernelSet* kernels_avx512() {
   return nullptr;
 }
 
+#if defined(MCULLM_HAVE_AVX512)
+const KernelSet* kernels_amx_table();  // kernels/x86_512/table_avx512.cpp
+
+namespace {
+// AMX-TILE and AMX-INT8 (CPUID leaf 7, EDX bits 24 and 25), then Linux's permission to use the tile
+// data (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), process-wide; a raw syscall: the core
+// has no libc). Asked once; racing first calls ask twice, which is harmless.
+bool amx_usable() {
+#if defined(__linux__) && defined(__x86_64__)
+  static int state = 0;  // 0 not asked, 1 usable, -1 not
+  if (state == 0) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    bool ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25));
+    if (ok) {
+      long ret = 158;  // SYS_arch_prctl
+      const long code = 0x1023, feature = 18;
+      __asm__ volatile("syscall" : "+a"(ret) : "D"(code), "S"(feature) : "rcx", "r11", "memory");
+      ok = ret == 0;
+    }
+    state = ok ? 1 : -1;
+  }
+  return state == 1;
+#else
+  return false;
+#endif
+}
+}  // namespace
+#endif
+
+const KernelSet* kernels_amx() {
+#if defined(MCULLM_HAVE_AVX512)
+  if (kernels_avx512() && amx_usable()) return kernels_amx_table();
+#endif
+  return nullptr;
+}
+
 #if defined(MCULLM_HAVE_NEON)
 const KernelSet* kernels_neon_table();  // kernels/ref/matvec_ref.cpp
 #endif
@@ -61,6 +97,7 @@ const KernelSet* kernels_neon() {
 }
 
 const KernelSet& kernels_best() {
+  if (const KernelSet* k = kernels_amx()) return *k;
   if (const KernelSet* k = kernels_avx512()) return *k;
   if (const KernelSet* k = kernels_avx2()) return *k;
   if (const KernelSet* k = kernels_neon()) return *k;
@@ -71,6 +108,7 @@ const KernelSet* kernels_by_name(const char* name) {
   if (strcmp(name, "ref") == 0) return &kernels_ref();
   if (strcmp(name, "avx2") == 0) return kernels_avx2();
   if (strcmp(name, "avx512") == 0) return kernels_avx512();
+  if (strcmp(name, "amx") == 0) return kernels_amx();
   if (strcmp(name, "neon") == 0) return kernels_neon();
   if (strcmp(name, "auto") == 0) return &kernels_best();
   return nullptr;

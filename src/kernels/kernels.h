@@ -203,6 +203,10 @@ struct KernelSet {
                          size_t s_stride, int n, int hs, float scale, float* scores);
   void (*attn_values_q8)(const float* att, const int8_t* values, const float* vscales, size_t stride, size_t s_stride,
                          int n, int hs, float* out);
+
+  // BitLinear's activation quantization, bit for bit quant/ternary.h's quantize_i8s (the reference):
+  // q = round-half-away(x * s) clamped to [-128, 127], s = i8s_scale(max |x|), *inv_scale = 1 / s.
+  void (*quantize_i8s)(const float* x, int n, int8_t* q, float* inv_scale);
 };
 
 const KernelSet& kernels_ref();
@@ -211,9 +215,13 @@ const KernelSet* kernels_avx2();
 // The AVX2 table with the kernels AVX-512 makes faster: VNNI i2_s matvec / matmat, the TL2 LUT
 // matmul; nullptr when not compiled in or when the CPU lacks AVX-512 F/BW/VL/VNNI (or AVX2).
 const KernelSet* kernels_avx512();
+// The avx512 table with the batched i2_s product (matmat_i2s) on AMX-INT8 tiles; nullptr when not
+// compiled in, when the CPU lacks AMX-TILE / AMX-INT8 or the avx512 table, or when the OS refuses
+// the tile state (Linux only: asked once with arch_prctl).
+const KernelSet* kernels_amx();
 // The NEON table (kernels/arm/ + the reference for the rest; aarch64 builds only, nullptr elsewhere).
 const KernelSet* kernels_neon();
-// "ref", "avx2", "avx512", "neon" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
+// "ref", "avx2", "avx512", "amx", "neon" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
 const KernelSet* kernels_by_name(const char* name);
 const KernelSet& kernels_best();
 

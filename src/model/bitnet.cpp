@@ -56,7 +56,7 @@ Status BitnetContext::init(const BitnetModel* model, int ctx_len, Arena& arena, 
 }
 
 void BitnetContext::ternary(const MatRef* const* mats, float* const* outs, int count, const float* x, int n) {
-  quantize_i8s(x, n, s_.act_q, s_.act_scales);
+  kernels_->quantize_i8s(x, n, s_.act_q, s_.act_scales);
   if (!lut_.empty()) {
     run_ternary_q(*pool_, *kernels_, mats, outs, nullptr, count, s_.act_q, 0, s_.act_scales, 1, lut_);
     return;

@@ -371,7 +371,7 @@ void run_ternary_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* con
                          const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
                          BatchState& b, const TlLutBuffer* lut) {
   const size_t qs = static_cast<size_t>(b.widest);
-  for (int i = 0; i < n; ++i) quantize_i8s(x + i * x_stride, n_vals, b.act_q + i * qs, b.act_scales + i);
+  for (int i = 0; i < n; ++i) k.quantize_i8s(x + i * x_stride, n_vals, b.act_q + i * qs, b.act_scales + i);
   if (lut && !lut->empty()) {
     run_ternary_q(pool, k, mats, outs, out_strides, count, b.act_q, qs, b.act_scales, n, *lut);
     return;

@@ -27,6 +27,7 @@ void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const f
                size_t y_stride, int tile0, int tile1);
 void matvec_q4e_f32(const MatRef& w, const float* x, float* y, int r0, int r1);
 void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale);
 
 // Lanes [0, n) set, the rest clear (n may be <= 0 or >= 8).
 static inline __m256i lane_mask(int n) {
@@ -74,5 +75,7 @@ namespace mcullm::avx512 {
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y, size_t y_stride,
                 int r0, int r1);
+// Sum of n int8 values (n a multiple of 32).
+int32_t sum_i8(const int8_t* x, int n);
 
 }  // namespace mcullm::avx512

@@ -22,6 +22,8 @@ MCULLM_AVX512 inline int32_t hsum_i32(__m256i v) {
   return s;
 }
 
+}  // namespace
+
 // Sum of the n int8 activations (codes are w + 1: sum(w x) = sum(code x) - sum(x)).
 MCULLM_AVX512 int32_t sum_i8(const int8_t* x, int n) {
   const __m256i ones = _mm256_set1_epi8(1);
@@ -30,6 +32,8 @@ MCULLM_AVX512 int32_t sum_i8(const int8_t* x, int n) {
     acc = _mm256_dpbusd_epi32(acc, ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + j)));
   return hsum_i32(acc);
 }
+
+namespace {
 
 // Rows [r, r + R) of w: exact int32 sums of code * x. 256-bit vectors (AVX512VL forms of vpdpbusd):
 // on this class of core the 512-bit form has half the issue ports, so it measured slower

@@ -9,3 +9,11 @@ void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const f
                size_t y_stride, int tile0, int tile1);
 
 }  // namespace mcullm::avx512
+
+namespace mcullm::amx {
+
+// Batched i2_s on AMX-INT8 tiles (kernels/x86_512/ternary_amx.cpp); the rest of the amx table is the avx512 one.
+void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y, size_t y_stride,
+                int r0, int r1);
+
+}  // namespace mcullm::amx
