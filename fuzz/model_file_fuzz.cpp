@@ -12,8 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,17 +59,6 @@ void write_bytes(const std::string& path, const uint8_t* data, size_t size) {
   std::fclose(f);
 }
 
-void write_seed(const std::string& path, uint8_t kind, const std::vector<uint8_t>& bytes) {
-  std::vector<uint8_t> seed(1, kind);
-  seed.insert(seed.end(), bytes.begin(), bytes.end());
-  write_bytes(path, seed.data(), seed.size());
-}
-
-std::vector<uint8_t> read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
 // The loaded model as seeds: its board image, and (llama models) its GGUF in a few weight types.
 void seeds_of(const std::string& dir, const std::string& name, const std::string& model_path) {
   std::unique_ptr<LoadedModel> lm;
@@ -81,7 +68,7 @@ void seeds_of(const std::string& dir, const std::string& name, const std::string
   opt.psram_budget = 16384;
   std::vector<uint8_t> image;
   BoardImageReport rep;
-  if (export_board_image(*lm, opt, &image, &rep).ok()) write_seed(dir + "/" + name + "_image", 1, image);
+  if (export_board_image(*lm, opt, &image, &rep).ok()) fuzz::write_seed(dir + "/" + name + "_image", 1, image);
   if (lm->arch != "llama") return;
   for (const DType t : {DType::kF32, DType::kQ8_0, DType::kQ4G64}) {
     GgufWriter w;
@@ -89,13 +76,13 @@ void seeds_of(const std::string& dir, const std::string& name, const std::string
     eo.weight_type = t;
     LlamaExportReport er;
     if (export_llama_gguf(lm->model, nullptr, eo, &w, &er).ok())
-      write_seed(dir + "/" + name + "_gguf_" + std::to_string(static_cast<int>(t)), 0, w.to_bytes());
+      fuzz::write_seed(dir + "/" + name + "_gguf_" + std::to_string(static_cast<int>(t)), 0, w.to_bytes());
   }
 }
 
 void write_seeds(const std::string& dir) {
   const std::vector<uint8_t> llama = tiny_llama2c();
-  write_seed(dir + "/llama2c", 0, llama);
+  fuzz::write_seed(dir + "/llama2c", 0, llama);
   write_bytes(temp_path(), llama.data(), llama.size());
   seeds_of(dir, "llama2c", temp_path());
   // A tiny BitNet b1.58 GGUF (i2_s layers) over the 512-token vocabulary.
@@ -108,18 +95,18 @@ void write_seeds(const std::string& dir) {
     BitnetDummyReport br;
     if (write_bitnet_dummy(bo, tok, &w, &br).ok()) {
       const std::vector<uint8_t> bytes = w.to_bytes();
-      write_seed(dir + "/bitnet_gguf", 0, bytes);
+      fuzz::write_seed(dir + "/bitnet_gguf", 0, bytes);
       write_bytes(temp_path(), bytes.data(), bytes.size());
       seeds_of(dir, "bitnet", temp_path());
     }
   }
   // The shared models small enough for -max_len.
   for (const char* rel : {"models/bitnet-tinystories/bit1M_msb.bin", "models/esp32-ai-ple/ple4096_int4.bin"}) {
-    const std::vector<uint8_t> bytes = read_all(fuzz::shared_path(rel));
+    const std::vector<uint8_t> bytes = fuzz::read_all(fuzz::shared_path(rel));
     if (bytes.empty()) continue;
     std::string name = rel;
     name = name.substr(name.rfind('/') + 1);
-    write_seed(dir + "/" + name, 0, bytes);
+    fuzz::write_seed(dir + "/" + name, 0, bytes);
     write_bytes(temp_path(), bytes.data(), bytes.size());
     seeds_of(dir, name, temp_path());
   }

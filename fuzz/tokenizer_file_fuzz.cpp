@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,12 +19,6 @@
 using namespace mcullm;
 
 namespace {
-
-void write_seed(const std::string& path, uint8_t kind, const std::vector<uint8_t>& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.put(static_cast<char>(kind));
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-}
 
 void write_seeds(const std::string& dir) {
   // Byte-level BPE: the 256 byte tokens, two merges, one control token.
@@ -48,7 +41,7 @@ void write_seeds(const std::string& dir) {
   bpe.set_i32_array("tokenizer.ggml.token_type", types);
   bpe.set_string_array("tokenizer.ggml.merges", {"h e", "he l"});
   bpe.set_u32("tokenizer.ggml.eos_token_id", 258);
-  write_seed(dir + "/gguf_bpe", 0, bpe.to_bytes());
+  fuzz::write_seed(dir + "/gguf_bpe", 0, bpe.to_bytes());
   // SentencePiece: <unk>, BOS, EOS, 256 byte pieces, a few words.
   GgufWriter spm;
   std::vector<std::string> pieces = {"<unk>", "<s>", "</s>"};
@@ -63,15 +56,13 @@ void write_seeds(const std::string& dir) {
   spm.set_string("tokenizer.ggml.model", "llama");
   spm.set_string_array("tokenizer.ggml.tokens", pieces);
   spm.set_f32_array("tokenizer.ggml.scores", scores);
-  write_seed(dir + "/gguf_spm", 0, spm.to_bytes());
+  fuzz::write_seed(dir + "/gguf_spm", 0, spm.to_bytes());
   const std::string json = R"({"added_tokens": [{"id": 7, "content": "<|end|>", "special": true}],
     "normalizer": null, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
     "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "Ġ": 3, "Ġab": 4, "c": 5, "abc": 6},
               "merges": ["a b", ["Ġ", "ab"], "ab c"]}})";
-  write_seed(dir + "/json", 1, std::vector<uint8_t>(json.begin(), json.end()));
-  std::ifstream f(fuzz::shared_path("models/stories260K/tok512.bin"), std::ios::binary);
-  const std::vector<uint8_t> bin((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  write_seed(dir + "/tok512", 2, bin);
+  fuzz::write_seed(dir + "/json", 1, std::vector<uint8_t>(json.begin(), json.end()));
+  fuzz::write_seed(dir + "/tok512", 2, fuzz::read_all(fuzz::shared_path("models/stories260K/tok512.bin")));
 }
 
 }  // namespace
