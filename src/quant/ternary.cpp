@@ -368,7 +368,7 @@ void quantize_bitlinear(const float* x, int n, int8_t* q, float* scale) {
   const float inv = static_cast<float>(1.0 / static_cast<double>(s));
   for (int i = 0; i < n; ++i) {
     const float r = round_half_away(x[i] * inv);
-    q[i] = static_cast<int8_t>(r > 127.0f ? 127 : r < -127.0f ? -127 : r == r ? static_cast<int>(r) : 0);
+    q[i] = static_cast<int8_t>(saturate_to_int(r, -127, 127, 0));
   }
 }
 
@@ -381,7 +381,7 @@ float i8s_scale(float amax) {
 void quantize_i8s_with(const float* x, int n, float s, int8_t* q) {
   for (int i = 0; i < n; ++i) {
     const float r = round_half_away(x[i] * s);
-    q[i] = static_cast<int8_t>(r > 127.0f ? 127 : r < -128.0f ? -128 : r == r ? static_cast<int>(r) : 0);
+    q[i] = static_cast<int8_t>(saturate_to_int(r, -128, 127, 0));
   }
 }
 
