@@ -35,64 +35,71 @@ Status LlamaContext::init(const LlamaModel* model, int ctx_len, Arena& arena, Th
   return Status::Ok();
 }
 
-Status LlamaContext::forward(int token, int pos, const float** logits) {
-  const LlamaModel& m = *model_;
+Status llama_embed(const LlamaModel& m, int token, float* hidden) {
+  if (!dequantize_row(m.tok_emb.type, m.tok_emb.row(token), hidden, m.cfg.dim))
+    return Status::Error(Code::kUnsupported, "token embedding type %u", static_cast<unsigned>(m.tok_emb.type));
+  return Status::Ok();
+}
+
+void llama_layers(const LlamaModel& m, ThreadPool& pool, const KernelSet& k, DecoderState& s, int first, int end, int pos) {
   const LlamaConfig& c = m.cfg;
-  MC_TRY(check_token_pos(c, s_.ctx_len, token, pos));
   const int dim = c.dim, hs = c.head_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
-  ThreadPool& pool = *pool_;
-  const KernelSet& k = *kernels_;
   // Matrices that read the same input go out in one hand-off to the pool.
   auto dense = [&](const MatRef* const* mats, float* const* outs, int count, const float* x, int n) {
-    run_dense_matvecs(pool, k, mats, outs, count, x, n, s_.act_q, s_.act_scales);
+    run_dense_matvecs(pool, k, mats, outs, count, x, n, s.act_q, s.act_scales);
   };
-
-  if (!dequantize_row(m.tok_emb.type, m.tok_emb.row(token), s_.x, dim))
-    return Status::Error(Code::kUnsupported, "token embedding type %u", static_cast<unsigned>(m.tok_emb.type));
-  rope_angles(c.rope_theta, hs, pos, s_.rope_cos, s_.rope_sin);
-
-  for (int l = 0; l < c.n_layers; ++l) {
+  rope_angles(c.rope_theta, hs, pos, s.rope_cos, s.rope_sin);
+  for (int l = first; l < end; ++l) {
     const LlamaLayer& L = m.layers[l];
-    float* key = s_.new_keys(l, pos);
-    float* value = s_.new_values(l, pos);
+    const int cl = l - first;  // the cache holds this range's layers only
+    float* key = s.new_keys(cl, pos);
+    float* value = s.new_values(cl, pos);
 
-    rmsnorm(k, s_.xb, s_.x, L.attn_norm, dim, c.norm_eps);
+    rmsnorm(k, s.xb, s.x, L.attn_norm, dim, c.norm_eps);
     {
       const MatRef* mats[3] = {&L.wq, &L.wk, &L.wv};
-      float* outs[3] = {s_.q, key, value};
-      dense(mats, outs, 3, s_.xb, dim);
+      float* outs[3] = {s.q, key, value};
+      dense(mats, outs, 3, s.xb, dim);
     }
-    rope_rotate(s_.q, dim, hs, s_.rope_cos, s_.rope_sin, RopeStyle::kAdjacent);
-    rope_rotate(key, kv_dim, hs, s_.rope_cos, s_.rope_sin, RopeStyle::kAdjacent);
-    attend(pool, k, c, s_, l, pos);
+    rope_rotate(s.q, dim, hs, s.rope_cos, s.rope_sin, RopeStyle::kAdjacent);
+    rope_rotate(key, kv_dim, hs, s.rope_cos, s.rope_sin, RopeStyle::kAdjacent);
+    attend(pool, k, c, s, cl, pos);
     {
       const MatRef* mats[1] = {&L.wo};
-      float* outs[1] = {s_.xb};
-      dense(mats, outs, 1, s_.att_out, dim);
+      float* outs[1] = {s.xb};
+      dense(mats, outs, 1, s.att_out, dim);
     }
-    for (int i = 0; i < dim; ++i) s_.x[i] += s_.xb[i];
+    for (int i = 0; i < dim; ++i) s.x[i] += s.xb[i];
 
-    rmsnorm(k, s_.xb, s_.x, L.ffn_norm, dim, c.norm_eps);
+    rmsnorm(k, s.xb, s.x, L.ffn_norm, dim, c.norm_eps);
     {
       const MatRef* mats[2] = {&L.w1, &L.w3};
-      float* outs[2] = {s_.hb, s_.hb2};
-      dense(mats, outs, 2, s_.xb, dim);
+      float* outs[2] = {s.hb, s.hb2};
+      dense(mats, outs, 2, s.xb, dim);
     }
-    k.silu_mul(s_.hb, s_.hb2, hidden);
+    k.silu_mul(s.hb, s.hb2, hidden);
     {
       const MatRef* mats[1] = {&L.w2};
-      float* outs[1] = {s_.xb};
-      dense(mats, outs, 1, s_.hb, hidden);
+      float* outs[1] = {s.xb};
+      dense(mats, outs, 1, s.hb, hidden);
     }
-    for (int i = 0; i < dim; ++i) s_.x[i] += s_.xb[i];
+    for (int i = 0; i < dim; ++i) s.x[i] += s.xb[i];
   }
+}
 
-  rmsnorm(k, s_.x, s_.x, m.out_norm, dim, c.norm_eps);
-  {
-    const MatRef* mats[1] = {&m.output};
-    float* outs[1] = {s_.logits};
-    dense(mats, outs, 1, s_.x, dim);
-  }
+void llama_head(const LlamaModel& m, ThreadPool& pool, const KernelSet& k, DecoderState& s) {
+  rmsnorm(k, s.x, s.x, m.out_norm, m.cfg.dim, m.cfg.norm_eps);
+  const MatRef* mats[1] = {&m.output};
+  float* outs[1] = {s.logits};
+  run_dense_matvecs(pool, k, mats, outs, 1, s.x, m.cfg.dim, s.act_q, s.act_scales);
+}
+
+Status LlamaContext::forward(int token, int pos, const float** logits) {
+  const LlamaModel& m = *model_;
+  MC_TRY(check_token_pos(m.cfg, s_.ctx_len, token, pos));
+  MC_TRY(llama_embed(m, token, s_.x));
+  llama_layers(m, *pool_, *kernels_, s_, 0, m.cfg.n_layers, pos);
+  llama_head(m, *pool_, *kernels_, s_);
   *logits = s_.logits;
   return Status::Ok();
 }

@@ -31,6 +31,13 @@ struct LlamaModel {
   Status check_shapes() const;
 };
 
+// The three parts of LlamaContext::forward, shared with LlamaSlice (model/llama_slice.h): the
+// token's embedding into hidden[dim]; layers [first, end) at `pos` on s.x, whose cache holds
+// exactly those layers (cache layer l - first); the final norm and head of s.x into s.logits.
+Status llama_embed(const LlamaModel& m, int token, float* hidden);
+void llama_layers(const LlamaModel& m, ThreadPool& pool, const KernelSet& k, DecoderState& s, int first, int end, int pos);
+void llama_head(const LlamaModel& m, ThreadPool& pool, const KernelSet& k, DecoderState& s);
+
 // The mutable state of one generation: KV cache and activations, all from one arena.
 class LlamaContext final : public Decoder {
  public:

@@ -1,0 +1,191 @@
+#include "cluster/node_server_host.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace mcullm::cluster {
+
+namespace {
+constexpr int kSendTimeoutMs = 10000;  // a master that does not read for this long is gone
+constexpr int kPollMs = 200;           // how often serve() looks at stop()
+}  // namespace
+
+NodeServer::NodeServer(SliceSource* source, const NodeOptions& opt, ThreadPool* pool, const KernelSet* kernels)
+    : source_(source), opt_(opt), pool_(pool), kernels_(kernels) {}
+
+Status NodeServer::init() { return load(opt_.range); }
+
+Status NodeServer::load(const SliceRange& r) {
+  MC_TRY(check_slice_range(source_->config(), r));
+  if (r.master) return Status::Error(Code::kInvalidArgument, "a node does not hold the embedding and head");
+  if (opt_.max_layers > 0 && r.end - r.first > opt_.max_layers)
+    return Status::Error(Code::kOutOfRange, "layers %d:%d are %d layers, this node holds at most %d (--max-layers)", r.first,
+                         r.end, r.end - r.first, opt_.max_layers);
+  streams_.clear();
+  range_ = r;
+  hash_ = source_->hash(r);
+  hidden_.assign(static_cast<size_t>(source_->config().dim), 0.0f);
+  assembling_ = false;
+  return Status::Ok();
+}
+
+Status NodeServer::send(Transport& link, FrameType type, uint32_t stream, uint32_t pos, const uint8_t* payload, size_t len) {
+  FrameHeader h;
+  h.type = type;
+  h.seq = seq_++;
+  h.stream = stream;
+  h.pos = pos;
+  h.payload_len = static_cast<uint32_t>(len);
+  return link.send(h, payload, kSendTimeoutMs, nullptr);
+}
+
+Status NodeServer::reply_error(Transport& link, const FrameHeader& about, const Status& why) {
+  uint8_t buf[kMaxPayloadBytes];
+  size_t len = 0;
+  MC_TRY(encode_error(why, buf, sizeof buf, &len));
+  return send(link, FrameType::kError, about.stream, about.pos, buf, len);
+}
+
+Status NodeServer::send_hidden(Transport& link, HiddenEncoding e, uint32_t stream, uint32_t pos, const float* x) {
+  const uint32_t dim = static_cast<uint32_t>(source_->config().dim);
+  const uint32_t frames = hidden_frame_count(e, dim);
+  uint8_t buf[kMaxFrameBytes];
+  for (uint32_t c = 0; c < frames; ++c) {
+    size_t len = 0;
+    MC_TRY(encode_hidden_chunk(e, x, dim, c, buf + kFrameHeaderBytes, kMaxPayloadBytes, &len));
+    FrameHeader h;
+    h.type = FrameType::kHidden;
+    h.seq = seq_++;
+    h.stream = stream;
+    h.pos = pos;
+    h.payload_len = static_cast<uint32_t>(len);
+    if (opt_.fault == "flip" && served_ == opt_.fault_after && c == 0) {
+      size_t n = 0;
+      MC_TRY(encode_frame(h, buf + kFrameHeaderBytes, buf, sizeof buf, &n));
+      buf[kFrameHeaderBytes + len / 2] ^= 0x10;  // one payload bit: only the CRC can tell
+      MC_TRY(link.send_bytes(buf, n, kSendTimeoutMs, nullptr));
+      continue;
+    }
+    MC_TRY(link.send(h, buf + kFrameHeaderBytes, kSendTimeoutMs, nullptr));
+  }
+  return Status::Ok();
+}
+
+Status NodeServer::on_hidden(Transport& link, const Frame& f) {
+  if (!assembling_) {
+    assembler_.start(hidden_.data(), static_cast<uint32_t>(hidden_.size()));
+    assembling_ = true;
+  }
+  if (Status st = assembler_.add(f); !st.ok()) {
+    assembling_ = false;
+    return reply_error(link, f.header, st);
+  }
+  if (!assembler_.complete()) return Status::Ok();
+  assembling_ = false;
+  const uint32_t stream = assembler_.stream(), pos = assembler_.pos();
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) {
+    if (static_cast<int>(streams_.size()) >= opt_.max_streams)
+      return reply_error(link, f.header,
+                         Status::Error(Code::kOutOfRange, "stream %u: this node keeps at most %d streams (reset one first)",
+                                       stream, opt_.max_streams));
+    std::unique_ptr<SliceInstance> inst;
+    if (Status st = source_->make(range_, opt_.ctx_len, pool_, kernels_, &inst); !st.ok()) return reply_error(link, f.header, st);
+    it = streams_.emplace(stream, std::move(inst)).first;
+  }
+  if (Status st = it->second->slice().run_layers(hidden_.data(), static_cast<int>(pos)); !st.ok())
+    return reply_error(link, f.header, st);
+  if (opt_.fault == "kill" && served_ == opt_.fault_after) raise(SIGKILL);
+  if (opt_.fault == "stop" && served_ == opt_.fault_after) raise(SIGSTOP);
+  if (opt_.fault == "exit" && served_ == opt_.fault_after) {
+    link.close();
+    return Status::Ok();
+  }
+  MC_TRY(send_hidden(link, assembler_.encoding(), stream, pos, hidden_.data()));
+  ++served_;
+  return Status::Ok();
+}
+
+Status NodeServer::on_frame(Transport& link, const Frame& f) {
+  const FrameHeader& h = f.header;
+  switch (h.type) {
+    case FrameType::kHidden:
+      return on_hidden(link, f);
+    case FrameType::kHeartbeat:
+      return send(link, FrameType::kHeartbeat, h.stream, h.pos, nullptr, 0);
+    case FrameType::kReset:
+      if (h.stream == kAllStreams)
+        streams_.clear();
+      else
+        streams_.erase(h.stream);
+      return send(link, FrameType::kReady, h.stream, 0, nullptr, 0);
+    case FrameType::kHello: {
+      Hello in;
+      if (Status st = decode_hello(f.payload, h.payload_len, &in); !st.ok()) return reply_error(link, h, st);
+      if (in.role != NodeRole::kMaster) return reply_error(link, h, Status::Error(Code::kInvalidArgument, "hello from a node, not a master"));
+      const LlamaConfig& c = source_->config();
+      if (static_cast<int>(in.n_layers) != c.n_layers || static_cast<int>(in.dim) != c.dim)
+        return reply_error(link, h, Status::Error(Code::kInvalidArgument,
+                                                  "the master's model has %u layers of width %u, this node's %d of %d",
+                                                  in.n_layers, in.dim, c.n_layers, c.dim));
+      const SliceRange want{static_cast<int>(in.first_layer), static_cast<int>(in.end_layer), false};
+      if (want.first != range_.first || want.end != range_.end)
+        if (Status st = load(want); !st.ok()) return reply_error(link, h, st);
+      if (in.ctx_len > 0 && static_cast<int>(in.ctx_len) != opt_.ctx_len) {
+        if (static_cast<int>(in.ctx_len) > c.seq_len)
+          return reply_error(link, h, Status::Error(Code::kOutOfRange, "context %u is longer than the model's %d", in.ctx_len, c.seq_len));
+        opt_.ctx_len = static_cast<int>(in.ctx_len);
+        streams_.clear();
+      }
+      Hello out;
+      out.role = NodeRole::kNode;
+      out.first_layer = static_cast<uint32_t>(range_.first);
+      out.end_layer = static_cast<uint32_t>(range_.end);
+      out.n_layers = static_cast<uint32_t>(c.n_layers);
+      out.dim = static_cast<uint32_t>(c.dim);
+      out.ctx_len = static_cast<uint32_t>(opt_.ctx_len > 0 ? opt_.ctx_len : c.seq_len);
+      out.max_streams = static_cast<uint32_t>(opt_.max_streams);
+      out.capabilities = kAllCapabilities;
+      out.slice_hash = hash_;
+      uint8_t buf[kHelloBytes];
+      size_t len = 0;
+      MC_TRY(encode_hello(out, buf, sizeof buf, &len));
+      return send(link, FrameType::kHello, 0, 0, buf, len);
+    }
+    case FrameType::kReady:
+    case FrameType::kAck:
+      return Status::Ok();
+    case FrameType::kError: {
+      Status remote;
+      if (decode_error(f.payload, h.payload_len, &remote).ok())
+        std::fprintf(stderr, "mcullm node: the master reports: %s\n", remote.message());
+      return Status::Ok();
+    }
+  }
+  return reply_error(link, h, Status::Error(Code::kInvalidArgument, "unexpected frame type %u", static_cast<unsigned>(h.type)));
+}
+
+Status NodeServer::serve(Transport& link) {
+  while (!stop_) {
+    Frame f;
+    LinkFailure why = LinkFailure::kNone;
+    Status st = link.receive(&f, kPollMs, &why);
+    if (st.ok()) {
+      MC_TRY(on_frame(link, f));
+      continue;
+    }
+    if (why == LinkFailure::kTimeout) continue;
+    if (why == LinkFailure::kClosed) return Status::Ok();
+    if (why == LinkFailure::kCorrupt) {  // tell the master; it decides what a lost frame means
+      assembling_ = false;
+      MC_TRY(reply_error(link, FrameHeader{}, Status::Error(Code::kCorrupt, "node received a corrupt frame: %s", st.message())));
+      continue;
+    }
+    return st;
+  }
+  return Status::Ok();
+}
+
+}  // namespace mcullm::cluster

@@ -1,0 +1,119 @@
+#include "model/llama_slice.h"
+
+#include <string.h>
+
+#include "quant/dtype.h"
+
+namespace mcullm {
+
+Status check_slice_range(const LlamaConfig& c, const SliceRange& r) {
+  if (r.first < 0 || r.end < r.first || r.end > c.n_layers)
+    return Status::Error(Code::kInvalidArgument, "layers %d:%d are not a range inside the model's %d layers", r.first, r.end,
+                         c.n_layers);
+  if (r.first == r.end && !r.master) return Status::Error(Code::kInvalidArgument, "the slice %d:%d has no layers", r.first, r.end);
+  return Status::Ok();
+}
+
+Status LlamaSlice::init(const LlamaModel* model, const SliceRange& range, int ctx_len, Arena& arena, ThreadPool* pool,
+                        const KernelSet* kernels, KvType kv) {
+  MC_TRY(model->check_shapes());
+  MC_TRY(check_slice_range(model->cfg, range));
+  LlamaConfig cache_cfg = model->cfg;
+  cache_cfg.n_layers = range.end - range.first;  // the KV cache of this range only
+  MC_TRY(s_.init(cache_cfg, ctx_len, arena, kv));
+  model_ = model;
+  range_ = range;
+  pool_ = pool;
+  kernels_ = kernels;
+  return Status::Ok();
+}
+
+Status LlamaSlice::embed(int token, float* hidden) {
+  if (!range_.master) return Status::Error(Code::kInvalidArgument, "this slice has no embedding");
+  MC_TRY(check_token_pos(model_->cfg, s_.ctx_len, token, 0));
+  return llama_embed(*model_, token, hidden);
+}
+
+Status LlamaSlice::run_layers(float* hidden, int pos) {
+  if (pos < 0 || pos >= s_.ctx_len)
+    return Status::Error(Code::kOutOfRange, "position %d is outside the context of %d", pos, s_.ctx_len);
+  const size_t bytes = static_cast<size_t>(model_->cfg.dim) * sizeof(float);
+  memcpy(s_.x, hidden, bytes);
+  llama_layers(*model_, *pool_, *kernels_, s_, range_.first, range_.end, pos);
+  memcpy(hidden, s_.x, bytes);
+  return Status::Ok();
+}
+
+Status LlamaSlice::head(const float* hidden, const float** logits) {
+  if (!range_.master) return Status::Error(Code::kInvalidArgument, "this slice has no head");
+  memcpy(s_.x, hidden, static_cast<size_t>(model_->cfg.dim) * sizeof(float));
+  llama_head(*model_, *pool_, *kernels_, s_);
+  *logits = s_.logits;
+  return Status::Ok();
+}
+
+size_t llama_slice_work_bytes(const LlamaConfig& c, const SliceRange& r, int ctx_len, KvType kv) {
+  if (ctx_len <= 0) ctx_len = c.seq_len;
+  LlamaConfig cache_cfg = c;
+  cache_cfg.n_layers = r.end - r.first;
+  const size_t widest = static_cast<size_t>(c.hidden_dim > c.dim ? c.hidden_dim : c.dim) + 64;
+  const size_t floats = 6ull * c.dim + 2ull * c.hidden_dim + static_cast<size_t>(c.n_heads) * ctx_len + c.head_dim() +
+                        static_cast<size_t>(c.vocab_size) + 2 * widest + 2ull * c.kv_dim();
+  return static_cast<size_t>(cache_cfg.n_layers) * static_cast<size_t>(ctx_len) * kv_bytes_per_layer_position(c, kv) +
+         floats * sizeof(float) + 32 * 16;  // + the arena's alignment of each array
+}
+
+namespace {
+
+struct Fnv {
+  uint64_t h = 0xcbf29ce484222325ull;
+  void bytes(const void* p, size_t n) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= b[i];
+      h *= 0x100000001b3ull;
+    }
+  }
+  void i32(int32_t v) { bytes(&v, 4); }  // little-endian on every target
+  void f32(float v) { bytes(&v, 4); }
+  void floats(const float* p, int n) { bytes(p, static_cast<size_t>(n) * 4); }
+  void matrix(const MatRef& m) {
+    i32(static_cast<int32_t>(m.type));
+    i32(m.rows);
+    i32(m.cols);
+    f32(m.scale);
+    i32(m.group);
+    const size_t row = dtype_row_bytes(m.type, m.cols);
+    if (m.data)
+      for (int r = 0; r < m.rows; ++r) bytes(m.row(r), row);
+    if (m.scales && m.group > 0) bytes(m.scales, static_cast<size_t>(m.rows) * ((m.cols + m.group - 1) / m.group) * 2);
+  }
+};
+
+}  // namespace
+
+uint64_t llama_slice_hash(const LlamaModel& m, const SliceRange& r) {
+  Fnv f;
+  const LlamaConfig& c = m.cfg;
+  const int fields[] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len, r.first, r.end,
+                        r.master ? 1 : 0};
+  for (int v : fields) f.i32(v);
+  f.f32(c.norm_eps);
+  f.f32(c.rope_theta);
+  for (int l = r.first; l < r.end; ++l) {
+    const LlamaLayer& L = m.layers[l];
+    f.floats(L.attn_norm, c.dim);
+    f.floats(L.ffn_norm, c.dim);
+    const MatRef* mats[] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3};
+    for (const MatRef* mat : mats) f.matrix(*mat);
+  }
+  if (r.master) {
+    f.matrix(m.tok_emb);
+    f.floats(m.out_norm, c.dim);
+    f.i32(m.tied_output ? 1 : 0);
+    if (!m.tied_output) f.matrix(m.output);
+  }
+  return f.h;
+}
+
+}  // namespace mcullm
