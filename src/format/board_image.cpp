@@ -14,18 +14,6 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the image is read in p
 
 namespace {
 
-struct CrcTable {
-  uint32_t v[256];
-  constexpr CrcTable() : v() {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      v[i] = c;
-    }
-  }
-};
-constexpr CrcTable kCrc;
-
 constexpr uint64_t align_up(uint64_t x) { return (x + kBoardImageAlign - 1) & ~uint64_t{kBoardImageAlign - 1}; }
 
 bool all_zero(const void* p, size_t n) {
@@ -36,12 +24,6 @@ bool all_zero(const void* p, size_t n) {
 }
 
 }  // namespace
-
-uint32_t crc32_ieee(const uint8_t* data, size_t n, uint32_t crc) {
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = kCrc.v[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
 
 const char* board_arch_name(BoardArch arch) {
   switch (arch) {

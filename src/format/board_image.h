@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
+#include "core/crc32.h"
 #include "mcullm/status.h"
 #include "quant/dtype.h"
 
@@ -99,8 +100,6 @@ struct BoardImageTensor {
   uint16_t reserved;
   uint32_t reserved2;
 };
-
-uint32_t crc32_ieee(const uint8_t* data, size_t n, uint32_t crc = 0);
 
 // A validated view of an image. open() checks everything the rest of the code relies on; after it,
 // every tensor lies inside its section, has the bytes its type and shape need, and ids are unique.
