@@ -32,6 +32,8 @@ void add_pretuned_options(CLI::App* cmd, PretunedOptions* o);
 Status apply_pretuned(const PretunedOptions& o);
 
 void add_head_command(CLI::App& app, int* exit_code);   // two-stage / pruned vocabulary heads
+void add_node_command(CLI::App& app, int* exit_code);     // a cluster node (cmd_node.cpp)
+void add_cluster_command(CLI::App& app, int* exit_code);  // the cluster master (cmd_cluster.cpp)
 
 // --kv f32|int8 (run, eval, bench, plan): sets *kv (model/transformer.h KvType) when given.
 void add_kv_option(CLI::App* cmd, KvType* kv);

@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   mcullm::cli::add_tune_command(app, &exit_code);
   mcullm::cli::add_head_command(app, &exit_code);
   mcullm::cli::add_plan_command(app, &exit_code);
+  mcullm::cli::add_node_command(app, &exit_code);
+  mcullm::cli::add_cluster_command(app, &exit_code);
   try {
     app.parse(static_cast<int>(fixed.size()), fixed.data());
   } catch (const CLI::ParseError& e) {

@@ -99,6 +99,10 @@ Status NodeServer::on_hidden(Transport& link, const Frame& f) {
     return reply_error(link, f.header, st);
   if (opt_.fault == "kill" && served_ == opt_.fault_after) raise(SIGKILL);
   if (opt_.fault == "stop" && served_ == opt_.fault_after) raise(SIGSTOP);
+  if (opt_.fault == "hang" && served_ == opt_.fault_after) {  // alive but silent, as a stopped process
+    while (!stop_) usleep(10000);
+    return Status::Ok();
+  }
   if (opt_.fault == "exit" && served_ == opt_.fault_after) {
     link.close();
     return Status::Ok();

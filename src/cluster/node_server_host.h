@@ -35,7 +35,8 @@ struct NodeOptions {
   int max_streams = 16;      // KV caches kept at once
   // Test hooks that make this node fail on purpose after `fault_after` hidden states answered:
   // "kill" (SIGKILL itself), "stop" (SIGSTOP itself: a hung node), "flip" (one bit of the next
-  // answer flipped on the wire), "exit" (closes the link).
+  // answer flipped on the wire), "exit" (closes the link), "hang" (stops answering until stop():
+  // "stop" for a node inside a test process).
   std::string fault;
   int fault_after = 0;
 };

@@ -1,0 +1,389 @@
+// `mcullm cluster`: the master of a cluster (cluster/master_host.h). It keeps the tokenizer, the
+// embedding, the final norm, the head and sampling, and runs the layers on nodes: N local node
+// processes it starts itself (--local N, over TCP on 127.0.0.1 or over pseudo-terminals with
+// --link pty), or nodes already listening (--nodes host:port,...). --streams K generates K
+// sequences at once (seeds seed, seed + 1, ...) so that every node works while the others do.
+// --simulate computes the same thing in one process without links (cluster/rounded_chain_host.h).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "cli.h"
+#include "cluster/master_host.h"
+#include "cluster/rounded_chain_host.h"
+#include "cluster/transport_host.h"
+#include "core/thread_pool_host.h"
+#include "model/generate.h"
+
+extern char** environ;
+
+namespace mcullm::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ClusterOptions {
+  std::string model, tokenizer, prompt, prompt_ids, nodes, hidden = "f32", kernels = "auto", link = "tcp";
+  std::vector<std::string> node_faults;
+  int local = 0, streams = 1, n_predict = 256, ctx = 0, threads = 1, node_threads = 1, timeout_ms = 5000,
+      heartbeat_ms = 500, max_layers = 0, rejoin_ms = 0, top_k = 40;
+  int64_t seed = 42;
+  uint64_t rate = 0;
+  float temp = 0.8f, top_p = 0.95f, min_p = 0.05f;
+  bool fingerprint = false, quiet = false, simulate = false, no_bos = false;
+  KvType kv = KvType::kF32;
+};
+
+// Node processes started by --local; killed (if still there) and reaped when this goes away.
+struct LocalNodes {
+  std::vector<pid_t> pids;
+  ~LocalNodes() {
+    for (pid_t p : pids) kill(p, SIGTERM), kill(p, SIGCONT);  // a stopped node takes SIGTERM once continued
+    for (pid_t p : pids) {
+      const Clock::time_point until = Clock::now() + std::chrono::seconds(2);
+      int status = 0;
+      while (waitpid(p, &status, WNOHANG) == 0) {
+        if (Clock::now() > until) {
+          kill(p, SIGKILL);
+          waitpid(p, &status, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  }
+};
+
+// Starts `argv` with stdout on a pipe (read end returned, close-on-exec) and stdin closed.
+Status spawn(const std::vector<std::string>& args, pid_t* pid, int* out_fd) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Error(Code::kIo, "pipe: %s", std::strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const int rc = posix_spawn(pid, "/proc/self/exe", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return Status::Error(Code::kIo, "cannot start a node: %s", std::strerror(rc));
+  }
+  *out_fd = fds[0];
+  return Status::Ok();
+}
+
+// Reads the node's "listening PORT" line (within timeout_ms).
+Status read_port(int fd, int timeout_ms, uint16_t* port) {
+  std::string line;
+  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (line.find('\n') == std::string::npos) {
+    const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, left) <= 0) return Status::Error(Code::kIo, "a local node did not start listening within %d ms", timeout_ms);
+    char buf[64];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) return Status::Error(Code::kIo, "a local node exited before listening (see its messages above)");
+    line.append(buf, static_cast<size_t>(n));
+  }
+  unsigned v = 0;
+  if (std::sscanf(line.c_str(), "listening %u", &v) != 1 || v == 0 || v > 65535)
+    return Status::Error(Code::kIo, "a local node said '%s', not its port", line.c_str());
+  *port = static_cast<uint16_t>(v);
+  return Status::Ok();
+}
+
+struct FaultSpec {
+  int node = 0;
+  std::string kind;
+  int after = 0;
+};
+
+Status parse_fault(const std::string& text, FaultSpec* f) {
+  char kind[16] = {};
+  if (std::sscanf(text.c_str(), "%d:%15[a-z]:%d", &f->node, kind, &f->after) != 3 || f->node < 1 || f->after < 0)
+    return Status::Error(Code::kInvalidArgument, "--node-fault '%s' is not NODE:KIND:AFTER (e.g. 3:kill:5)", text.c_str());
+  f->kind = kind;
+  return Status::Ok();
+}
+
+Status local_endpoints(const ClusterOptions& o, const LlamaConfig& cfg, LocalNodes* nodes, std::vector<cluster::NodeEndpoint>* eps) {
+  std::vector<SliceRange> plan;
+  MC_TRY(cluster::even_plan(cfg.n_layers, o.local, o.max_layers, &plan));
+  if (static_cast<int>(plan.size()) < o.local)
+    return Status::Error(Code::kInvalidArgument, "--local %d: the model has only %d layers", o.local, cfg.n_layers);
+  std::vector<FaultSpec> faults;
+  for (const std::string& t : o.node_faults) {
+    faults.emplace_back();
+    MC_TRY(parse_fault(t, &faults.back()));
+  }
+  for (int i = 0; i < o.local; ++i) {
+    std::vector<std::string> args = {"mcullm", "node", "-m", o.model, "--layers",
+                                     std::to_string(plan[i].first) + ":" + std::to_string(plan[i].end), "--once",
+                                     "-t", std::to_string(o.node_threads), "--kernels", o.kernels,
+                                     "--max-streams", std::to_string(o.streams > 16 ? o.streams : 16)};
+    if (o.kv == KvType::kInt8) args.insert(args.end(), {"--kv", "int8"});
+    if (o.max_layers > 0) args.insert(args.end(), {"--max-layers", std::to_string(o.max_layers)});
+    for (const FaultSpec& f : faults)
+      if (f.node == i + 1) args.insert(args.end(), {"--fault", f.kind, "--fault-after", std::to_string(f.after)});
+    const std::string name = "local node " + std::to_string(i + 1);
+    if (o.link == "pty") {
+      int master_fd = -1;
+      std::string slave;
+      MC_TRY(cluster::open_pty(&master_fd, &slave));
+      args.insert(args.end(), {"--serial", slave, "--rate", std::to_string(o.rate)});
+      pid_t pid;
+      int out_fd;
+      MC_TRY(spawn(args, &pid, &out_fd));
+      close(out_fd);
+      nodes->pids.push_back(pid);
+      auto used = std::make_shared<bool>(false);
+      eps->push_back({name + " " + slave, [master_fd, slave, rate = o.rate, used](std::unique_ptr<cluster::Transport>* t) {
+                        if (*used) return Status::Error(Code::kIo, "a pseudo-terminal link is not reopened");
+                        *used = true;
+                        cluster::SerialOptions so;
+                        so.rate_bps = rate;
+                        return cluster::serial_transport_from_fd(master_fd, slave, so, t);
+                      }});
+      continue;
+    }
+    args.insert(args.end(), {"--listen", "127.0.0.1:0"});
+    pid_t pid;
+    int out_fd;
+    MC_TRY(spawn(args, &pid, &out_fd));
+    nodes->pids.push_back(pid);
+    uint16_t port = 0;
+    const Status st = read_port(out_fd, 60000, &port);
+    close(out_fd);
+    MC_TRY(st);
+    eps->push_back({"127.0.0.1:" + std::to_string(port), [port](std::unique_ptr<cluster::Transport>* t) {
+                      return cluster::tcp_connect("127.0.0.1", port, 1000, t);
+                    }});
+  }
+  return Status::Ok();
+}
+
+Status remote_endpoints(const std::string& list, std::vector<cluster::NodeEndpoint>* eps) {
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t colon = item.rfind(':');
+    char* end = nullptr;
+    const long port = colon == std::string::npos ? -1 : std::strtol(item.c_str() + colon + 1, &end, 10);
+    if (colon == std::string::npos || colon == 0 || !end || *end != '\0' || port <= 0 || port > 65535)
+      return Status::Error(Code::kInvalidArgument, "--nodes: '%s' is not HOST:PORT", item.c_str());
+    const std::string host = item.substr(0, colon);
+    eps->push_back({item, [host, port](std::unique_ptr<cluster::Transport>* t) {
+                      return cluster::tcp_connect(host, static_cast<uint16_t>(port), 1000, t);
+                    }});
+  }
+  if (eps->empty()) return Status::Error(Code::kInvalidArgument, "--nodes is empty");
+  return Status::Ok();
+}
+
+struct StreamRun {
+  Decoder* decoder = nullptr;
+  std::vector<uint8_t> scratch;
+  Arena arena;
+  Sampler sampler;
+  std::vector<int> history;
+  std::vector<int> out;  // sampled tokens
+  Fingerprint fp;
+  GenerateResult result;
+  Status status;
+};
+
+bool collect(void* user, const GenerateStep& s) {
+  if (s.sampled) static_cast<StreamRun*>(user)->out.push_back(s.next);
+  return true;
+}
+
+int cluster_main(const ClusterOptions& o) {
+  cluster::HiddenEncoding enc;
+  if (!cluster::parse_hidden_encoding(o.hidden.c_str(), &enc)) return report(Status::Error(Code::kInvalidArgument, "--hidden %s", o.hidden.c_str()));
+  if ((o.local > 0) + !o.nodes.empty() + o.simulate != 1)
+    return report(Status::Error(Code::kInvalidArgument, "give one of --local N, --nodes HOST:PORT,... or --simulate N"));
+  const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
+  if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
+  LoadOptions lo;
+  lo.kv = o.kv;
+  std::unique_ptr<SliceSource> source;
+  if (Status st = SliceSource::open(o.model, lo, &source); !st.ok()) return report(st);
+  const LlamaConfig& cfg = source->config();
+  const int ctx_len = o.ctx > 0 ? o.ctx : cfg.seq_len;
+  if (ctx_len > cfg.seq_len) return report(Status::Error(Code::kInvalidArgument, "-c %d is longer than the model's context of %d", ctx_len, cfg.seq_len));
+
+  std::unique_ptr<Tokenizer> tok;
+  std::string tok_source;
+  const Status tok_status = load_tokenizer(source->loaded(), o.tokenizer, &tok, &tok_source);
+  std::vector<int> prompt;
+  if (!o.prompt_ids.empty()) {
+    std::string s = o.prompt_ids;
+    for (char& c : s)
+      if (c == ',') c = ' ';
+    std::istringstream in(s);
+    long v;
+    while (in >> v) {
+      if (v < 0 || v >= cfg.vocab_size) return report(Status::Error(Code::kInvalidArgument, "--prompt-ids: %ld is not a token id", v));
+      prompt.push_back(static_cast<int>(v));
+    }
+    if (!in.eof() || prompt.empty()) return report(Status::Error(Code::kInvalidArgument, "--prompt-ids '%s' is not a list of ids", o.prompt_ids.c_str()));
+  } else {
+    if (!tok_status.ok()) return report(tok_status);
+    EncodeOptions eo;
+    eo.add_bos = !o.no_bos && tok->wants_bos();
+    if (Status st = tok->encode(o.prompt, eo, &prompt); !st.ok()) return report(st);
+    if (prompt.empty()) return report(Status::Error(Code::kInvalidArgument, "the prompt is empty and --no-bos leaves no token"));
+  }
+
+  HostThreadPool pool(o.threads);
+  LocalNodes local;
+  std::unique_ptr<cluster::ClusterMaster> master;
+  std::vector<std::unique_ptr<cluster::ClusterStream>> cstreams;
+  std::vector<std::unique_ptr<cluster::RoundedChain>> sims;
+  std::vector<StreamRun> runs(static_cast<size_t>(o.streams));
+  const Clock::time_point t_start = Clock::now();
+  if (o.simulate) {
+    std::vector<SliceRange> plan;
+    if (Status st = cluster::even_plan(cfg.n_layers, o.local > 0 ? o.local : 6, o.max_layers, &plan); !st.ok()) return report(st);
+    for (StreamRun& r : runs) {
+      sims.push_back(std::make_unique<cluster::RoundedChain>());
+      if (Status st = sims.back()->init(source.get(), plan, enc, ctx_len, &pool, kernels); !st.ok()) return report(st);
+      r.decoder = sims.back().get();
+    }
+  } else {
+    std::vector<cluster::NodeEndpoint> eps;
+    Status st = o.local > 0 ? local_endpoints(o, cfg, &local, &eps) : remote_endpoints(o.nodes, &eps);
+    if (!st.ok()) return report(st);
+    cluster::MasterOptions mo;
+    mo.encoding = enc;
+    mo.ctx_len = ctx_len;
+    mo.timeout_ms = o.timeout_ms;
+    mo.heartbeat_ms = o.heartbeat_ms;
+    mo.max_layers = o.max_layers;
+    mo.rejoin_ms = o.rejoin_ms;
+    master = std::make_unique<cluster::ClusterMaster>(source.get(), &pool, kernels, mo);
+    if (st = master->start(eps); !st.ok()) return report(st);
+    std::fprintf(stderr, "mcullm cluster: plan: %s\n", master->plan_text().c_str());
+    for (StreamRun& r : runs) {
+      cstreams.emplace_back();
+      if (st = master->open_stream(&cstreams.back()); !st.ok()) return report(st);
+      r.decoder = cstreams.back().get();
+    }
+  }
+  const double setup_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
+
+  GenerateOptions go;
+  go.n_predict = o.n_predict;
+  go.stop_a = tok_status.ok() ? tok->bos_id() : -1;
+  go.stop_b = tok_status.ok() ? tok->eos_id() : -1;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    StreamRun& r = runs[i];
+    r.scratch.resize(16ull * cfg.vocab_size + (64u << 10));
+    r.arena.reset(Tier::kHost, r.scratch.data(), r.scratch.size());
+    SamplerConfig sc;
+    sc.temperature = o.temp;
+    sc.top_k = o.top_k;
+    sc.top_p = o.top_p;
+    sc.min_p = o.min_p;
+    sc.seed = static_cast<uint64_t>(o.seed) + i;
+    if (Status st = r.sampler.init(sc, cfg.vocab_size, r.arena); !st.ok()) return report(st);
+    r.history.resize(prompt.size() + static_cast<size_t>(o.n_predict) + 1);
+  }
+  const Clock::time_point t_gen = Clock::now();
+  auto run_one = [&](StreamRun& r) {
+    GenerateHooks hooks{&r, nullptr, collect};
+    r.status = generate(*r.decoder, r.sampler, prompt.data(), static_cast<int>(prompt.size()), go, r.history.data(), &r.fp, hooks, &r.result);
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < runs.size(); ++i) threads.emplace_back(run_one, std::ref(runs[i]));
+  run_one(runs[0]);
+  for (std::thread& t : threads) t.join();
+  const double gen_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_gen).count();
+
+  int failed = 0, tokens = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    StreamRun& r = runs[i];
+    if (!r.status.ok()) {
+      std::fprintf(stderr, "mcullm: error: stream %zu: %s\n", i, r.status.message());
+      ++failed;
+      continue;
+    }
+    tokens += static_cast<int>(prompt.size()) - 1 + r.result.n_sampled;
+    if (!o.quiet && tok_status.ok()) {
+      std::string text = tok->decode_step(-1, prompt[0]);
+      int prev = prompt[0];
+      for (size_t k = 1; k < prompt.size(); ++k) text += tok->decode_step(prev, prompt[k]), prev = prompt[k];
+      for (int id : r.out) text += tok->decode_step(prev, id), prev = id;
+      if (runs.size() > 1) std::printf("[stream %zu] ", i);
+      std::printf("%s\n", text.c_str());
+    }
+    if (o.fingerprint) {
+      if (runs.size() > 1) std::printf("stream %zu ", i);
+      std::printf("fingerprint %016" PRIx64 " tokens %016" PRIx64 " logits %016" PRIx64 "\n", r.fp.combined(), r.fp.tokens(), r.fp.logits());
+    }
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr, "mcullm cluster: %d stream%s, %d tokens evaluated in %.1f ms: %.2f tokens/s (setup %.1f ms)%s\n",
+               o.streams, o.streams == 1 ? "" : "s", tokens, gen_ms, 1000.0 * tokens / gen_ms, setup_ms,
+               master && master->replans() ? (", " + std::to_string(master->replans()) + " re-plan(s)").c_str() : "");
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+void add_cluster_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<ClusterOptions>();
+  CLI::App* cmd = app.add_subcommand("cluster", "Generate through a cluster of nodes (`mcullm node`), each running some layers");
+  cmd->add_option("-m,--model", o->model, "Model file (the nodes' slices are checked against it by hash)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer (default: the model's own, or one beside it)")->check(CLI::ExistingFile);
+  cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
+  cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, e.g. 1,403,407 (no BOS is added)");
+  cmd->add_flag("--no-bos", o->no_bos, "Do not put BOS before the encoded prompt");
+  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate per stream")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("-s,--seed", o->seed, "Sampling seed (stream i uses seed + i)")->check(CLI::Range(int64_t{1}, INT64_MAX / 2));
+  cmd->add_option("--temp", o->temp, "Temperature (0 = greedy)")->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-k", o->top_k, "Top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--top-p", o->top_p, "Top-p (1 = off)")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--min-p", o->min_p, "Min-p (0 = off)")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("-t,--threads", o->threads, "Threads of the master (embedding, head)")->check(CLI::Range(1, 256));
+  cmd->add_option("--node-threads", o->node_threads, "--local: threads of each node")->check(CLI::Range(1, 256));
+  cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "auto"}));
+  add_kv_option(cmd, &o->kv);
+  cmd->add_flag("--fingerprint", o->fingerprint, "Print each stream's fingerprint (as `mcullm run --fingerprint`)");
+  cmd->add_flag("-q,--quiet", o->quiet, "Do not print the generated text");
+  cmd->add_option("--hidden", o->hidden, "Hidden state on the links: f32 (bit-identical to one process), f16 or int8")
+      ->check(CLI::IsMember({"f32", "f16", "int8"}));
+  cmd->add_option("--local", o->local, "Start N local node processes (layers split evenly)")->check(CLI::Range(0, 256));
+  cmd->add_option("--link", o->link, "--local: tcp (127.0.0.1) or pty (a pseudo-terminal per node, paced by --rate)")
+      ->check(CLI::IsMember({"tcp", "pty"}));
+  cmd->add_option("--rate", o->rate, "--link pty: bits per second each way (0: unpaced)");
+  cmd->add_option("--nodes", o->nodes, "Nodes already listening: HOST:PORT,... in layer order");
+  cmd->add_flag("--simulate", o->simulate, "No nodes: the same arithmetic in one process (--local N's cuts, default 6), rounding the hidden state as --hidden");
+  cmd->add_option("--streams", o->streams, "Sequences generated at once (seeds seed, seed + 1, ...)")->check(CLI::Range(1, 64));
+  cmd->add_option("--timeout-ms", o->timeout_ms, "A node that does not answer within this is failed")->check(CLI::Range(50, 600000));
+  cmd->add_option("--heartbeat-ms", o->heartbeat_ms, "Heartbeat period")->check(CLI::Range(10, 60000));
+  cmd->add_option("--max-layers", o->max_layers, "Layers one node holds at most (re-planning after a failure respects it; 0: any)")
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("--rejoin-ms", o->rejoin_ms, "With no room left after a failure, wait this long for the node to come back")
+      ->check(CLI::Range(0, 600000));
+  cmd->add_option("--node-fault", o->node_faults, "Test hook for --local: NODE:KIND:AFTER (kind kill, stop, flip, exit), see `mcullm node --fault`");
+  cmd->callback([o, exit_code] { *exit_code = cluster_main(*o); });
+}
+
+}  // namespace mcullm::cli

@@ -1,0 +1,437 @@
+#include "cluster/master_host.h"
+
+#include <chrono>
+#include <cstdio>
+
+namespace mcullm::cluster {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr int kRxPollMs = 100;
+std::string range_text(const SliceRange& r) { return std::to_string(r.first) + ":" + std::to_string(r.end); }
+}  // namespace
+
+Status even_plan(int n_layers, int nodes, int max_layers, std::vector<SliceRange>* out) {
+  out->clear();
+  if (nodes <= 0) return Status::Error(Code::kInvalidArgument, "no nodes to run %d layers on", n_layers);
+  const int used = nodes < n_layers ? nodes : n_layers;
+  const int base = n_layers / used, extra = n_layers % used;
+  if (max_layers > 0 && base + (extra ? 1 : 0) > max_layers)
+    return Status::Error(Code::kOutOfRange, "%d layers do not fit on %d node%s of at most %d layers each", n_layers, nodes,
+                         nodes == 1 ? "" : "s", max_layers);
+  int first = 0;
+  for (int i = 0; i < used; ++i) {
+    const int n = base + (i < extra ? 1 : 0);
+    out->push_back({first, first + n, false});
+    first += n;
+  }
+  return Status::Ok();
+}
+
+ClusterMaster::ClusterMaster(SliceSource* source, ThreadPool* pool, const KernelSet* kernels, const MasterOptions& opt)
+    : source_(source), pool_(pool), kernels_(kernels), opt_(opt) {
+  if (!opt_.log) opt_.log = [](const std::string& m) { std::fprintf(stderr, "mcullm cluster: %s\n", m.c_str()); };
+}
+
+ClusterMaster::~ClusterMaster() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  for (auto& l : links_)
+    if (l->t) l->t->close();
+  for (auto& l : links_)
+    if (l->rx.joinable()) l->rx.join();
+}
+
+std::string ClusterMaster::who(const Link& l) const {
+  return "node " + std::to_string(l.index + 1) + " (" + l.ep.name + ", layers " + range_text(l.range) + ")";
+}
+
+uint64_t ClusterMaster::expected_hash(const SliceRange& r) {
+  const auto key = std::make_pair(r.first, r.end);
+  auto it = hashes_.find(key);
+  if (it == hashes_.end()) it = hashes_.emplace(key, llama_slice_hash(source_->loaded().model, r)).first;
+  return it->second;
+}
+
+void ClusterMaster::fail(Link& l, const std::string& why) {
+  bool was_alive;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    was_alive = l.alive;
+    if (was_alive) {
+      l.alive = false;
+      l.failure = why;
+    }
+  }
+  if (was_alive) {
+    opt_.log(who(l) + ": " + why);
+    if (l.t) l.t->close();
+  }
+  cv_.notify_all();
+}
+
+void ClusterMaster::rx_loop(Link* l) {
+  Transport* t = l->t.get();
+  for (;;) {
+    Frame f;
+    LinkFailure why = LinkFailure::kNone;
+    Status st = t->receive(&f, kRxPollMs, &why);
+    if (st.ok()) {
+      RxFrame rf;
+      rf.h = f.header;
+      rf.payload.assign(f.payload, f.payload + f.header.payload_len);
+      if (f.header.type == FrameType::kError) {
+        Status remote;
+        const Status dec = decode_error(rf.payload.data(), rf.payload.size(), &remote);
+        fail(*l, std::string("reports an error: ") + (dec.ok() ? remote.message() : dec.message()));
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        l->last_seen = Clock::now();
+        if (f.header.type != FrameType::kHeartbeat) {
+          const bool control = f.header.type == FrameType::kHello || f.header.type == FrameType::kReady;
+          l->inbox[control ? kControl : f.header.stream].push_back(std::move(rf));
+        }
+      }
+      cv_.notify_all();
+      continue;
+    }
+    if (why == LinkFailure::kTimeout) {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (stopping_ || !l->alive) return;
+      continue;
+    }
+    if (why == LinkFailure::kCorrupt) {
+      fail(*l, std::string("sent a corrupt frame: ") + st.message());
+      return;
+    }
+    fail(*l, why == LinkFailure::kClosed ? std::string("the link closed (the node died or quit): ") + st.message()
+                                         : std::string("link error: ") + st.message());
+    return;
+  }
+}
+
+void ClusterMaster::heartbeat_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lk, std::chrono::milliseconds(opt_.heartbeat_ms));
+    if (stopping_) break;
+    std::vector<Link*> beat, late;
+    const Clock::time_point now = Clock::now();
+    for (auto& l : links_) {
+      if (!l->alive) continue;
+      if (now - l->last_seen > std::chrono::milliseconds(opt_.timeout_ms))
+        late.push_back(l.get());
+      else
+        beat.push_back(l.get());
+    }
+    lk.unlock();
+    for (Link* l : late) fail(*l, "answered no heartbeat for " + std::to_string(opt_.timeout_ms) + " ms (hung or stopped?)");
+    for (Link* l : beat) {
+      FrameHeader h;
+      h.type = FrameType::kHeartbeat;
+      send(*l, h, nullptr);  // a failure shows up in the receiver
+    }
+    lk.lock();
+  }
+}
+
+Status ClusterMaster::send(Link& l, const FrameHeader& hdr, const uint8_t* payload) {
+  std::lock_guard<std::mutex> lk(l.send_mu);
+  FrameHeader h = hdr;
+  h.seq = l.seq++;
+  LinkFailure why = LinkFailure::kNone;
+  Status st = l.t->send(h, payload, opt_.timeout_ms, &why);
+  if (!st.ok()) fail(l, std::string("cannot send: ") + st.message());
+  return st;
+}
+
+Status ClusterMaster::await(Link& l, uint32_t key, FrameType type, uint32_t pos, int frames, std::vector<RxFrame>* out) {
+  out->clear();
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(opt_.timeout_ms);
+  std::unique_lock<std::mutex> lk(mu_);
+  while (static_cast<int>(out->size()) < frames) {
+    auto& q = l.inbox[key];
+    while (!q.empty() && static_cast<int>(out->size()) < frames) {
+      RxFrame f = std::move(q.front());
+      q.pop_front();
+      if (f.h.type == type && (type != FrameType::kHidden || f.h.pos == pos)) out->push_back(std::move(f));
+      // else: an answer to a step abandoned before a re-plan
+    }
+    if (static_cast<int>(out->size()) == frames) break;
+    if (!l.alive) return Status::Error(Code::kIo, "%s failed: %s", who(l).c_str(), l.failure.c_str());
+    if (stopping_) return Status::Error(Code::kIo, "the master is stopping");
+    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && q.empty()) {
+      lk.unlock();
+      const std::string why = std::string("did not answer ") + frame_type_name(type) +
+                              (key != kControl ? " (stream " + std::to_string(key) + ", position " + std::to_string(pos) + ")" : "") +
+                              " within " + std::to_string(opt_.timeout_ms) + " ms";
+      fail(l, why);
+      return Status::Error(Code::kIo, "%s failed: %s", who(l).c_str(), why.c_str());
+    }
+  }
+  return Status::Ok();
+}
+
+Status ClusterMaster::connect_link(Link& l) {
+  std::unique_ptr<Transport> t;
+  MC_TRY(l.ep.connect(&t));
+  if (l.rx.joinable()) l.rx.join();  // the old receiver ended when the old link failed
+  {
+    std::lock_guard<std::mutex> send_lock(l.send_mu);  // the heartbeat thread may be sending on the old link
+    std::lock_guard<std::mutex> lk(mu_);
+    l.t.swap(t);
+    l.seq = 0;
+    l.alive = true;
+    l.failure.clear();
+    l.inbox.clear();
+    l.last_seen = Clock::now();
+  }
+  l.rx = std::thread(&ClusterMaster::rx_loop, this, &l);
+  return Status::Ok();
+}
+
+Status ClusterMaster::hello(Link& l, const SliceRange& r) {
+  const LlamaConfig& c = source_->config();
+  Hello h;
+  h.role = NodeRole::kMaster;
+  h.first_layer = static_cast<uint32_t>(r.first);
+  h.end_layer = static_cast<uint32_t>(r.end);
+  h.n_layers = static_cast<uint32_t>(c.n_layers);
+  h.dim = static_cast<uint32_t>(c.dim);
+  h.ctx_len = static_cast<uint32_t>(opt_.ctx_len > 0 ? opt_.ctx_len : c.seq_len);
+  h.capabilities = kAllCapabilities;
+  uint8_t buf[kHelloBytes];
+  size_t len = 0;
+  MC_TRY(encode_hello(h, buf, sizeof buf, &len));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    l.range = r;
+    l.inbox.clear();  // answers to abandoned steps
+  }
+  FrameHeader fh;
+  fh.type = FrameType::kHello;
+  fh.payload_len = static_cast<uint32_t>(len);
+  MC_TRY(send(l, fh, buf));
+  std::vector<RxFrame> got;
+  MC_TRY(await(l, kControl, FrameType::kHello, 0, 1, &got));
+  Hello in;
+  if (Status st = decode_hello(got[0].payload.data(), got[0].payload.size(), &in); !st.ok()) {
+    fail(l, std::string("sent a bad hello: ") + st.message());
+    return st;
+  }
+  const uint64_t want = expected_hash(r);
+  std::string why;
+  if (static_cast<int>(in.first_layer) != r.first || static_cast<int>(in.end_layer) != r.end)
+    why = "holds layers " + std::to_string(in.first_layer) + ":" + std::to_string(in.end_layer) + ", not the " + range_text(r) + " assigned";
+  else if (in.slice_hash != want) {
+    char b[160];
+    std::snprintf(b, sizeof b, "slice hash %016llx differs from the master's %016llx for layers %s (another model file?): refused",
+                  static_cast<unsigned long long>(in.slice_hash), static_cast<unsigned long long>(want), range_text(r).c_str());
+    why = b;
+  } else if ((in.capabilities & capability_bit(opt_.encoding)) == 0)
+    why = std::string("does not take ") + hidden_encoding_name(opt_.encoding) + " hidden states";
+  if (!why.empty()) {
+    fail(l, why);
+    return Status::Error(Code::kCorrupt, "%s: %s", who(l).c_str(), why.c_str());
+  }
+  return Status::Ok();
+}
+
+Status ClusterMaster::assign(const std::vector<Link*>& links) {
+  std::vector<SliceRange> plan;
+  MC_TRY(even_plan(source_->config().n_layers, static_cast<int>(links.size()), opt_.max_layers, &plan));
+  for (size_t i = 0; i < plan.size(); ++i) MC_TRY(hello(*links[i], plan[i]));
+  std::vector<Link*> chain(links.begin(), links.begin() + static_cast<long>(plan.size()));
+  std::lock_guard<std::mutex> lk(mu_);
+  plan_ = chain;
+  ++epoch_;
+  return Status::Ok();
+}
+
+Status ClusterMaster::start(const std::vector<NodeEndpoint>& nodes) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    links_.push_back(std::make_unique<Link>());
+    links_.back()->index = static_cast<int>(i);
+    links_.back()->ep = nodes[i];
+  }
+  std::vector<Link*> all;
+  for (auto& l : links_) {
+    if (Status st = connect_link(*l); !st.ok())
+      return Status::Error(st.code(), "node %d (%s): %s", l->index + 1, l->ep.name.c_str(), st.message());
+    all.push_back(l.get());
+  }
+  MC_TRY(assign(all));
+  heartbeat_ = std::thread(&ClusterMaster::heartbeat_loop, this);
+  return Status::Ok();
+}
+
+std::string ClusterMaster::plan_text() {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::string s;
+  for (Link* l : plan_) s += (s.empty() ? "" : ", ") + who(*l);
+  return s;
+}
+
+Status ClusterMaster::try_rejoin() {
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(opt_.rejoin_ms);
+  std::vector<std::string> refused(links_.size());
+  while (Clock::now() < deadline) {
+    for (auto& l : links_) {
+      bool alive;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        alive = l->alive;
+      }
+      if (alive || !connect_link(*l).ok()) continue;
+      opt_.log(who(*l) + ": reconnected, checking its slice");
+      if (hello(*l, l->range).ok()) {
+        opt_.log(who(*l) + ": admitted again");
+        return Status::Ok();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Status::Error(Code::kIo, "no failed node came back with the right slice within %d ms", opt_.rejoin_ms);
+}
+
+Status ClusterMaster::recover(uint64_t seen_epoch) {
+  std::unique_lock<std::shared_mutex> ex(step_mu_);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (epoch_ != seen_epoch) return Status::Ok();  // another stream re-planned already
+  }
+  for (;;) {
+    std::vector<Link*> alive;
+    std::string failures;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (auto& l : links_) {
+        if (l->alive)
+          alive.push_back(l.get());
+        else
+          failures += (failures.empty() ? "" : "; ") + who(*l) + ": " + l->failure;
+      }
+    }
+    std::vector<SliceRange> plan;
+    Status fits = even_plan(source_->config().n_layers, static_cast<int>(alive.size()), opt_.max_layers, &plan);
+    if (!fits.ok()) {
+      if (opt_.rejoin_ms > 0 && try_rejoin().ok()) continue;
+      return Status::Error(Code::kIo, "%s; the %zu node%s left cannot take over: %s", failures.c_str(), alive.size(),
+                           alive.size() == 1 ? "" : "s", fits.message());
+    }
+    opt_.log("re-planning the layers onto " + std::to_string(alive.size()) + " node" + (alive.size() == 1 ? "" : "s"));
+    if (Status st = assign(alive); !st.ok()) continue;  // another node failed meanwhile: plan again
+    ++replans_;
+    opt_.log("new plan: " + plan_text());
+    return Status::Ok();
+  }
+}
+
+Status ClusterMaster::open_stream(std::unique_ptr<ClusterStream>* out) {
+  auto s = std::unique_ptr<ClusterStream>(new ClusterStream());
+  s->master_ = this;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    s->id_ = next_stream_++;
+    s->epoch_ = epoch_;
+  }
+  MC_TRY(source_->make({0, 0, true}, opt_.ctx_len, pool_, kernels_, &s->local_));
+  s->hidden_.resize(static_cast<size_t>(source_->config().dim));
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Status ClusterMaster::run_chain(ClusterStream& s, int token, int pos, const float** logits) {
+  const uint32_t dim = static_cast<uint32_t>(source_->config().dim);
+  {
+    std::lock_guard<std::mutex> lk(compute_mu_);
+    MC_TRY(s.local_->slice().embed(token, s.hidden_.data()));
+  }
+  const uint32_t n_frames = hidden_frame_count(opt_.encoding, dim);
+  std::vector<std::vector<uint8_t>> payloads(n_frames);
+  for (uint32_t c = 0; c < n_frames; ++c) {
+    payloads[c].resize(kMaxPayloadBytes);
+    size_t len = 0;
+    MC_TRY(encode_hidden_chunk(opt_.encoding, s.hidden_.data(), dim, c, payloads[c].data(), payloads[c].size(), &len));
+    payloads[c].resize(len);
+  }
+  std::vector<Link*> chain;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    chain = plan_;
+  }
+  std::vector<RxFrame> got;
+  for (Link* l : chain) {
+    for (const auto& p : payloads) {
+      FrameHeader h;
+      h.type = FrameType::kHidden;
+      h.stream = s.id_;
+      h.pos = static_cast<uint32_t>(pos);
+      h.payload_len = static_cast<uint32_t>(p.size());
+      MC_TRY(send(*l, h, p.data()));
+    }
+    MC_TRY(await(*l, s.id_, FrameType::kHidden, static_cast<uint32_t>(pos), static_cast<int>(n_frames), &got));
+    for (uint32_t c = 0; c < n_frames; ++c) payloads[c] = std::move(got[c].payload);  // relayed as they came
+  }
+  if (!logits) return Status::Ok();
+  HiddenAssembler as;
+  as.start(s.hidden_.data(), dim);
+  for (uint32_t c = 0; c < n_frames; ++c) {
+    Frame f;
+    f.header.type = FrameType::kHidden;
+    f.header.stream = s.id_;
+    f.header.pos = static_cast<uint32_t>(pos);
+    f.header.payload_len = static_cast<uint32_t>(payloads[c].size());
+    f.payload = payloads[c].data();
+    if (Status st = as.add(f); !st.ok()) {
+      fail(*chain.back(), std::string("sent a bad hidden state: ") + st.message());
+      return st;
+    }
+  }
+  std::lock_guard<std::mutex> lk(compute_mu_);
+  return s.local_->slice().head(s.hidden_.data(), logits);
+}
+
+ClusterStream::~ClusterStream() = default;
+
+int ClusterStream::vocab_size() const { return master_->source_->config().vocab_size; }
+int ClusterStream::ctx_len() const { return local_->slice().ctx_len(); }
+
+Status ClusterStream::forward(int token, int pos, const float** logits) {
+  ClusterMaster& m = *master_;
+  if (pos < 0 || pos > static_cast<int>(tokens_.size()) || pos >= ctx_len())
+    return Status::Error(Code::kOutOfRange, "position %d: positions come in order from 0 inside the context of %d", pos, ctx_len());
+  tokens_.resize(static_cast<size_t>(pos));
+  Status last;
+  for (int attempt = 0; attempt <= static_cast<int>(m.links_.size()); ++attempt) {
+    uint64_t epoch;
+    {
+      std::shared_lock<std::shared_mutex> step(m.step_mu_);
+      {
+        std::lock_guard<std::mutex> lk(m.mu_);
+        epoch = m.epoch_;
+      }
+      last = Status::Ok();
+      if (epoch_ != epoch) {  // re-planned: rebuild this stream's caches on the new chain
+        for (int p = 0; p < pos && last.ok(); ++p) last = m.run_chain(*this, tokens_[static_cast<size_t>(p)], p, nullptr);
+        if (last.ok()) epoch_ = epoch;
+      }
+      if (last.ok()) last = m.run_chain(*this, token, pos, logits);
+      if (last.ok()) {
+        tokens_.push_back(token);
+        return Status::Ok();
+      }
+    }
+    if (last.code() != Code::kIo) return last;  // not a link fault: nothing to recover
+    MC_TRY(m.recover(epoch));
+  }
+  return last;
+}
+
+}  // namespace mcullm::cluster

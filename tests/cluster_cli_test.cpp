@@ -1,0 +1,202 @@
+// `mcullm cluster` and `mcullm node` as processes: 6 nodes + the master on localhost give the
+// tokens and fingerprint of `mcullm run`; the same over rate-limited pseudo-terminals and across
+// network namespaces (where the machine allows it); a node killed with SIGKILL, stopped, sending a
+// flipped bit, or restarted with another slice ends in a recovered identical output or a clear
+// error, never a hang.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "cluster_process.h"
+#include "test_support.h"
+
+namespace mcullm {
+namespace {
+
+constexpr int kWaitMs = 60000;  // a hang fails the test instead of blocking ctest
+
+class ClusterCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(test::temp_dir());
+    model_ = new std::string(*dir_ + "/dummy12.gguf");
+    other_ = new std::string(*dir_ + "/other12.gguf");
+    for (const auto& [path, seed] : {std::pair{*model_, "1234"}, std::pair{*other_, "99"}}) {
+      const auto r = test::run_cli({"dummy", "-o", path, "--layers", "12", "--dim", "64", "--heads", "4", "--kv-heads", "2",
+                                    "--hidden", "128", "--seq-len", "128", "--seed", seed});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    const auto r = test::run_cli({"run", "-m", *model_, "-p", "the big dog", "-n", "30", "--temp", "1", "--seed", "5", "--fingerprint", "-q"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    want_ = new std::string(fingerprint_line(r.out));
+    ASSERT_FALSE(want_->empty()) << r.out;
+  }
+  static std::string fingerprint_line(const std::string& out) {
+    const size_t at = out.find("fingerprint ");
+    if (at == std::string::npos) return "";
+    return out.substr(at, out.find('\n', at) - at);
+  }
+  static std::vector<std::string> gen_args() {
+    return {"cluster", "-m", *model_, "-p", "the big dog", "-n", "30", "--temp", "1", "--seed", "5", "--fingerprint", "-q"};
+  }
+  // Runs the master in the background (so that nothing forks from a test thread) and waits.
+  static test::CommandResult master(std::vector<std::string> extra) {
+    std::vector<std::string> args = gen_args();
+    args.insert(args.end(), extra.begin(), extra.end());
+    test::CliProcess p;
+    test::CommandResult r;
+    if (!p.start(args, test::temp_dir(), "master")) return r;
+    r.exit_code = p.wait(kWaitMs);
+    r.out = p.out();
+    r.err = p.err();
+    return r;
+  }
+  static inline std::string* dir_ = nullptr;
+  static inline std::string* model_ = nullptr;
+  static inline std::string* other_ = nullptr;
+  static inline std::string* want_ = nullptr;
+};
+
+TEST_F(ClusterCli, SixLocalNodesAndTheMasterMatchOneProcess) {
+  const auto r = master({"--local", "6"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fingerprint_line(r.out), *want_) << r.err;
+  EXPECT_NE(r.err.find("node 6"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterCli, RateLimitedPseudoTerminalLinksMatchOneProcess) {
+  // 64 f32 values + 44 bytes of frame and chunk head per hop at 4 Mbit/s: ~0.6 ms a hop.
+  const auto r = master({"--local", "6", "--link", "pty", "--rate", "4000000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fingerprint_line(r.out), *want_) << r.err;
+}
+
+TEST_F(ClusterCli, SimulateWithF32IsOneProcessAndInt8DiffersButAgreesWithTheCluster) {
+  auto sim = master({"--simulate"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_EQ(fingerprint_line(sim.out), *want_);
+  sim = master({"--simulate", "--local", "3", "--hidden", "int8"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const auto real = master({"--local", "3", "--hidden", "int8"});
+  ASSERT_EQ(real.exit_code, 0) << real.err;
+  EXPECT_EQ(fingerprint_line(real.out), fingerprint_line(sim.out));
+  EXPECT_NE(fingerprint_line(real.out), *want_);
+}
+
+TEST_F(ClusterCli, ThreeStreamsEachMatchTheirOwnRun) {
+  const auto r = master({"--local", "3", "--streams", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 3; ++i) {
+    const auto one = test::run_cli({"run", "-m", *model_, "-p", "the big dog", "-n", "30", "--temp", "1", "--seed",
+                                    std::to_string(5 + i), "--fingerprint", "-q"});
+    ASSERT_EQ(one.exit_code, 0);
+    EXPECT_NE(r.out.find("stream " + std::to_string(i) + " " + fingerprint_line(one.out)), std::string::npos) << r.out;
+  }
+}
+
+// A node failing mid-generation (after 10 hidden states): the master names it and why, re-plans
+// onto the other five, and the output is the same.
+TEST_F(ClusterCli, NodeKilledMidGenerationIsReplannedAround) {
+  const auto r = master({"--local", "6", "--node-fault", "3:kill:10"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fingerprint_line(r.out), *want_) << r.err;
+  EXPECT_NE(r.err.find("node 3 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("link closed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("re-planning the layers onto 5 nodes"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterCli, StoppedNodeTimesOutAndIsReplannedAround) {
+  const auto r = master({"--local", "6", "--node-fault", "2:stop:10", "--timeout-ms", "400", "--heartbeat-ms", "50"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fingerprint_line(r.out), *want_) << r.err;
+  EXPECT_NE(r.err.find("node 2 ("), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.find("did not answer") != std::string::npos || r.err.find("no heartbeat") != std::string::npos) << r.err;
+}
+
+TEST_F(ClusterCli, FlippedBitIsDetectedAndReplannedAround) {
+  const auto r = master({"--local", "6", "--node-fault", "5:flip:10"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fingerprint_line(r.out), *want_) << r.err;
+  EXPECT_NE(r.err.find("node 5 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("corrupt"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterCli, NoRoomLeftEndsInAClearError) {
+  const auto r = master({"--local", "6", "--max-layers", "2", "--node-fault", "4:kill:10"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(fingerprint_line(r.out), "") << "no output from a failed generation";
+  EXPECT_NE(r.err.find("node 4 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("do not fit"), std::string::npos) << r.err;
+}
+
+// Nodes the test starts itself (--nodes): node 2 dies after 5 hidden states and comes back on its
+// port, with the same model (admitted again: same output) or another (refused: a clear error).
+void restart_scenario(const std::string& model, const std::string& restart_model, const std::string& dir,
+                      test::CommandResult* r) {
+  std::vector<std::unique_ptr<test::CliProcess>> nodes;
+  std::string list;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(std::make_unique<test::CliProcess>());
+    std::vector<std::string> args = {"node", "-m", model, "--layers", std::to_string(4 * i) + ":" + std::to_string(4 * i + 4),
+                                     "--listen", "127.0.0.1:0", "--max-layers", "4"};
+    if (i == 1) args.insert(args.end(), {"--fault", "kill", "--fault-after", "5"});
+    ASSERT_TRUE(nodes.back()->start(args, dir, "node" + std::to_string(i)));
+    const int port = nodes.back()->port(kWaitMs);
+    ASSERT_GT(port, 0) << nodes.back()->err();
+    list += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(port);
+  }
+  const std::string port2 = list.substr(list.find(',') + 1, list.rfind(',') - list.find(',') - 1);
+  test::CliProcess m;
+  std::vector<std::string> args = {"cluster", "-m", model, "-p", "the big dog", "-n", "30", "--temp", "1", "--seed", "5",
+                                   "--fingerprint", "-q", "--nodes", list, "--max-layers", "4", "--rejoin-ms", "20000"};
+  ASSERT_TRUE(m.start(args, dir, "master"));
+  EXPECT_EQ(nodes[1]->wait(kWaitMs), 128 + SIGKILL);
+  test::CliProcess again;
+  ASSERT_TRUE(again.start({"node", "-m", restart_model, "--layers", "4:8", "--listen", port2}, dir, "node1b"));
+  r->exit_code = m.wait(kWaitMs);
+  r->out = m.out();
+  r->err = m.err();
+}
+
+TEST_F(ClusterCli, NodeRestartedWithTheSameSliceIsAdmittedAgain) {
+  test::CommandResult r;
+  restart_scenario(*model_, *model_, test::temp_dir(), &r);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fingerprint_line(r.out), *want_) << r.err;
+  EXPECT_NE(r.err.find("admitted again"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterCli, NodeRestartedWithAnotherSliceIsRefused) {
+  test::CommandResult r;
+  std::string dir = test::temp_dir();
+  // --rejoin-ms bounds the wait: refused, the master gives up with the reasons.
+  restart_scenario(*model_, *other_, dir, &r);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(fingerprint_line(r.out), "");
+  EXPECT_NE(r.err.find("node 2 ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("refused"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterCli, BadArgumentsAreClearErrors) {
+  auto r = test::run_cli({"cluster", "-m", *model_, "--prompt-ids", "1,2", "-n", "2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--local"), std::string::npos) << r.err;
+  r = test::run_cli({"cluster", "-m", *model_, "--prompt-ids", "1,2", "--nodes", "nohost"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("HOST:PORT"), std::string::npos) << r.err;
+  r = test::run_cli({"cluster", "-m", *model_, "--prompt-ids", "1,2", "--nodes", "127.0.0.1:1", "--timeout-ms", "200"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("node 1"), std::string::npos) << r.err;
+  r = test::run_cli({"cluster", "-m", *model_, "--prompt-ids", "1,99999", "--local", "2"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = test::run_cli({"node", "-m", *model_, "--layers", "5:3", "--listen", "127.0.0.1:0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("layer range"), std::string::npos) << r.err;
+  r = test::run_cli({"node", "-m", *model_, "--layers", "0:13", "--listen", "127.0.0.1:0"});
+  EXPECT_NE(r.exit_code, 0);
+  r = test::run_cli({"node", "-m", *model_, "--layers", "0:4"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace mcullm

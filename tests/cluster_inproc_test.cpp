@@ -1,0 +1,283 @@
+// The cluster in one process: nodes (NodeServer) on threads behind in-process links, the master
+// (ClusterMaster) generating through them. Same tokens and fingerprint as one LlamaContext for
+// f32 hidden states, as RoundedChain for f16 / int8; faults end in a recovered identical output
+// or a clear error, never a hang.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "cluster/master_host.h"
+#include "cluster/node_server_host.h"
+#include "cluster/rounded_chain_host.h"
+#include "cluster/transport_host.h"
+#include "core/thread_pool_host.h"
+#include "model/generate.h"
+#include "test_support.h"
+
+namespace mcullm::cluster {
+namespace {
+
+struct Output {
+  std::vector<int> tokens;
+  uint64_t fingerprint = 0;
+  Status status;
+};
+
+bool keep(void* user, const GenerateStep& s) {
+  static_cast<std::vector<int>*>(user)->push_back(s.next);
+  return true;
+}
+
+Output generate_with(Decoder& d, int vocab, uint64_t seed, int n) {
+  std::vector<uint8_t> scratch(16ull * vocab + 65536);
+  Arena arena(Tier::kHost, scratch.data(), scratch.size());
+  Sampler sampler;
+  SamplerConfig sc;
+  sc.temperature = 1.0f;
+  sc.seed = seed;
+  EXPECT_TRUE(sampler.init(sc, vocab, arena).ok());
+  const std::vector<int> prompt = {1, 300, 301, 302};
+  std::vector<int> history(prompt.size() + n + 1);
+  Output o;
+  Fingerprint fp;
+  GenerateHooks hooks{&o.tokens, nullptr, keep};
+  GenerateOptions go;
+  go.n_predict = n;
+  GenerateResult r;
+  o.status = generate(d, sampler, prompt.data(), static_cast<int>(prompt.size()), go, history.data(), &fp, hooks, &r);
+  o.fingerprint = fp.combined();
+  return o;
+}
+
+// A model with 12 layers written by `mcullm dummy` once for the whole test program.
+const std::string& dummy_model() {
+  static const std::string path = [] {
+    const std::string p = test::temp_dir() + "/cluster12.gguf";
+    const auto r = test::run_cli({"dummy", "-o", p, "--layers", "12", "--dim", "64", "--heads", "4", "--kv-heads", "2",
+                                  "--hidden", "128", "--seq-len", "128"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return p;
+  }();
+  return path;
+}
+
+struct InprocNode {
+  std::unique_ptr<SliceSource> source;
+  HostThreadPool pool{1};
+  std::unique_ptr<NodeServer> server;
+  std::unique_ptr<Transport> node_end, master_end;
+  std::thread thread;
+  Status result;
+  ~InprocNode() {
+    if (server) server->stop();
+    if (node_end) node_end->close();
+    if (thread.joinable()) thread.join();
+  }
+};
+
+struct Rig {
+  std::unique_ptr<SliceSource> source;
+  HostThreadPool pool{1};
+  std::vector<std::unique_ptr<InprocNode>> nodes;
+  std::unique_ptr<ClusterMaster> master;
+  std::vector<std::string> log;
+  std::mutex log_mu;
+
+  // Node i serves `model` (default: the master's) from the layers of an even split, with `fault`.
+  void add_node(const SliceRange& r, const NodeOptions& extra = {}, const std::string& model = "") {
+    auto n = std::make_unique<InprocNode>();
+    ASSERT_TRUE(SliceSource::open(model.empty() ? dummy_model() : model, LoadOptions(), &n->source).ok());
+    NodeOptions no = extra;
+    no.range = r;
+    n->server = std::make_unique<NodeServer>(n->source.get(), no, &n->pool, kernels_by_name("auto"));
+    ASSERT_TRUE(n->server->init().ok());
+    make_inproc_pair(&n->master_end, &n->node_end);
+    InprocNode* raw = n.get();
+    n->thread = std::thread([raw] { raw->result = raw->server->serve(*raw->node_end); });
+    nodes.push_back(std::move(n));
+  }
+  Status start(int count, const MasterOptions& mo_in, const std::vector<NodeOptions>& per_node = {}) {
+    EXPECT_TRUE(SliceSource::open(dummy_model(), LoadOptions(), &source).ok());
+    std::vector<SliceRange> plan;
+    MC_TRY(even_plan(source->config().n_layers, count, 0, &plan));
+    for (int i = 0; i < count; ++i) add_node(plan[i], i < static_cast<int>(per_node.size()) ? per_node[i] : NodeOptions());
+    std::vector<NodeEndpoint> eps;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      InprocNode* n = nodes[i].get();
+      eps.push_back({"inproc " + std::to_string(i + 1), [n](std::unique_ptr<Transport>* t) {
+                       if (!n->master_end) return Status::Error(Code::kIo, "an in-process link is not reopened");
+                       *t = std::move(n->master_end);
+                       return Status::Ok();
+                     }});
+    }
+    MasterOptions mo = mo_in;
+    mo.log = [this](const std::string& m) {
+      std::lock_guard<std::mutex> lk(log_mu);
+      log.push_back(m);
+    };
+    master = std::make_unique<ClusterMaster>(source.get(), &pool, kernels_by_name("auto"), mo);
+    return master->start(eps);
+  }
+  std::string log_text() {
+    std::lock_guard<std::mutex> lk(log_mu);
+    std::string s;
+    for (const auto& m : log) s += m + "\n";
+    return s;
+  }
+};
+
+Output reference(uint64_t seed, int n, HiddenEncoding e = HiddenEncoding::kF32, int nodes = 6) {
+  std::unique_ptr<SliceSource> src;
+  EXPECT_TRUE(SliceSource::open(dummy_model(), LoadOptions(), &src).ok());
+  HostThreadPool pool(1);
+  if (e == HiddenEncoding::kF32) {  // the plain model, no slices at all
+    std::unique_ptr<uint8_t[]> mem(new uint8_t[16 << 20]);
+    Arena arena(Tier::kHost, mem.get(), 16 << 20);
+    LlamaContext ctx;
+    EXPECT_TRUE(ctx.init(&src->loaded().model, 0, arena, &pool, kernels_by_name("auto")).ok());
+    return generate_with(ctx, src->config().vocab_size, seed, n);
+  }
+  std::vector<SliceRange> plan;
+  EXPECT_TRUE(even_plan(src->config().n_layers, nodes, 0, &plan).ok());
+  RoundedChain chain;
+  EXPECT_TRUE(chain.init(src.get(), plan, e, 0, &pool, kernels_by_name("auto")).ok());
+  return generate_with(chain, src->config().vocab_size, seed, n);
+}
+
+Output through(Rig& rig, uint64_t seed, int n) {
+  std::unique_ptr<ClusterStream> s;
+  EXPECT_TRUE(rig.master->open_stream(&s).ok());
+  return generate_with(*s, rig.source->config().vocab_size, seed, n);
+}
+
+TEST(ClusterInproc, SixNodesGiveTheTokensAndFingerprintOfOneProcess) {
+  Rig rig;
+  ASSERT_TRUE(rig.start(6, MasterOptions()).ok());
+  const Output want = reference(7, 40);
+  ASSERT_TRUE(want.status.ok());
+  const Output got = through(rig, 7, 40);
+  ASSERT_TRUE(got.status.ok()) << got.status.message();
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.fingerprint, want.fingerprint);
+}
+
+TEST(ClusterInproc, F16AndInt8HiddenStatesEqualTheRoundedOneProcessChain) {
+  for (HiddenEncoding e : {HiddenEncoding::kF16, HiddenEncoding::kInt8}) {
+    SCOPED_TRACE(hidden_encoding_name(e));
+    Rig rig;
+    MasterOptions mo;
+    mo.encoding = e;
+    ASSERT_TRUE(rig.start(4, mo).ok());
+    const Output want = reference(3, 30, e, 4);
+    const Output got = through(rig, 3, 30);
+    ASSERT_TRUE(got.status.ok()) << got.status.message();
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.fingerprint, want.fingerprint);
+    EXPECT_NE(got.fingerprint, reference(3, 30).fingerprint) << "the rounding should show in the logits";
+  }
+}
+
+TEST(ClusterInproc, StreamsInFlightEachGiveTheirOwnRun) {
+  Rig rig;
+  ASSERT_TRUE(rig.start(3, MasterOptions()).ok());
+  std::vector<Output> got(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&, i] { got[i] = through(rig, 100 + i, 25); });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(got[i].status.ok()) << got[i].status.message();
+    const Output want = reference(100 + i, 25);
+    EXPECT_EQ(got[i].tokens, want.tokens) << "stream " << i;
+    EXPECT_EQ(got[i].fingerprint, want.fingerprint) << "stream " << i;
+  }
+}
+
+// A node failing after some hidden states: the master names it, re-plans onto the others and the
+// output stays the same (kind: exit = link closed, flip = corrupt frame, hang = silent).
+void expect_recovers(const std::string& kind) {
+  SCOPED_TRACE(kind);
+  Rig rig;
+  MasterOptions mo;
+  mo.timeout_ms = 500;
+  mo.heartbeat_ms = 50;
+  NodeOptions bad;
+  bad.fault = kind;
+  bad.fault_after = 9;
+  ASSERT_TRUE(rig.start(4, mo, {NodeOptions(), bad}).ok());
+  const Output got = through(rig, 5, 30);
+  ASSERT_TRUE(got.status.ok()) << got.status.message() << "\n" << rig.log_text();
+  const Output want = reference(5, 30);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.fingerprint, want.fingerprint);
+  EXPECT_EQ(rig.master->replans(), 1);
+  EXPECT_NE(rig.log_text().find("node 2 (inproc 2"), std::string::npos) << rig.log_text();
+}
+
+TEST(ClusterInproc, NodeThatClosesItsLinkIsReplannedAround) { expect_recovers("exit"); }
+TEST(ClusterInproc, CorruptFrameIsDetectedAndReplannedAround) {
+  expect_recovers("flip");
+}
+TEST(ClusterInproc, SilentNodeTimesOutAndIsReplannedAround) { expect_recovers("hang"); }
+
+TEST(ClusterInproc, NoRoomLeftIsAClearErrorNotAHang) {
+  Rig rig;
+  MasterOptions mo;
+  mo.timeout_ms = 300;
+  mo.max_layers = 3;  // 12 layers on 4 nodes of 3: no room once one fails
+  NodeOptions bad;
+  bad.fault = "exit";
+  bad.fault_after = 5;
+  ASSERT_TRUE(rig.start(4, mo, {NodeOptions(), NodeOptions(), bad}).ok());
+  const Output got = through(rig, 5, 30);
+  ASSERT_FALSE(got.status.ok());
+  const std::string msg = got.status.message();
+  EXPECT_NE(msg.find("node 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("do not fit"), std::string::npos) << msg;
+}
+
+TEST(ClusterInproc, NodeWithAnotherModelIsRefusedByHash) {
+  const std::string other = test::temp_dir() + "/other12.gguf";
+  ASSERT_EQ(test::run_cli({"dummy", "-o", other, "--layers", "12", "--dim", "64", "--heads", "4", "--kv-heads", "2",
+                           "--hidden", "128", "--seq-len", "128", "--seed", "99"}).exit_code, 0);
+  Rig rig;
+  ASSERT_TRUE(SliceSource::open(dummy_model(), LoadOptions(), &rig.source).ok());
+  rig.add_node({0, 6, false});
+  rig.add_node({6, 12, false}, NodeOptions(), other);
+  std::vector<NodeEndpoint> eps;
+  for (size_t i = 0; i < 2; ++i) {
+    InprocNode* n = rig.nodes[i].get();
+    eps.push_back({"inproc " + std::to_string(i + 1), [n](std::unique_ptr<Transport>* t) {
+                     *t = std::move(n->master_end);
+                     return Status::Ok();
+                   }});
+  }
+  MasterOptions mo;
+  mo.log = [](const std::string&) {};
+  ClusterMaster m(rig.source.get(), &rig.pool, kernels_by_name("auto"), mo);
+  const Status st = m.start(eps);
+  ASSERT_FALSE(st.ok());
+  const std::string msg = st.message();
+  EXPECT_NE(msg.find("node 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("slice hash"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("refused"), std::string::npos) << msg;
+}
+
+TEST(ClusterInproc, EvenPlanSplitsAndRefusesWhatDoesNotFit) {
+  std::vector<SliceRange> p;
+  ASSERT_TRUE(even_plan(24, 6, 0, &p).ok());
+  ASSERT_EQ(p.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(p[i].first, 4 * i);
+    EXPECT_EQ(p[i].end, 4 * i + 4);
+  }
+  ASSERT_TRUE(even_plan(10, 4, 3, &p).ok());
+  EXPECT_EQ(p[0].end - p[0].first, 3);
+  EXPECT_EQ(p[3].end, 10);
+  ASSERT_TRUE(even_plan(3, 6, 0, &p).ok());
+  EXPECT_EQ(p.size(), 3u);
+  EXPECT_FALSE(even_plan(24, 5, 4, &p).ok());
+  EXPECT_FALSE(even_plan(24, 0, 0, &p).ok());
+}
+
+}  // namespace
+}  // namespace mcullm::cluster
