@@ -73,9 +73,15 @@ pkg_check_modules(CPP_HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
 if(NOT CPP_HTTPLIB_FOUND)
   message(FATAL_ERROR "cpp-httplib is missing (pkg-config cpp-httplib): `mcullm serve` needs it (apt-get install libcpp-httplib-dev)")
 endif()
+# Asio (standalone, header-only; Debian libasio-dev): the cluster's TCP and serial transports.
+find_path(MCULLM_ASIO_INCLUDE_DIR asio.hpp)
+if(NOT MCULLM_ASIO_INCLUDE_DIR)
+  message(FATAL_ERROR "asio.hpp not found: install the Debian package libasio-dev (the cluster's TCP and serial links use Asio)")
+endif()
 add_library(mcullm_host STATIC ${MCULLM_HOST_SOURCES})
 target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads PkgConfig::CPP_HTTPLIB nlohmann_json::nlohmann_json
                       PRIVATE PkgConfig::UTF8PROC)
+target_include_directories(mcullm_host PRIVATE ${MCULLM_ASIO_INCLUDE_DIR})
 
 # The freestanding contract, checked at build time: the core also compiles with no C++ standard
 # library headers at all (-nostdinc++), as the Xtensa emulator build needs (C headers only).

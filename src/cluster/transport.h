@@ -34,7 +34,9 @@ class Transport {
   virtual ~Transport() = default;
 
   // Encodes and sends one frame (payload: header.payload_len bytes), waiting at most timeout_ms
-  // (< 0: no limit) for the link to take it. *failure (may be nullptr) says why it failed.
+  // (< 0: no limit) for the link to take it. *failure (may be nullptr) says why it failed. After a
+  // kTimeout part of the frame may be out: the transport then closes itself (a peer that does not
+  // read is dropped; the receiver's decoder discards the partial frame).
   virtual Status send(const FrameHeader& header, const uint8_t* payload, int timeout_ms, LinkFailure* failure) = 0;
 
   // Sends bytes as they are, not checked: for fault injection in tests (a flipped bit, half a frame).
