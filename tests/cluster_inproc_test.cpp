@@ -78,10 +78,10 @@ struct InprocNode {
 struct Rig {
   std::unique_ptr<SliceSource> source;
   HostThreadPool pool{1};
-  std::vector<std::unique_ptr<InprocNode>> nodes;
-  std::unique_ptr<ClusterMaster> master;
   std::vector<std::string> log;
   std::mutex log_mu;
+  std::vector<std::unique_ptr<InprocNode>> nodes;
+  std::unique_ptr<ClusterMaster> master;  // last: gone before the log it writes to
 
   // Node i serves `model` (default: the master's) from the layers of an even split, with `fault`.
   void add_node(const SliceRange& r, const NodeOptions& extra = {}, const std::string& model = "") {

@@ -215,8 +215,8 @@ bool collect(void* user, const GenerateStep& s) {
 int cluster_main(const ClusterOptions& o) {
   cluster::HiddenEncoding enc;
   if (!cluster::parse_hidden_encoding(o.hidden.c_str(), &enc)) return report(Status::Error(Code::kInvalidArgument, "--hidden %s", o.hidden.c_str()));
-  if ((o.local > 0) + !o.nodes.empty() + o.simulate != 1)
-    return report(Status::Error(Code::kInvalidArgument, "give one of --local N, --nodes HOST:PORT,... or --simulate N"));
+  if (o.simulate ? !o.nodes.empty() : (o.local > 0) == !o.nodes.empty())
+    return report(Status::Error(Code::kInvalidArgument, "give one of --local N, --nodes HOST:PORT,... or --simulate (with --local N's cuts)"));
   const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
   if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
   LoadOptions lo;

@@ -61,8 +61,8 @@ void ClusterMaster::fail(Link& l, const std::string& why) {
   bool was_alive;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    was_alive = l.alive;
-    if (was_alive) {
+    was_alive = l.alive && !stopping_;  // links closing because the master stops are no news
+    if (l.alive) {
       l.alive = false;
       l.failure = why;
     }
@@ -290,10 +290,13 @@ Status ClusterMaster::try_rejoin() {
       }
       if (alive || !connect_link(*l).ok()) continue;
       opt_.log(who(*l) + ": reconnected, checking its slice");
-      if (hello(*l, l->range).ok()) {
+      const Status st = hello(*l, l->range);
+      if (st.ok()) {
         opt_.log(who(*l) + ": admitted again");
         return Status::Ok();
       }
+      if (st.code() == Code::kCorrupt) return st;  // another slice: waiting longer will not change it
+
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -321,7 +324,9 @@ Status ClusterMaster::recover(uint64_t seen_epoch) {
     std::vector<SliceRange> plan;
     Status fits = even_plan(source_->config().n_layers, static_cast<int>(alive.size()), opt_.max_layers, &plan);
     if (!fits.ok()) {
-      if (opt_.rejoin_ms > 0 && try_rejoin().ok()) continue;
+      const Status back = opt_.rejoin_ms > 0 ? try_rejoin() : Status::Ok();
+      if (opt_.rejoin_ms > 0 && back.ok()) continue;
+      if (back.code() == Code::kCorrupt) return Status::Error(Code::kIo, "%s", back.message());
       return Status::Error(Code::kIo, "%s; the %zu node%s left cannot take over: %s", failures.c_str(), alive.size(),
                            alive.size() == 1 ? "" : "s", fits.message());
     }

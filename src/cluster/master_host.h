@@ -12,8 +12,8 @@
 // slice by hash, replays every stream's tokens so far to rebuild their caches, and carries on from
 // the token that failed: the output is the same. With no room it waits up to rejoin_ms for a
 // failed node to come back (a restarted node is admitted once its slice hash checks out; one with
-// another slice is refused, and said so); else the stream fails with the reason. Never a hang:
-// every wait has a deadline.
+// another slice is refused, and the master gives up saying so); else the stream fails with the
+// reason. Never a hang: every wait has a deadline.
 #pragma once
 #include <stdint.h>
 
