@@ -180,6 +180,24 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
       b->norm(p + "ffn_sub_norm", cfg->hidden_dim);
       b->layer(x.layers[l], l);
     }
+  } else if (m.arch == "qwen2") {
+    const Qwen2Model& x = m.qwen2;
+    MC_TRY(x.check_shapes());
+    *cfg = x.cfg;
+    if (x.tied_output) {
+      b->tied("tok_emb", x.tok_emb, cfg->vocab_size);
+    } else {
+      b->table("tok_emb", x.tok_emb, TensorClass::kEmbedding);
+      b->mat("output", x.output, TensorClass::kHead, 2);
+    }
+    b->norm("out_norm", cfg->dim);
+    for (int l = 0; l < cfg->n_layers; ++l) {
+      const std::string p = "layer" + std::to_string(l) + ".";
+      b->norm(p + "attn_norm", cfg->dim);
+      b->norm(p + "ffn_norm", cfg->dim);
+      b->norm(p + "qkv_bias", cfg->dim + 2 * cfg->kv_dim());  // read like norms: f32 vectors
+      b->layer(x.layers[l], l);
+    }
   } else if (m.arch == "ple") {
     const PleModel& x = m.ple;
     MC_TRY(x.check_shapes());
