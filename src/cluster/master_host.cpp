@@ -50,13 +50,6 @@ std::string ClusterMaster::who(const Link& l) const {
   return "node " + std::to_string(l.index + 1) + " (" + l.ep.name + ", layers " + range_text(l.range) + ")";
 }
 
-uint64_t ClusterMaster::expected_hash(const SliceRange& r) {
-  const auto key = std::make_pair(r.first, r.end);
-  auto it = hashes_.find(key);
-  if (it == hashes_.end()) it = hashes_.emplace(key, llama_slice_hash(source_->loaded().model, r)).first;
-  return it->second;
-}
-
 void ClusterMaster::fail(Link& l, const std::string& why) {
   bool was_alive;
   {
@@ -225,7 +218,7 @@ Status ClusterMaster::hello(Link& l, const SliceRange& r) {
     fail(l, std::string("sent a bad hello: ") + st.message());
     return st;
   }
-  const uint64_t want = expected_hash(r);
+  const uint64_t want = source_->hash(r);  // from the master's own copy of the model
   std::string why;
   if (static_cast<int>(in.first_layer) != r.first || static_cast<int>(in.end_layer) != r.end)
     why = "holds layers " + std::to_string(in.first_layer) + ":" + std::to_string(in.end_layer) + ", not the " + range_text(r) + " assigned";

@@ -104,7 +104,6 @@ class ClusterMaster {
   Status try_rejoin();
   // Embeds `token`, runs it through every node; with logits non-null applies the head too.
   Status run_chain(ClusterStream& s, int token, int pos, const float** logits);
-  uint64_t expected_hash(const SliceRange& r);
 
   SliceSource* source_;
   ThreadPool* pool_;
@@ -121,7 +120,6 @@ class ClusterMaster {
   uint32_t next_stream_ = 0;
   bool stopping_ = false;
   std::thread heartbeat_;
-  std::map<std::pair<int, int>, uint64_t> hashes_;
 };
 
 // One sequence generated through the cluster, as a Decoder (model/generate.h drives it).

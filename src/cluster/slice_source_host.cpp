@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "host/layer_slice_loader.h"
+
 namespace mcullm {
 
 namespace {
@@ -14,30 +16,57 @@ class LlamaSliceInstance final : public SliceInstance {
   LlamaSlice slice_;
 };
 
+// A qwen2 slice: the part's table (pointing into the whole model) and one stream over it.
+class Qwen2SliceInstance final : public SliceInstance {
+ public:
+  LayerSlice& slice() override { return stream->slice(); }
+  SliceWeights part;
+  std::unique_ptr<SliceStream> stream;
+};
+
 }  // namespace
+
+Qwen2Model SliceSource::qwen2_part(const SliceRange& r) const {
+  Qwen2Model m = lm_->qwen2;
+  m.first_layer = r.first;
+  m.end_layer = r.end;
+  m.layers = lm_->qwen2.layers + r.first;
+  m.has_embedding = r.master;
+  m.has_head = r.master;
+  return m;
+}
 
 Status SliceSource::open(const std::string& path, const LoadOptions& opt, std::unique_ptr<SliceSource>* out) {
   auto s = std::unique_ptr<SliceSource>(new SliceSource());
   MC_TRY(load_model(path, opt, &s->lm_));
-  if (s->lm_->arch != "llama")
-    return Status::Error(Code::kUnsupported, "%s is a %s model: the cluster runs llama-family models", path.c_str(),
+  if (s->lm_->arch != "llama" && s->lm_->arch != "qwen2")
+    return Status::Error(Code::kUnsupported, "%s is a %s model: the cluster runs llama and qwen2 models", path.c_str(),
                          s->lm_->arch.c_str());
   *out = std::move(s);
   return Status::Ok();
 }
 
 uint64_t SliceSource::hash(const SliceRange& r) {
-  if (!have_hash_ || r.first != hashed_.first || r.end != hashed_.end || r.master != hashed_.master) {
-    hash_ = llama_slice_hash(lm_->model, r);
-    hashed_ = r;
-    have_hash_ = true;
-  }
-  return hash_;
+  const auto key = r.master ? std::make_pair(-1, -1) : std::make_pair(r.first, r.end);
+  auto it = hashes_.find(key);
+  if (it == hashes_.end())
+    it = hashes_.emplace(key, qwen2() ? layer_slice_hash(qwen2_part(r)) : llama_slice_hash(lm_->model, r)).first;
+  return it->second;
 }
 
 Status SliceSource::make(const SliceRange& r, int ctx_len, ThreadPool* pool, const KernelSet* kernels,
                          std::unique_ptr<SliceInstance>* out) const {
   MC_TRY(check_slice_range(lm_->model.cfg, r));
+  if (qwen2()) {
+    auto q = std::make_unique<Qwen2SliceInstance>();
+    q->part.model = qwen2_part(r);
+    SliceOptions so;
+    so.ctx_len = ctx_len;
+    so.kv = lm_->kv;
+    MC_TRY(make_slice_stream(q->part, so, pool, kernels, &q->stream));
+    *out = std::move(q);
+    return Status::Ok();
+  }
   auto inst = std::make_unique<LlamaSliceInstance>();
   const size_t bytes = llama_slice_work_bytes(lm_->model.cfg, r, ctx_len, lm_->kv);
   inst->memory.reset(new uint8_t[bytes]);

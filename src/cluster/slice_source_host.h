@@ -5,6 +5,7 @@
 #pragma once
 #include <stdint.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -23,22 +24,25 @@ class SliceInstance {
 
 class SliceSource {
  public:
-  // The model at `path` (llama-family models today: llama2.c files and llama GGUFs, e.g. stories260K
-  // and `mcullm dummy`); other architectures are refused with a message that says so.
+  // The model at `path`: llama (llama2.c files and llama GGUFs, e.g. stories260K and `mcullm dummy`)
+  // or qwen2 (`mcullm dummy --arch qwen2`); other architectures are refused with a message that says so.
   static Status open(const std::string& path, const LoadOptions& opt, std::unique_ptr<SliceSource>* out);
 
   const LlamaConfig& config() const { return lm_->model.cfg; }
   const LoadedModel& loaded() const { return *lm_; }
-  // llama_slice_hash of the range (computed once per range, then remembered).
+  // What identifies the range's weights: llama_slice_hash, or qwen2's layer_slice_hash
+  // (host/layer_slice_loader.h) of the range as a part of the model. Remembered per range.
   uint64_t hash(const SliceRange& r);
   // A slice with its own arena (KV cache of ctx_len positions, 0 = the model's).
   Status make(const SliceRange& r, int ctx_len, ThreadPool* pool, const KernelSet* kernels, std::unique_ptr<SliceInstance>* out) const;
 
  private:
+  bool qwen2() const { return lm_->arch == "qwen2"; }
+  // The range of the whole qwen2 model as a part holding only it (pointers into the whole model).
+  Qwen2Model qwen2_part(const SliceRange& r) const;
+
   std::unique_ptr<LoadedModel> lm_;
-  SliceRange hashed_;
-  uint64_t hash_ = 0;
-  bool have_hash_ = false;
+  std::map<std::pair<int, int>, uint64_t> hashes_;  // by (first, end); master slices keyed (-1, -1)
 };
 
 // "A:B" -> layers [A, B); an error naming `what` otherwise.
