@@ -64,6 +64,29 @@ TEST_F(ClusterCli, SixLocalNodesAndTheMasterMatchOneProcess) {
   EXPECT_NE(r.err.find("node 6"), std::string::npos) << r.err;
 }
 
+TEST_F(ClusterCli, Qwen2ThroughSixNodesMatchesOneProcess) {
+  const std::string q = *dir_ + "/qwen2-small.gguf";
+  auto r = test::run_cli({"dummy", "--arch", "qwen2", "--layout", "small", "-o", q});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_cli({"run", "-m", q, "--prompt-ids", "1,5,6", "-n", "20", "--temp", "1", "--seed", "3", "--fingerprint", "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string want = fingerprint_line(r.out);
+  test::CliProcess p;
+  ASSERT_TRUE(p.start({"cluster", "-m", q, "--prompt-ids", "1,5,6", "-n", "20", "--temp", "1", "--seed", "3", "--fingerprint",
+                       "-q", "--local", "6", "--hidden", "f32"},
+                      test::temp_dir(), "master"));
+  ASSERT_EQ(p.wait(kWaitMs), 0) << p.err();
+  EXPECT_EQ(fingerprint_line(p.out()), want) << p.err();
+  // A qwen2 node reads its range alone from the file: after a kill the others reload wider ranges.
+  test::CliProcess k;
+  ASSERT_TRUE(k.start({"cluster", "-m", q, "--prompt-ids", "1,5,6", "-n", "20", "--temp", "1", "--seed", "3", "--fingerprint",
+                       "-q", "--local", "6", "--node-fault", "2:kill:7"},
+                      test::temp_dir(), "master"));
+  ASSERT_EQ(k.wait(kWaitMs), 0) << k.err();
+  EXPECT_EQ(fingerprint_line(k.out()), want) << k.err();
+  EXPECT_NE(k.err().find("re-planning the layers onto 5 nodes"), std::string::npos) << k.err();
+}
+
 TEST_F(ClusterCli, RateLimitedPseudoTerminalLinksMatchOneProcess) {
   // 64 f32 values + 44 bytes of frame and chunk head per hop at 4 Mbit/s: ~0.6 ms a hop.
   const auto r = master({"--local", "6", "--link", "pty", "--rate", "4000000"});

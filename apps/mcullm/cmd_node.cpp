@@ -48,7 +48,7 @@ int node(const NodeCliOptions& o) {
   LoadOptions lo;
   lo.kv = o.kv;
   std::unique_ptr<SliceSource> source;
-  if (Status st = SliceSource::open(o.model, lo, &source); !st.ok()) return report(st);
+  if (Status st = SliceSource::open_node(o.model, lo, no.range, &source); !st.ok()) return report(st);
   HostThreadPool pool(o.threads);
   cluster::NodeServer server(source.get(), no, &pool, kernels);
   if (Status st = server.init(); !st.ok()) return report(st);

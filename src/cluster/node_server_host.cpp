@@ -24,6 +24,7 @@ Status NodeServer::load(const SliceRange& r) {
     return Status::Error(Code::kOutOfRange, "layers %d:%d are %d layers, this node holds at most %d (--max-layers)", r.first,
                          r.end, r.end - r.first, opt_.max_layers);
   streams_.clear();
+  MC_TRY(source_->hold(r));
   range_ = r;
   hash_ = source_->hash(r);
   hidden_.assign(static_cast<size_t>(source_->config().dim), 0.0f);

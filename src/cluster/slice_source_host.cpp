@@ -1,8 +1,11 @@
 #include "cluster/slice_source_host.h"
 
 #include <cstdlib>
+#include <vector>
 
+#include "format/gguf.h"
 #include "host/layer_slice_loader.h"
+#include "host/mapped_file.h"
 
 namespace mcullm {
 
@@ -46,24 +49,71 @@ Status SliceSource::open(const std::string& path, const LoadOptions& opt, std::u
   return Status::Ok();
 }
 
+namespace {
+
+// general.architecture of a GGUF file ("" for anything else, e.g. a llama2.c file).
+std::string gguf_arch(const std::string& path) {
+  MappedFile f;
+  if (!f.open(path).ok()) return "";
+  std::vector<uint8_t> mem(1 << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  GgufFile g;
+  GgufStr arch;
+  if (!g.open(f.data(), f.size(), arena).ok() || !g.get_string("general.architecture", &arch).ok()) return "";
+  return std::string(arch.data, arch.size);
+}
+
+}  // namespace
+
+Status SliceSource::open_node(const std::string& path, const LoadOptions& opt, const SliceRange& first,
+                              std::unique_ptr<SliceSource>* out) {
+  if (gguf_arch(path) != "qwen2") return open(path, opt, out);
+  auto s = std::unique_ptr<SliceSource>(new SliceSource());
+  s->path_ = path;
+  s->kv_ = opt.kv;
+  MC_TRY(load_slice_weights(path, first.first, first.end, first.master, first.master, &s->part_));
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Status SliceSource::hold(const SliceRange& r) {
+  if (!part_) return Status::Ok();
+  const Qwen2Model& m = part_->model;
+  if (m.first_layer == r.first && m.end_layer == r.end && m.has_embedding == r.master) return Status::Ok();
+  MC_TRY(check_slice_range(config(), r));
+  std::unique_ptr<SliceWeights> w;
+  MC_TRY(load_slice_weights(path_, r.first, r.end, r.master, r.master, &w));
+  part_ = std::move(w);
+  hashes_.clear();
+  return Status::Ok();
+}
+
 uint64_t SliceSource::hash(const SliceRange& r) {
   const auto key = r.master ? std::make_pair(-1, -1) : std::make_pair(r.first, r.end);
   auto it = hashes_.find(key);
   if (it == hashes_.end())
-    it = hashes_.emplace(key, qwen2() ? layer_slice_hash(qwen2_part(r)) : llama_slice_hash(lm_->model, r)).first;
+    it = hashes_.emplace(key, part_ ? part_->hash : qwen2() ? layer_slice_hash(qwen2_part(r)) : llama_slice_hash(lm_->model, r)).first;
   return it->second;
 }
 
 Status SliceSource::make(const SliceRange& r, int ctx_len, ThreadPool* pool, const KernelSet* kernels,
                          std::unique_ptr<SliceInstance>* out) const {
-  MC_TRY(check_slice_range(lm_->model.cfg, r));
+  MC_TRY(check_slice_range(config(), r));
   if (qwen2()) {
     auto q = std::make_unique<Qwen2SliceInstance>();
-    q->part.model = qwen2_part(r);
     SliceOptions so;
     so.ctx_len = ctx_len;
-    so.kv = lm_->kv;
-    MC_TRY(make_slice_stream(q->part, so, pool, kernels, &q->stream));
+    so.kv = part_ ? kv_ : lm_->kv;
+    if (part_) {  // the held range (hold() first)
+      const Qwen2Model& m = part_->model;
+      if (m.first_layer != r.first || m.end_layer != r.end || m.has_embedding != r.master)
+        return Status::Error(Code::kInvalidArgument, "layers %d:%d are not the range this node holds (%d:%d)", r.first, r.end,
+                             m.first_layer, m.end_layer);
+      MC_TRY(make_slice_stream(*part_, so, pool, kernels, &q->stream));
+    } else {
+      q->part.model = qwen2_part(r);
+      MC_TRY(make_slice_stream(q->part, so, pool, kernels, &q->stream));
+    }
     *out = std::move(q);
     return Status::Ok();
   }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/thread_pool.h"
+#include "host/layer_slice_loader.h"
 #include "host/model_loader.h"
 #include "model/layer_slice.h"
 #include "model/llama_slice.h"
@@ -27,8 +28,16 @@ class SliceSource {
   // The model at `path`: llama (llama2.c files and llama GGUFs, e.g. stories260K and `mcullm dummy`)
   // or qwen2 (`mcullm dummy --arch qwen2`); other architectures are refused with a message that says so.
   static Status open(const std::string& path, const LoadOptions& opt, std::unique_ptr<SliceSource>* out);
+  // A node's source: the same, except that a qwen2 file is read one range at a time (hold(); only
+  // that range's tensors are copied out of the file). A llama file is mapped whole as above: its
+  // other layers' pages are mapped but never read.
+  static Status open_node(const std::string& path, const LoadOptions& opt, const SliceRange& first,
+                          std::unique_ptr<SliceSource>* out);
+  // Makes r the range make() and hash() serve (a node's source reloads a qwen2 range; else nothing).
+  Status hold(const SliceRange& r);
 
-  const LlamaConfig& config() const { return lm_->model.cfg; }
+  const LlamaConfig& config() const { return part_ ? part_->model.cfg : lm_->model.cfg; }
+  // The whole model (open(), not open_node()).
   const LoadedModel& loaded() const { return *lm_; }
   // What identifies the range's weights: llama_slice_hash, or qwen2's layer_slice_hash
   // (host/layer_slice_loader.h) of the range as a part of the model. Remembered per range.
@@ -37,11 +46,14 @@ class SliceSource {
   Status make(const SliceRange& r, int ctx_len, ThreadPool* pool, const KernelSet* kernels, std::unique_ptr<SliceInstance>* out) const;
 
  private:
-  bool qwen2() const { return lm_->arch == "qwen2"; }
+  bool qwen2() const { return part_ || lm_->arch == "qwen2"; }
   // The range of the whole qwen2 model as a part holding only it (pointers into the whole model).
   Qwen2Model qwen2_part(const SliceRange& r) const;
 
-  std::unique_ptr<LoadedModel> lm_;
+  std::unique_ptr<LoadedModel> lm_;        // the whole model, or
+  std::unique_ptr<SliceWeights> part_;      // one qwen2 range (open_node)
+  std::string path_;
+  KvType kv_ = KvType::kF32;
   std::map<std::pair<int, int>, uint64_t> hashes_;  // by (first, end); master slices keyed (-1, -1)
 };
 
