@@ -279,5 +279,97 @@ TEST(ClusterInproc, EvenPlanSplitsAndRefusesWhatDoesNotFit) {
   EXPECT_FALSE(even_plan(24, 0, 0, &p).ok());
 }
 
+// A node driven by hand over an in-process link: hostile and out-of-place input gets an error
+// frame saying what, and the node keeps serving.
+struct HandDriven {
+  std::unique_ptr<SliceSource> source;
+  HostThreadPool pool{1};
+  std::unique_ptr<NodeServer> server;
+  std::unique_ptr<Transport> mine, theirs;
+  std::thread thread;
+  uint32_t seq = 0;
+  explicit HandDriven(const NodeOptions& o) {
+    EXPECT_TRUE(SliceSource::open(dummy_model(), LoadOptions(), &source).ok());
+    server = std::make_unique<NodeServer>(source.get(), o, &pool, kernels_by_name("auto"));
+    EXPECT_TRUE(server->init().ok());
+    make_inproc_pair(&mine, &theirs);
+    thread = std::thread([this] { server->serve(*theirs); });
+  }
+  ~HandDriven() {
+    server->stop();
+    mine->close();
+    thread.join();
+  }
+  // The next frame's type and (for an error) its text.
+  FrameType next(std::string* text = nullptr) {
+    Frame f;
+    LinkFailure why;
+    EXPECT_TRUE(mine->receive(&f, 5000, &why).ok());
+    if (f.header.type == FrameType::kError && text) {
+      Status remote;
+      EXPECT_TRUE(decode_error(f.payload, f.header.payload_len, &remote).ok());
+      *text = remote.message();
+    }
+    return f.header.type;
+  }
+  void hello(uint32_t first, uint32_t end, uint32_t n_layers = 12, uint32_t dim = 64) {
+    Hello h;
+    h.role = NodeRole::kMaster;
+    h.first_layer = first;
+    h.end_layer = end;
+    h.n_layers = n_layers;
+    h.dim = dim;
+    uint8_t buf[kHelloBytes];
+    size_t len = 0;
+    ASSERT_TRUE(encode_hello(h, buf, sizeof buf, &len).ok());
+    ASSERT_TRUE(send_frame(*mine, &seq, FrameType::kHello, 0, 0, buf, len, 1000, nullptr).ok());
+  }
+};
+
+TEST(ClusterNode, HostileInputGetsErrorFramesAndTheNodeKeepsServing) {
+  NodeOptions o;
+  o.range = {0, 3, false};
+  o.max_layers = 4;
+  o.max_streams = 2;
+  HandDriven n(o);
+  std::string text;
+  const uint8_t garbage[12] = {'M', 'C', 'L', 'K', 1, 4, 0, 0, 0xff, 0xff, 0xff, 0xff};
+  ASSERT_TRUE(n.mine->send_bytes(garbage, sizeof garbage, 1000, nullptr).ok());
+  ASSERT_TRUE(send_frame(*n.mine, &n.seq, FrameType::kHeartbeat, 0, 0, nullptr, 0, 1000, nullptr).ok());
+  EXPECT_EQ(n.next(&text), FrameType::kError);
+  EXPECT_NE(text.find("corrupt"), std::string::npos) << text;
+  EXPECT_EQ(n.next(), FrameType::kHeartbeat) << "the frame after the garbage still gets through";
+
+  n.hello(0, 8);  // more than --max-layers
+  EXPECT_EQ(n.next(&text), FrameType::kError);
+  EXPECT_NE(text.find("at most 4"), std::string::npos) << text;
+  n.hello(0, 3, 24);  // another model
+  EXPECT_EQ(n.next(&text), FrameType::kError);
+  EXPECT_NE(text.find("24 layers"), std::string::npos) << text;
+  n.hello(10, 13);  // outside the model
+  EXPECT_EQ(n.next(&text), FrameType::kError);
+  n.hello(3, 6);
+  EXPECT_EQ(n.next(), FrameType::kHello);
+  EXPECT_EQ(n.server->range().first, 3);
+
+  std::vector<float> x(64, 0.25f), wrong(32, 0.25f);
+  ASSERT_TRUE(send_hidden(*n.mine, &n.seq, 0, 0, HiddenEncoding::kF32, wrong.data(), 32, 1000, nullptr).ok());
+  EXPECT_EQ(n.next(&text), FrameType::kError) << "a hidden state of another width";
+  ASSERT_TRUE(send_hidden(*n.mine, &n.seq, 0, 500, HiddenEncoding::kF32, x.data(), 64, 1000, nullptr).ok());
+  EXPECT_EQ(n.next(&text), FrameType::kError) << "a position outside the context";
+  EXPECT_NE(text.find("500"), std::string::npos) << text;
+  for (uint32_t stream = 0; stream < 2; ++stream) {
+    ASSERT_TRUE(send_hidden(*n.mine, &n.seq, stream, 0, HiddenEncoding::kInt8, x.data(), 64, 1000, nullptr).ok());
+    EXPECT_EQ(n.next(), FrameType::kHidden);
+  }
+  ASSERT_TRUE(send_hidden(*n.mine, &n.seq, 7, 0, HiddenEncoding::kF32, x.data(), 64, 1000, nullptr).ok());
+  EXPECT_EQ(n.next(&text), FrameType::kError) << "a third stream over --max-streams 2";
+  EXPECT_NE(text.find("at most 2 streams"), std::string::npos) << text;
+  ASSERT_TRUE(send_frame(*n.mine, &n.seq, FrameType::kReset, 0, 0, nullptr, 0, 1000, nullptr).ok());
+  EXPECT_EQ(n.next(), FrameType::kReady);
+  ASSERT_TRUE(send_hidden(*n.mine, &n.seq, 7, 0, HiddenEncoding::kF32, x.data(), 64, 1000, nullptr).ok());
+  EXPECT_EQ(n.next(), FrameType::kHidden) << "room again after the reset";
+}
+
 }  // namespace
 }  // namespace mcullm::cluster

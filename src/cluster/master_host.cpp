@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "cluster/transport_host.h"
+
 namespace mcullm::cluster {
 
 namespace {
@@ -136,10 +138,7 @@ void ClusterMaster::heartbeat_loop() {
 
 Status ClusterMaster::send(Link& l, const FrameHeader& hdr, const uint8_t* payload) {
   std::lock_guard<std::mutex> lk(l.send_mu);
-  FrameHeader h = hdr;
-  h.seq = l.seq++;
-  LinkFailure why = LinkFailure::kNone;
-  Status st = l.t->send(h, payload, opt_.timeout_ms, &why);
+  Status st = send_frame(*l.t, &l.seq, hdr.type, hdr.stream, hdr.pos, payload, hdr.payload_len, opt_.timeout_ms, nullptr);
   if (!st.ok()) fail(l, std::string("cannot send: ") + st.message());
   return st;
 }

@@ -1,5 +1,7 @@
 #include "cluster/node_server_host.h"
 
+#include "cluster/transport_host.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -33,13 +35,7 @@ Status NodeServer::load(const SliceRange& r) {
 }
 
 Status NodeServer::send(Transport& link, FrameType type, uint32_t stream, uint32_t pos, const uint8_t* payload, size_t len) {
-  FrameHeader h;
-  h.type = type;
-  h.seq = seq_++;
-  h.stream = stream;
-  h.pos = pos;
-  h.payload_len = static_cast<uint32_t>(len);
-  return link.send(h, payload, kSendTimeoutMs, nullptr);
+  return send_frame(link, &seq_, type, stream, pos, payload, len, kSendTimeoutMs, nullptr);
 }
 
 Status NodeServer::reply_error(Transport& link, const FrameHeader& about, const Status& why) {
@@ -51,10 +47,12 @@ Status NodeServer::reply_error(Transport& link, const FrameHeader& about, const 
 
 Status NodeServer::send_hidden(Transport& link, HiddenEncoding e, uint32_t stream, uint32_t pos, const float* x) {
   const uint32_t dim = static_cast<uint32_t>(source_->config().dim);
-  const uint32_t frames = hidden_frame_count(e, dim);
+  if (opt_.fault != "flip" || served_ != opt_.fault_after)
+    return cluster::send_hidden(link, &seq_, stream, pos, e, x, dim, kSendTimeoutMs, nullptr);
+  // The flip fault: the first frame goes out with one payload bit flipped (only the CRC can tell).
   uint8_t buf[kMaxFrameBytes];
-  for (uint32_t c = 0; c < frames; ++c) {
-    size_t len = 0;
+  for (uint32_t c = 0; c < hidden_frame_count(e, dim); ++c) {
+    size_t len = 0, n = 0;
     MC_TRY(encode_hidden_chunk(e, x, dim, c, buf + kFrameHeaderBytes, kMaxPayloadBytes, &len));
     FrameHeader h;
     h.type = FrameType::kHidden;
@@ -62,14 +60,9 @@ Status NodeServer::send_hidden(Transport& link, HiddenEncoding e, uint32_t strea
     h.stream = stream;
     h.pos = pos;
     h.payload_len = static_cast<uint32_t>(len);
-    if (opt_.fault == "flip" && served_ == opt_.fault_after && c == 0) {
-      size_t n = 0;
-      MC_TRY(encode_frame(h, buf + kFrameHeaderBytes, buf, sizeof buf, &n));
-      buf[kFrameHeaderBytes + len / 2] ^= 0x10;  // one payload bit: only the CRC can tell
-      MC_TRY(link.send_bytes(buf, n, kSendTimeoutMs, nullptr));
-      continue;
-    }
-    MC_TRY(link.send(h, buf + kFrameHeaderBytes, kSendTimeoutMs, nullptr));
+    MC_TRY(encode_frame(h, buf + kFrameHeaderBytes, buf, sizeof buf, &n));
+    if (c == 0) buf[kFrameHeaderBytes + len / 2] ^= 0x10;
+    MC_TRY(link.send_bytes(buf, n, kSendTimeoutMs, nullptr));
   }
   return Status::Ok();
 }
