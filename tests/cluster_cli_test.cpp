@@ -200,6 +200,16 @@ TEST_F(ClusterCli, NodeRestartedWithAnotherSliceIsRefused) {
   EXPECT_NE(r.err.find("refused"), std::string::npos) << r.err;
 }
 
+TEST_F(ClusterCli, BenchPrintsOneProcessAndEachStreamCount) {
+  const auto r = master({"--local", "2", "--streams", "2", "--bench", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* row : {"one process", "cluster, 1 stream ", "cluster, 2 streams", "medians of 1 rounds"})
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  const auto bad = master({"--simulate", "--bench", "1"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--bench needs nodes"), std::string::npos) << bad.err;
+}
+
 TEST_F(ClusterCli, BadArgumentsAreClearErrors) {
   auto r = test::run_cli({"cluster", "-m", *model_, "--prompt-ids", "1,2", "-n", "2"});
   EXPECT_EQ(r.exit_code, 2);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -38,7 +39,7 @@ struct ClusterOptions {
   std::string model, tokenizer, prompt, prompt_ids, nodes, hidden = "f32", kernels = "auto", link = "tcp";
   std::vector<std::string> node_faults;
   int local = 0, streams = 1, n_predict = 256, ctx = 0, threads = 1, node_threads = 1, timeout_ms = 5000,
-      heartbeat_ms = 500, max_layers = 0, rejoin_ms = 0, top_k = 40;
+      heartbeat_ms = 500, max_layers = 0, rejoin_ms = 0, top_k = 40, bench = 0;
   int64_t seed = 42;
   uint64_t rate = 0;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f;
@@ -212,6 +213,88 @@ bool collect(void* user, const GenerateStep& s) {
   return true;
 }
 
+// One sequence per decoder, all at once on their own threads (seeds seed, seed + 1, ...): *runs gets
+// each one's tokens, fingerprint and status; *ms the wall time.
+Status generate_streams(const ClusterOptions& o, const std::vector<int>& prompt, const GenerateOptions& go, int vocab,
+                        const std::vector<Decoder*>& decoders, std::vector<StreamRun>* runs, double* ms) {
+  *runs = std::vector<StreamRun>(decoders.size());
+  for (size_t i = 0; i < runs->size(); ++i) {
+    StreamRun& r = (*runs)[i];
+    r.decoder = decoders[i];
+    r.scratch.resize(16ull * vocab + (64u << 10));
+    r.arena.reset(Tier::kHost, r.scratch.data(), r.scratch.size());
+    SamplerConfig sc;
+    sc.temperature = o.temp;
+    sc.top_k = o.top_k;
+    sc.top_p = o.top_p;
+    sc.min_p = o.min_p;
+    sc.seed = static_cast<uint64_t>(o.seed) + i;
+    MC_TRY(r.sampler.init(sc, vocab, r.arena));
+    r.history.resize(prompt.size() + static_cast<size_t>(o.n_predict) + 1);
+  }
+  const Clock::time_point t0 = Clock::now();
+  auto run_one = [&](StreamRun& r) {
+    GenerateHooks hooks{&r, nullptr, collect};
+    r.status = generate(*r.decoder, r.sampler, prompt.data(), static_cast<int>(prompt.size()), go, r.history.data(), &r.fp, hooks, &r.result);
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < runs->size(); ++i) threads.emplace_back(run_one, std::ref((*runs)[i]));
+  run_one((*runs)[0]);
+  for (std::thread& t : threads) t.join();
+  *ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  return Status::Ok();
+}
+
+// Tokens fed through the model by the runs (the prompt but its last token, then one per sample).
+int tokens_evaluated(const std::vector<StreamRun>& runs, size_t n_prompt) {
+  int n = 0;
+  for (const StreamRun& r : runs) n += static_cast<int>(n_prompt) - 1 + r.result.n_sampled;
+  return n;
+}
+
+// --bench ROUNDS: one process (the whole model in this process, the same bits) against the cluster
+// with 1 .. --streams streams, interleaved round by round so that a noisy machine hits all alike;
+// the median tokens/s of each and its ratio to one process.
+int bench(const ClusterOptions& o, SliceSource& source, cluster::ClusterMaster& master, const std::vector<int>& prompt,
+          const GenerateOptions& go, ThreadPool* pool, const KernelSet* kernels, int ctx_len) {
+  const LlamaConfig& cfg = source.config();
+  cluster::RoundedChain whole;
+  if (Status st = whole.init(&source, {{0, cfg.n_layers, false}}, cluster::HiddenEncoding::kF32, ctx_len, pool, kernels); !st.ok())
+    return report(st);
+  std::vector<std::vector<double>> rates(static_cast<size_t>(o.streams) + 1);  // [0] = one process
+  for (int round = 0; round < o.bench; ++round) {
+    for (int k = 0; k <= o.streams; ++k) {
+      std::vector<std::unique_ptr<cluster::ClusterStream>> streams(static_cast<size_t>(k));
+      std::vector<Decoder*> decs;
+      if (k == 0) decs.push_back(&whole);
+      for (auto& s : streams) {
+        if (Status st = master.open_stream(&s); !st.ok()) return report(st);
+        decs.push_back(s.get());
+      }
+      std::vector<StreamRun> runs;
+      double ms = 0;
+      if (Status st = generate_streams(o, prompt, go, cfg.vocab_size, decs, &runs, &ms); !st.ok()) return report(st);
+      for (const StreamRun& r : runs)
+        if (!r.status.ok()) return report(r.status);
+      rates[static_cast<size_t>(k)].push_back(1000.0 * tokens_evaluated(runs, prompt.size()) / ms);
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double base = median(rates[0]);
+  std::printf("%-28s %12s %10s\n", "configuration", "tokens/s", "vs 1 proc");
+  std::printf("%-28s %12.2f %10.2f\n", "one process", base, 1.0);
+  for (int k = 1; k <= o.streams; ++k) {
+    const std::string name = "cluster, " + std::to_string(k) + " stream" + (k == 1 ? "" : "s");
+    const double r = median(rates[static_cast<size_t>(k)]);
+    std::printf("%-28s %12.2f %10.2f\n", name.c_str(), r, r / base);
+  }
+  std::printf("(medians of %d rounds; plan: %s; hidden %s)\n", o.bench, master.plan_text().c_str(), o.hidden.c_str());
+  return 0;
+}
+
 int cluster_main(const ClusterOptions& o) {
   cluster::HiddenEncoding enc;
   if (!cluster::parse_hidden_encoding(o.hidden.c_str(), &enc)) return report(Status::Error(Code::kInvalidArgument, "--hidden %s", o.hidden.c_str()));
@@ -291,31 +374,17 @@ int cluster_main(const ClusterOptions& o) {
   go.n_predict = o.n_predict;
   go.stop_a = tok_status.ok() ? tok->bos_id() : -1;
   go.stop_b = tok_status.ok() ? tok->eos_id() : -1;
-  for (size_t i = 0; i < runs.size(); ++i) {
-    StreamRun& r = runs[i];
-    r.scratch.resize(16ull * cfg.vocab_size + (64u << 10));
-    r.arena.reset(Tier::kHost, r.scratch.data(), r.scratch.size());
-    SamplerConfig sc;
-    sc.temperature = o.temp;
-    sc.top_k = o.top_k;
-    sc.top_p = o.top_p;
-    sc.min_p = o.min_p;
-    sc.seed = static_cast<uint64_t>(o.seed) + i;
-    if (Status st = r.sampler.init(sc, cfg.vocab_size, r.arena); !st.ok()) return report(st);
-    r.history.resize(prompt.size() + static_cast<size_t>(o.n_predict) + 1);
+  if (o.bench > 0) {
+    if (!master) return report(Status::Error(Code::kInvalidArgument, "--bench needs nodes (--local N or --nodes)"));
+    return bench(o, *source, *master, prompt, go, &pool, kernels, ctx_len);
   }
-  const Clock::time_point t_gen = Clock::now();
-  auto run_one = [&](StreamRun& r) {
-    GenerateHooks hooks{&r, nullptr, collect};
-    r.status = generate(*r.decoder, r.sampler, prompt.data(), static_cast<int>(prompt.size()), go, r.history.data(), &r.fp, hooks, &r.result);
-  };
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < runs.size(); ++i) threads.emplace_back(run_one, std::ref(runs[i]));
-  run_one(runs[0]);
-  for (std::thread& t : threads) t.join();
-  const double gen_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_gen).count();
+  std::vector<Decoder*> decoders;
+  for (StreamRun& r : runs) decoders.push_back(r.decoder);
+  double gen_ms = 0;
+  if (Status st = generate_streams(o, prompt, go, cfg.vocab_size, decoders, &runs, &gen_ms); !st.ok()) return report(st);
 
-  int failed = 0, tokens = 0;
+  int failed = 0;
+  const int tokens = tokens_evaluated(runs, prompt.size());
   for (size_t i = 0; i < runs.size(); ++i) {
     StreamRun& r = runs[i];
     if (!r.status.ok()) {
@@ -323,7 +392,6 @@ int cluster_main(const ClusterOptions& o) {
       ++failed;
       continue;
     }
-    tokens += static_cast<int>(prompt.size()) - 1 + r.result.n_sampled;
     if (!o.quiet && tok_status.ok()) {
       std::string text = tok->decode_step(-1, prompt[0]);
       int prev = prompt[0];
@@ -382,6 +450,8 @@ void add_cluster_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--rejoin-ms", o->rejoin_ms, "With no room left after a failure, wait this long for the node to come back")
       ->check(CLI::Range(0, 600000));
+  cmd->add_option("--bench", o->bench, "Speed: ROUNDS of one process vs the cluster with 1 .. --streams streams (medians, ratios)")
+      ->check(CLI::Range(0, 1000));
   cmd->add_option("--node-fault", o->node_faults, "Test hook for --local: NODE:KIND:AFTER (kind kill, stop, flip, exit), see `mcullm node --fault`");
   cmd->callback([o, exit_code] { *exit_code = cluster_main(*o); });
 }

@@ -395,7 +395,23 @@ Status ClusterMaster::run_chain(ClusterStream& s, int token, int pos, const floa
   return s.local_->slice().head(s.hidden_.data(), logits);
 }
 
-ClusterStream::~ClusterStream() = default;
+void ClusterMaster::close_stream(uint32_t id) {
+  std::vector<Link*> chain;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_) return;
+    for (Link* l : plan_)
+      if (l->alive) chain.push_back(l);
+  }
+  FrameHeader h;
+  h.type = FrameType::kReset;
+  h.stream = id;
+  for (Link* l : chain) send(*l, h, nullptr);  // the nodes' "ready" answers are not waited for
+}
+
+ClusterStream::~ClusterStream() {
+  if (master_) master_->close_stream(id_);
+}
 
 int ClusterStream::vocab_size() const { return master_->source_->config().vocab_size; }
 int ClusterStream::ctx_len() const { return local_->slice().ctx_len(); }

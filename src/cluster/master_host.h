@@ -104,6 +104,8 @@ class ClusterMaster {
   Status try_rejoin();
   // Embeds `token`, runs it through every node; with logits non-null applies the head too.
   Status run_chain(ClusterStream& s, int token, int pos, const float** logits);
+  // Frees the stream's KV caches on the nodes (reset frames).
+  void close_stream(uint32_t id);
 
   SliceSource* source_;
   ThreadPool* pool_;
@@ -122,7 +124,8 @@ class ClusterMaster {
   std::thread heartbeat_;
 };
 
-// One sequence generated through the cluster, as a Decoder (model/generate.h drives it).
+// One sequence generated through the cluster, as a Decoder (model/generate.h drives it). It must
+// not outlive its master; destroying it frees its caches on the nodes.
 class ClusterStream final : public Decoder {
  public:
   ~ClusterStream();
