@@ -139,8 +139,9 @@ void ClusterMaster::heartbeat_loop() {
 Status ClusterMaster::send(Link& l, const FrameHeader& hdr, const uint8_t* payload) {
   std::lock_guard<std::mutex> lk(l.send_mu);
   Status st = send_frame(*l.t, &l.seq, hdr.type, hdr.stream, hdr.pos, payload, hdr.payload_len, opt_.timeout_ms, nullptr);
-  if (!st.ok()) fail(l, std::string("cannot send: ") + st.message());
-  return st;
+  if (st.ok()) return st;
+  fail(l, std::string("cannot send: ") + st.message());
+  return Status::Error(Code::kIo, "%s failed: cannot send: %s", who(l).c_str(), st.message());  // kIo: a link fault
 }
 
 Status ClusterMaster::await(Link& l, uint32_t key, FrameType type, uint32_t pos, int frames, std::vector<RxFrame>* out) {
@@ -388,7 +389,7 @@ Status ClusterMaster::run_chain(ClusterStream& s, int token, int pos, const floa
     f.payload = payloads[c].data();
     if (Status st = as.add(f); !st.ok()) {
       fail(*chain.back(), std::string("sent a bad hidden state: ") + st.message());
-      return st;
+      return Status::Error(Code::kIo, "%s sent a bad hidden state: %s", who(*chain.back()).c_str(), st.message());
     }
   }
   std::lock_guard<std::mutex> lk(compute_mu_);

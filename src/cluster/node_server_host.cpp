@@ -166,6 +166,8 @@ Status NodeServer::on_frame(Transport& link, const Frame& f) {
 }
 
 Status NodeServer::serve(Transport& link) {
+  streams_.clear();  // a new master: nothing of the last one's streams is kept
+  assembling_ = false;
   while (!stop_) {
     Frame f;
     LinkFailure why = LinkFailure::kNone;
