@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cluster/frame.h"
+#include "cluster/frame_bytes.h"
 #include "core/crc32.h"
 #include "fuzz_support.h"
 #include "quant/f16.h"
@@ -25,8 +26,6 @@ using namespace mcullm;
 using namespace mcullm::cluster;
 
 namespace {
-
-uint32_t le32(const uint8_t* p) { return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24; }
 
 struct Event {
   bool frame;
@@ -38,7 +37,7 @@ std::vector<float>* g_hidden;  // kMaxHiddenDim floats for the assembler
 void check_payload(const Frame& f) {
   const uint8_t* p = f.payload;
   const size_t n = f.header.payload_len;
-  std::vector<uint8_t> again(kMaxPayloadBytes);
+  static std::vector<uint8_t> again(kMaxPayloadBytes);
   size_t len = 0;
   switch (f.header.type) {
     case FrameType::kHello: {
@@ -150,7 +149,7 @@ std::vector<Event> decode(FrameDecoder& d, const uint8_t* data, size_t size, uin
 void repair_crcs(std::vector<uint8_t>* b) {
   for (size_t i = 0; i + kFrameHeaderBytes <= b->size(); ++i) {
     if (memcmp(b->data() + i, kFrameMagic, 4) != 0) continue;
-    const uint32_t len = le32(b->data() + i + 20);
+    const uint32_t len = wire::get_u32(b->data() + i + 20);
     if (len > kMaxPayloadBytes || i + kFrameHeaderBytes + len > b->size()) continue;
     uint32_t crc = crc32_ieee(b->data() + i, 24);
     crc = crc32_ieee(b->data() + i + kFrameHeaderBytes, len, crc);
@@ -228,7 +227,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static FrameDecoder* pieces = new FrameDecoder;
   std::vector<uint8_t> stream(data + 5, data + size);
   if (data[0] & 1) repair_crcs(&stream);
-  const uint32_t seed = le32(data + 1) | 1u;  // never 0: that is "all at once"
+  const uint32_t seed = wire::get_u32(data + 1) | 1u;  // never 0: that is "all at once"
   const std::vector<Event> a = decode(*whole, stream.data(), stream.size(), 0);
   const std::vector<Event> b = decode(*pieces, stream.data(), stream.size(), seed);
   FUZZ_CHECK(a.size() == b.size());
