@@ -2,30 +2,22 @@
 
 #include <string.h>
 
+#include "cluster/frame_bytes.h"
 #include "core/crc32.h"
 
 namespace mcullm::cluster {
 namespace {
 
-constexpr size_t kCrcOffset = 24;  // header bytes [0, 24) are covered by the CRC, then the payload
+using wire::all_zero;
+using wire::get_u32;
+using wire::put_u32;
 
-void put_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get_u32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
+constexpr size_t kCrcOffset = 24;  // header bytes [0, 24) are covered by the CRC, then the payload
 
 bool type_valid(uint8_t t) { return t >= 1 && t <= static_cast<uint8_t>(FrameType::kHeartbeat); }
 
 uint32_t frame_crc(const uint8_t* header, const uint8_t* payload, size_t payload_len) {
   return crc32_ieee(payload, payload_len, crc32_ieee(header, kCrcOffset));
-}
-
-bool all_zero(const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (p[i]) return false;
-  return true;
 }
 
 // The header fields every frame is checked against before its payload is awaited (the magic is

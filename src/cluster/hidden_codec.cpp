@@ -2,27 +2,19 @@
 
 #include <string.h>
 
+#include "cluster/frame_bytes.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"
 
 namespace mcullm::cluster {
 namespace {
 
+using wire::all_zero;
+using wire::get_u32;
+using wire::put_u32;
+
 constexpr size_t pad4(size_t n) { return (n + 3) & ~size_t{3}; }
 uint32_t int8_blocks(uint32_t count) { return (count + kInt8Block - 1) / kInt8Block; }
-
-void put_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get_u32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
-
-bool all_zero(const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (p[i]) return false;
-  return true;
-}
 
 }  // namespace
 

@@ -69,10 +69,11 @@ class AsioTransport final : public Transport {
     // Paced: pieces of about 2 ms of link time, each written once the link would have sent it.
     const size_t piece = std::max<uint64_t>(1, std::min<uint64_t>(4096, rate_bps_ / 8 / 500));
     auto t = std::max(Clock::now(), link_free_);
+    if (limited && t + std::chrono::nanoseconds(n * 8 * 1000000000ull / rate_bps_) > deadline)
+      return timed_out(failure, timeout_ms);  // refused before a byte goes out
     for (size_t off = 0; off < n; off += piece) {
       const size_t len = std::min(piece, n - off);
       t += std::chrono::nanoseconds(len * 8 * 1000000000ull / rate_bps_);
-      if (limited && t > deadline) return timed_out(failure, timeout_ms);
       if (!sleep_until(t)) return closed(failure);
       MC_TRY(write(data + off, len, limited, deadline, failure));
     }
@@ -252,9 +253,10 @@ class AsioTcpListener final : public TcpListener {
       asio::error_code ec;
       acceptor_.cancel(ec);
       run_until(ctx_, -1, deadline, [&] { return done; });
-      if (!result) result = asio::error::timed_out;  // it raced in: keep the timeout simple
-      if (failure) *failure = LinkFailure::kTimeout;
-      return Status::Error(Code::kIo, "tcp listener on port %u: no connection within %d ms", port(), timeout_ms);
+      if (result == asio::error::operation_aborted && !closed_) {  // else a connection raced in: take it
+        if (failure) *failure = LinkFailure::kTimeout;
+        return Status::Error(Code::kIo, "tcp listener on port %u: no connection within %d ms", port(), timeout_ms);
+      }
     }
     if (result) {
       if (failure) *failure = result == asio::error::operation_aborted ? LinkFailure::kClosed : LinkFailure::kIo;
