@@ -7,9 +7,7 @@
 
 namespace mcullm {
 
-namespace {
-
-KernelKind kind_of(DType t) {
+KernelKind kernel_kind_of(DType t) {
   switch (t) {
     case DType::kQ8_0: return KernelKind::kInt8;
     case DType::kQ4_0:
@@ -17,10 +15,14 @@ KernelKind kind_of(DType t) {
     case DType::kQ4E: return KernelKind::kInt4;
     case DType::kTQ1_0:
     case DType::kTQ2_0:
-    case DType::kI2_S: return KernelKind::kTernary;
+    case DType::kI2_S:
+    case DType::kTL1:
+    case DType::kTL2: return KernelKind::kTernary;
     default: return KernelKind::kF32;
   }
 }
+
+namespace {
 
 uint64_t q4e_scale_bytes_per_row(const MatRef& m) {
   return m.group > 0 ? 2ull * ((m.cols + m.group - 1) / m.group) : 0;
@@ -80,7 +82,7 @@ struct Builder {
     x.t.name = name;
     x.t.cls = cls;
     x.t.stage = stage_of(cls, name);
-    x.t.kind = f32_act ? KernelKind::kF32 : kind_of(m.type);
+    x.t.kind = f32_act ? KernelKind::kF32 : kernel_kind_of(m.type);
     x.t.bytes = x.t.read_per_token = bytes_of(m);
     x.t.macs_per_token = static_cast<uint64_t>(m.rows) * m.cols;
     x.rank = rank;
@@ -103,7 +105,7 @@ struct Builder {
     x.t.name = name;
     x.t.cls = cls;
     x.t.stage = stage_of(cls, name);
-    x.t.kind = kind_of(m.type);
+    x.t.kind = kernel_kind_of(m.type);
     x.t.bytes = bytes_of(m);
     x.t.read_per_token = row_bytes_of(m);
     x.t.row_read = true;

@@ -85,8 +85,9 @@ Status load_slice_weights(const std::string& path, int first, int end, bool embe
   // layers are never read (the GGUF header is parsed from the first pages only).
   MappedFile file;
   MC_TRY(file.open(path));
-  std::vector<uint8_t> table_memory(size_t{16} << 20);
-  Arena tables(Tier::kHost, table_memory.data(), table_memory.size());
+  const size_t table_bytes = size_t{16} << 20;  // GGUF indexes; left uninitialised: only what is used is touched
+  std::unique_ptr<uint8_t[]> table_memory(new uint8_t[table_bytes]);
+  Arena tables(Tier::kHost, table_memory.get(), table_bytes);
   GgufFile gguf;
   Qwen2Model part;
   Status st = gguf.open(file.data(), file.size(), tables);

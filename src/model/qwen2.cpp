@@ -264,6 +264,7 @@ Status Qwen2Context::forward(int token, int pos, const float** logits) {
 }
 
 Status Qwen2Context::prefill(const int* tokens, int n, int pos0, const float** logits) {
+  if (r_.b().cap == 0) return Decoder::prefill(tokens, n, pos0, logits);  // no batch buffers: one token
   MC_TRY(check_batch(r_.model().cfg, r_.s(), r_.b(), tokens, n, pos0));
   MC_TRY(r_.embed_batch(tokens, n));
   MC_TRY(r_.layers_batch(0, r_.model().cfg.n_layers, pos0, n));
