@@ -33,7 +33,9 @@ M="$WORK/model.gguf"
 "$MCULLM" dummy -o "$M" --layers 12 --dim 64 --heads 4 --kv-heads 2 --hidden 128 --seq-len 128 2>/dev/null || exit 1
 WANT=$("$MCULLM" run -m "$M" -p "the big dog" -n 30 --temp 1 --seed 5 --fingerprint -q 2>/dev/null | grep '^fingerprint')
 LIST=
+rm -f "$WORK"/node*.out  # a port left by an earlier run must not be read before the new node writes
 for i in 0 1 2 3 4 5; do
+  : >"$WORK/node$i.out"
   ip netns exec "$NS" "$MCULLM" node -m "$M" --layers $((2 * i)):$((2 * i + 2)) --listen "${NET}2:0" --once \
     >"$WORK/node$i.out" 2>"$WORK/node$i.err" &
   PIDS="$PIDS $!"
