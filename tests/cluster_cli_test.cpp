@@ -128,6 +128,15 @@ TEST_F(ClusterCli, NodeKilledMidGenerationIsReplannedAround) {
   EXPECT_NE(r.err.find("re-planning the layers onto 5 nodes"), std::string::npos) << r.err;
 }
 
+TEST_F(ClusterCli, KillWithThreeStreamsInFlightReplaysEveryStream) {
+  const auto clean = master({"--local", "4", "--streams", "3"});
+  ASSERT_EQ(clean.exit_code, 0) << clean.err;
+  const auto r = master({"--local", "4", "--streams", "3", "--node-fault", "2:kill:20"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, clean.out) << r.err;  // the three streams' fingerprints
+  EXPECT_NE(r.err.find("re-planning the layers onto 3 nodes"), std::string::npos) << r.err;
+}
+
 TEST_F(ClusterCli, StoppedNodeTimesOutAndIsReplannedAround) {
   const auto r = master({"--local", "6", "--node-fault", "2:stop:10", "--timeout-ms", "400", "--heartbeat-ms", "50"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
