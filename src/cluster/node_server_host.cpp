@@ -123,7 +123,7 @@ Status NodeServer::on_frame(Transport& link, const Frame& f) {
       Hello in;
       if (Status st = decode_hello(f.payload, h.payload_len, &in); !st.ok()) return reply_error(link, h, st);
       if (in.role != NodeRole::kMaster) return reply_error(link, h, Status::Error(Code::kInvalidArgument, "hello from a node, not a master"));
-      const LlamaConfig& c = source_->config();
+      const LlamaConfig c = source_->config();  // a copy: load() below may replace the weights it lives in
       if (static_cast<int>(in.n_layers) != c.n_layers || static_cast<int>(in.dim) != c.dim)
         return reply_error(link, h, Status::Error(Code::kInvalidArgument,
                                                   "the master's model has %u layers of width %u, this node's %d of %d",
