@@ -440,6 +440,34 @@ TEST(Qwen2SliceFile, OtherLayersBytesAreNeverRead) {
   }
 }
 
+TEST(Qwen2SliceFile, StreamsOverSharedWeightsKeepTheirOwnCaches) {
+  // Two sequences interleaved through two streams of one slice's weights give what each gives alone.
+  const std::string path = write_tiny("tiny.gguf", 9);
+  std::unique_ptr<SliceWeights> w;
+  ASSERT_TRUE(load_slice_weights(path, 0, 4, true, true, &w).ok());
+  HostThreadPool pool(2);
+  SliceOptions o;
+  o.ctx_len = 16;
+  auto run = [&](Qwen2Slice& s, int token, int pos) {
+    std::vector<float> h(128);
+    EXPECT_TRUE(s.embed(token, h.data()).ok());
+    EXPECT_TRUE(s.run_layers(h.data(), pos).ok());
+    const float* l = nullptr;
+    EXPECT_TRUE(s.head(h.data(), &l).ok());
+    return std::vector<float>(l, l + 300);
+  };
+  std::unique_ptr<SliceStream> a, b, alone;
+  ASSERT_TRUE(make_slice_stream(*w, o, &pool, &kernels_best(), &a).ok());
+  ASSERT_TRUE(make_slice_stream(*w, o, &pool, &kernels_best(), &b).ok());
+  ASSERT_TRUE(make_slice_stream(*w, o, &pool, &kernels_best(), &alone).ok());
+  std::vector<std::vector<float>> want;
+  for (int pos = 0; pos < 6; ++pos) want.push_back(run(alone->qwen2, 10 + pos, pos));
+  for (int pos = 0; pos < 6; ++pos) {
+    EXPECT_EQ(run(a->qwen2, 10 + pos, pos), want[static_cast<size_t>(pos)]) << pos;
+    run(b->qwen2, 200 - pos, pos);  // another sequence in between
+  }
+}
+
 // The tensor list of the tiny file with `skip` left out or `replace` given another type and shape.
 std::vector<uint8_t> rebuilt(const std::string& skip, const std::string& replace = "", DType type = DType::kF32,
                              std::vector<int64_t> ne = {}) {
