@@ -13,6 +13,7 @@
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "cluster/transport_host.h"
@@ -47,6 +48,7 @@ class AsioTransport final : public Transport {
 
   void start() {
     ctx_->restart();  // a connect may have run the context dry
+    work_.emplace(ctx_->get_executor());  // keeps the thread up for writes after the reads have ended
     read_next();
     thread_ = std::thread([this] { ctx_->run(); });
   }
@@ -96,6 +98,7 @@ class AsioTransport final : public Transport {
     asio::post(*ctx_, [this] {
       asio::error_code ec;
       stream_.close(ec);
+      work_.reset();  // the thread ends once the aborted operations have completed
     });
   }
 
@@ -179,6 +182,7 @@ class AsioTransport final : public Transport {
   const uint64_t rate_bps_;
   std::shared_ptr<ByteInbox> inbox_;
   std::thread thread_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   uint8_t read_buf_[4096];
   Clock::time_point link_free_{};  // when the paced link has sent everything so far
   std::mutex mu_;

@@ -113,6 +113,10 @@ class InprocTransport final : public Transport {
       if (failure) *failure = LinkFailure::kClosed;
       return Status::Error(Code::kIo, "%s: the link was closed", name_);
     }
+    if (peer_->closed_locally()) {
+      if (failure) *failure = LinkFailure::kClosed;
+      return Status::Error(Code::kIo, "%s: the peer closed the link", name_);
+    }
     peer_->push(data, n);  // never blocks: the queue has no bound
     return Status::Ok();
   }
