@@ -242,6 +242,29 @@ TEST(LinkTransportPty, ARateLimitedLinkTakesAtLeastBitsOverRate) {
   EXPECT_EQ(why, LinkFailure::kTimeout) << st.message();
 }
 
+TEST(LinkTransportPty, APtyMasterWaitsForItsPeerAcrossRestarts) {
+  // the master end of a pty whose slave another process opens (here: this one, twice)
+  std::unique_ptr<Transport> master;
+  std::string slave_path;
+  ASSERT_TRUE(open_pty_transport(SerialOptions(), &master, &slave_path).ok());
+  const std::vector<TestFrame> frames = sample_frames();
+  Frame f;
+  LinkFailure why;
+  master->receive(&f, 100, &why);
+  EXPECT_EQ(why, LinkFailure::kTimeout) << "no peer yet: a wait, not an error";
+  for (int life = 0; life < 2; ++life) {
+    std::unique_ptr<Transport> peer;
+    ASSERT_TRUE(open_serial_transport(slave_path, SerialOptions(), &peer).ok());
+    ASSERT_TRUE(peer->send(frames[0].header, frames[0].payload.data(), kWait, nullptr).ok());
+    expect_receive(*master, frames[0]);
+    ASSERT_TRUE(master->send(frames[1].header, frames[1].payload.data(), kWait, nullptr).ok());
+    expect_receive(*peer, frames[1]);
+    peer.reset();  // the peer goes away (and comes back on the next turn)
+    master->receive(&f, 100, &why);
+    EXPECT_EQ(why, LinkFailure::kTimeout) << life;
+  }
+}
+
 TEST(LinkTransportTcp, ConnectingToAClosedPortGivesAClearError) {
   // a port that was just free: listen on 0, note the port, close
   uint16_t port;
