@@ -265,6 +265,28 @@ TEST(LinkTransportPty, APtyMasterWaitsForItsPeerAcrossRestarts) {
   }
 }
 
+TEST(LinkTransportInproc, AFloodIntoAReceiverThatDoesNotReadEndsTheLink) {
+  std::unique_ptr<Transport> a, b;
+  make_inproc_pair(&a, &b);
+  const std::vector<TestFrame> frames = sample_frames();
+  const TestFrame& big = frames[6];  // ~32 KB
+  const std::vector<uint8_t> bytes = big.encoded();
+  size_t sent = 0;
+  while (sent <= (size_t{16} << 20)) {
+    ASSERT_TRUE(a->send_bytes(bytes.data(), bytes.size(), kWait, nullptr).ok());
+    sent += bytes.size();
+  }
+  // the frames that fit are still delivered, then the link reports why it ended
+  LinkFailure why = LinkFailure::kNone;
+  Frame f;
+  Status st;
+  size_t got = 0;
+  while ((st = b->receive(&f, kWait, &why)).ok()) ++got;
+  EXPECT_EQ(why, LinkFailure::kIo) << st.message();
+  EXPECT_NE(std::string(st.message()).find("not read"), std::string::npos) << st.message();
+  EXPECT_EQ(got, (size_t{16} << 20) / bytes.size());
+}
+
 TEST(LinkTransportTcp, ConnectingToAClosedPortGivesAClearError) {
   // a port that was just free: listen on 0, note the port, close
   uint16_t port;
