@@ -282,6 +282,7 @@ TEST(LinkFrame, HiddenStatesSplitAndReassemble) {
       ASSERT_TRUE(decode_hidden(e, whole.data(), whole.size(), dim, direct.data()).ok());
       HiddenAssembler a;
       a.start(y.data(), dim);
+      size_t wire = 0;  // bytes of the encoded frames
       const uint32_t frames = hidden_frame_count(e, dim);
       for (uint32_t c = 0; c < frames; ++c) {
         TestFrame f = make_test_frame(FrameType::kHidden, c, 5, 99, std::vector<uint8_t>(kMaxPayloadBytes));
@@ -290,12 +291,14 @@ TEST(LinkFrame, HiddenStatesSplitAndReassemble) {
         f.payload.resize(len);
         f.header.payload_len = static_cast<uint32_t>(len);
         const std::vector<uint8_t> bytes = f.encoded();
+        wire += bytes.size();
         Frame view;
         ASSERT_TRUE(decode_frame(bytes.data(), bytes.size(), &view).ok());
         EXPECT_FALSE(a.complete());
         ASSERT_TRUE(a.add(view).ok()) << hidden_encoding_name(e) << " dim " << dim << " chunk " << c;
       }
       EXPECT_TRUE(a.complete());
+      EXPECT_EQ(wire, hidden_wire_bytes(e, dim)) << hidden_encoding_name(e) << " dim " << dim;
       EXPECT_EQ(a.stream(), 5u);
       EXPECT_EQ(a.pos(), 99u);
       EXPECT_EQ(a.encoding(), e);
@@ -711,6 +714,12 @@ TEST(HiddenCodec, NamesParse) {
   EXPECT_EQ(hidden_encoded_bytes(HiddenEncoding::kF32, 896), 3584u);
   EXPECT_EQ(hidden_encoded_bytes(HiddenEncoding::kF16, 896), 1792u);
   EXPECT_EQ(hidden_encoded_bytes(HiddenEncoding::kInt8, 896), 14u * 4 + 896);
+  // the figures docs/cluster-link.md gives for Qwen2-0.5B's 896 values
+  EXPECT_EQ(hidden_wire_bytes(HiddenEncoding::kF32, 896), 3628u);
+  EXPECT_EQ(hidden_wire_bytes(HiddenEncoding::kF16, 896), 1836u);
+  EXPECT_EQ(hidden_wire_bytes(HiddenEncoding::kInt8, 896), 996u);
+  EXPECT_EQ(hidden_wire_bytes(HiddenEncoding::kF32, 0), 0u);
+  EXPECT_EQ(hidden_wire_bytes(static_cast<HiddenEncoding>(5), 896), 0u);
 }
 
 }  // namespace

@@ -189,6 +189,13 @@ TEST_P(LinkTransport, APeerThatClosesIsReportedNotAHang) {
   // sending on the closed end fails at once, and says so
   const Status s2 = p.a->send(frames[1].header, frames[1].payload.data(), kWait, &why);
   EXPECT_EQ(why, LinkFailure::kClosed) << s2.message();
+  // and so does sending towards it (the kernel may take a first write: a few tries)
+  LinkFailure why3 = LinkFailure::kNone;
+  for (int i = 0; i < 20 && why3 == LinkFailure::kNone; ++i) {
+    p.b->send(frames[0].header, frames[0].payload.data(), kWait, &why3);
+    if (why3 == LinkFailure::kNone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(why3, LinkFailure::kClosed);
 }
 
 TEST_P(LinkTransport, CloseFromAnotherThreadWakesABlockedReceive) {
@@ -233,6 +240,51 @@ TEST(LinkTransportPty, ARateLimitedLinkTakesAtLeastBitsOverRate) {
   LinkFailure why;
   const Status st = p.a->send(big.header, big.payload.data(), 20, &why);
   EXPECT_EQ(why, LinkFailure::kTimeout) << st.message();
+}
+
+TEST(LinkTransportPty, APtyMasterWaitsForItsPeerAcrossRestarts) {
+  // the master end of a pty whose slave another process opens (here: this one, twice)
+  std::unique_ptr<Transport> master;
+  std::string slave_path;
+  ASSERT_TRUE(open_pty_transport(SerialOptions(), &master, &slave_path).ok());
+  const std::vector<TestFrame> frames = sample_frames();
+  Frame f;
+  LinkFailure why;
+  master->receive(&f, 100, &why);
+  EXPECT_EQ(why, LinkFailure::kTimeout) << "no peer yet: a wait, not an error";
+  for (int life = 0; life < 2; ++life) {
+    std::unique_ptr<Transport> peer;
+    ASSERT_TRUE(open_serial_transport(slave_path, SerialOptions(), &peer).ok());
+    ASSERT_TRUE(peer->send(frames[0].header, frames[0].payload.data(), kWait, nullptr).ok());
+    expect_receive(*master, frames[0]);
+    ASSERT_TRUE(master->send(frames[1].header, frames[1].payload.data(), kWait, nullptr).ok());
+    expect_receive(*peer, frames[1]);
+    peer.reset();  // the peer goes away (and comes back on the next turn)
+    master->receive(&f, 100, &why);
+    EXPECT_EQ(why, LinkFailure::kTimeout) << life;
+  }
+}
+
+TEST(LinkTransportInproc, AFloodIntoAReceiverThatDoesNotReadEndsTheLink) {
+  std::unique_ptr<Transport> a, b;
+  make_inproc_pair(&a, &b);
+  const std::vector<TestFrame> frames = sample_frames();
+  const TestFrame& big = frames[6];  // ~32 KB
+  const std::vector<uint8_t> bytes = big.encoded();
+  size_t sent = 0;
+  while (sent <= (size_t{16} << 20)) {
+    ASSERT_TRUE(a->send_bytes(bytes.data(), bytes.size(), kWait, nullptr).ok());
+    sent += bytes.size();
+  }
+  // the frames that fit are still delivered, then the link reports why it ended
+  LinkFailure why = LinkFailure::kNone;
+  Frame f;
+  Status st;
+  size_t got = 0;
+  while ((st = b->receive(&f, kWait, &why)).ok()) ++got;
+  EXPECT_EQ(why, LinkFailure::kIo) << st.message();
+  EXPECT_NE(std::string(st.message()).find("not read"), std::string::npos) << st.message();
+  EXPECT_EQ(got, (size_t{16} << 20) / bytes.size());
 }
 
 TEST(LinkTransportTcp, ConnectingToAClosedPortGivesAClearError) {

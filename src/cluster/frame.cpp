@@ -218,6 +218,16 @@ uint32_t hidden_frame_count(HiddenEncoding e, uint32_t dim) {
   return per == 0 ? 0 : (dim + per - 1) / per;
 }
 
+size_t hidden_wire_bytes(HiddenEncoding e, uint32_t dim) {
+  if (dim == 0 || dim > kMaxHiddenDim) return 0;
+  const uint32_t per = hidden_chunk_values(e);
+  if (per == 0) return 0;
+  const uint32_t full = dim / per, rest = dim % per;
+  size_t bytes = size_t{full} * (kFrameHeaderBytes + kHiddenChunkHeadBytes + hidden_encoded_bytes(e, per));
+  if (rest) bytes += kFrameHeaderBytes + kHiddenChunkHeadBytes + hidden_encoded_bytes(e, rest);
+  return bytes;
+}
+
 Status encode_hidden_chunk(HiddenEncoding e, const float* x, uint32_t dim, uint32_t chunk, uint8_t* out, size_t cap,
                            size_t* len) {
   if (!hidden_encoding_valid(static_cast<uint8_t>(e)))

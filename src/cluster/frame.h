@@ -128,6 +128,9 @@ Status check_empty_payload(const FrameHeader& h);
 uint32_t hidden_chunk_values(HiddenEncoding e);
 // Frames needed for a vector of dim values.
 uint32_t hidden_frame_count(HiddenEncoding e, uint32_t dim);
+// Bytes on the link for a whole vector of dim values: every frame's header, chunk head and values
+// (the figure a cost model wants; 0 for an invalid encoding or dim). 896 values: f32 3628, f16 1836, int8 996.
+size_t hidden_wire_bytes(HiddenEncoding e, uint32_t dim);
 // Payload of frame `chunk` (0 .. hidden_frame_count - 1) of x[dim] into out[cap].
 Status encode_hidden_chunk(HiddenEncoding e, const float* x, uint32_t dim, uint32_t chunk, uint8_t* out, size_t cap,
                            size_t* len);

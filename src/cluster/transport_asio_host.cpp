@@ -13,6 +13,7 @@
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "cluster/transport_host.h"
@@ -40,13 +41,18 @@ class AsioTransport final : public Transport {
   ~AsioTransport() override {
     close();
     if (thread_.joinable()) thread_.join();
+    if (held_fd_ >= 0) ::close(held_fd_);
   }
+
+  // Keeps fd open for as long as the transport lives (a pty slave, so that the master does not read EIO).
+  void hold_fd(int fd) { held_fd_ = fd; }
 
   Stream& stream() { return stream_; }
   asio::io_context& context() { return *ctx_; }
 
   void start() {
     ctx_->restart();  // a connect may have run the context dry
+    work_.emplace(ctx_->get_executor());  // keeps the thread up for writes after the reads have ended
     read_next();
     thread_ = std::thread([this] { ctx_->run(); });
   }
@@ -96,6 +102,7 @@ class AsioTransport final : public Transport {
     asio::post(*ctx_, [this] {
       asio::error_code ec;
       stream_.close(ec);
+      work_.reset();  // the thread ends once the aborted operations have completed
     });
   }
 
@@ -179,11 +186,13 @@ class AsioTransport final : public Transport {
   const uint64_t rate_bps_;
   std::shared_ptr<ByteInbox> inbox_;
   std::thread thread_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   uint8_t read_buf_[4096];
   Clock::time_point link_free_{};  // when the paced link has sent everything so far
   std::mutex mu_;
   std::condition_variable cv_;
   bool closed_ = false;
+  int held_fd_ = -1;
 };
 
 using TcpTransport = AsioTransport<asio::ip::tcp::socket>;
@@ -345,10 +354,14 @@ Status tcp_connect(const std::string& host, uint16_t port, int timeout_ms, std::
 
 // ---- serial / pty ----
 
-Status serial_transport_from_fd(int fd, const std::string& name, const SerialOptions& opt, std::unique_ptr<Transport>* out) {
+namespace {
+
+// A serial transport over fd (owned); held_fd (or -1) is closed with it.
+Status wrap_fd(int fd, const std::string& name, const SerialOptions& opt, int held_fd, std::unique_ptr<Transport>* out) {
   std::string desc = "serial " + name;
   if (opt.rate_bps) desc += " @ " + std::to_string(opt.rate_bps) + " bit/s";
   auto t = std::make_unique<SerialTransport>(std::make_unique<asio::io_context>(), desc, opt.rate_bps);
+  t->hold_fd(held_fd);
   asio::error_code ec;
   t->stream().assign(fd, ec);
   if (ec) {
@@ -358,6 +371,12 @@ Status serial_transport_from_fd(int fd, const std::string& name, const SerialOpt
   t->start();
   *out = std::move(t);
   return Status::Ok();
+}
+
+}  // namespace
+
+Status serial_transport_from_fd(int fd, const std::string& name, const SerialOptions& opt, std::unique_ptr<Transport>* out) {
+  return wrap_fd(fd, name, opt, -1, out);
 }
 
 Status open_serial_transport(const std::string& path, const SerialOptions& opt, std::unique_ptr<Transport>* out) {
@@ -385,6 +404,19 @@ Status open_pty(int* master_fd, std::string* slave_path) {
   return Status::Ok();
 }
 
+Status open_pty_transport(const SerialOptions& opt, std::unique_ptr<Transport>* master, std::string* slave_path) {
+  int fd = -1, slave_fd = -1;
+  std::string path;
+  MC_TRY(open_pty(&fd, &path));
+  if (Status st = serve::open_serial(path, opt.baud, &slave_fd); !st.ok()) {  // raw from the start: no echo
+    ::close(fd);
+    return st;
+  }
+  MC_TRY(wrap_fd(fd, "pty master of " + path, opt, slave_fd, master));
+  *slave_path = path;
+  return Status::Ok();
+}
+
 Status make_pty_pair(const SerialOptions& opt, std::unique_ptr<Transport>* master, std::unique_ptr<Transport>* slave) {
   int fd = -1;
   std::string path;
@@ -394,7 +426,7 @@ Status make_pty_pair(const SerialOptions& opt, std::unique_ptr<Transport>* maste
     ::close(fd);
     return st;
   }
-  MC_TRY(serial_transport_from_fd(fd, "pty master of " + path, opt, master));
+  MC_TRY(wrap_fd(fd, "pty master of " + path, opt, -1, master));
   *slave = std::move(s);
   return Status::Ok();
 }

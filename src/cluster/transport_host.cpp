@@ -17,7 +17,14 @@ void ByteInbox::push(const uint8_t* data, size_t n) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (ended_ || local_closed_) return;
-    chunks_.emplace_back(data, data + n);
+    if (queued_ + n > kMaxQueuedBytes) {
+      ended_ = true;
+      end_why_ = LinkFailure::kIo;
+      end_message_ = "more than " + std::to_string(kMaxQueuedBytes >> 20) + " MB received and not read: link dropped";
+    } else {
+      chunks_.emplace_back(data, data + n);
+      queued_ += n;
+    }
   }
   cv_.notify_all();
 }
@@ -38,6 +45,7 @@ void ByteInbox::close_local() {
     std::lock_guard<std::mutex> lock(mu_);
     local_closed_ = true;
     chunks_.clear();
+    queued_ = 0;
   }
   cv_.notify_all();
 }
@@ -75,6 +83,7 @@ Status ByteInbox::receive(Frame* out, int timeout_ms, LinkFailure* failure) {
     if (!chunks_.empty()) {
       current_ = std::move(chunks_.front());
       chunks_.pop_front();
+      queued_ -= current_.size();
       current_used_ = 0;
       continue;
     }
@@ -112,6 +121,10 @@ class InprocTransport final : public Transport {
     if (mine_->closed_locally()) {
       if (failure) *failure = LinkFailure::kClosed;
       return Status::Error(Code::kIo, "%s: the link was closed", name_);
+    }
+    if (peer_->closed_locally()) {
+      if (failure) *failure = LinkFailure::kClosed;
+      return Status::Error(Code::kIo, "%s: the peer closed the link", name_);
     }
     peer_->push(data, n);  // never blocks: the queue has no bound
     return Status::Ok();

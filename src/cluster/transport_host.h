@@ -52,6 +52,12 @@ Status serial_transport_from_fd(int fd, const std::string& name, const SerialOpt
 // A new pseudo-terminal: *master_fd (raw, close-on-exec) and the path of its slave (open it with
 // open_serial_transport, possibly in another process).
 Status open_pty(int* master_fd, std::string* slave_path);
+// A new pty whose master end is a transport, for a peer in another process that opens *slave_path
+// (open_serial_transport). The transport also holds the slave open (raw mode), so its reads wait for
+// that peer instead of failing with EIO before it opens the slave or between two of its lives; as on
+// a real serial line, a peer that dies is then found by heartbeat timeouts, not by the transport,
+// and bytes sent while no peer has the slave open wait there for the next one.
+Status open_pty_transport(const SerialOptions& opt, std::unique_ptr<Transport>* master, std::string* slave_path);
 // Both ends of a new pty as transports (tests, a link emulated in one process).
 Status make_pty_pair(const SerialOptions& opt, std::unique_ptr<Transport>* master, std::unique_ptr<Transport>* slave);
 

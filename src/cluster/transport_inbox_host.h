@@ -17,6 +17,10 @@ namespace mcullm::cluster {
 
 class ByteInbox {
  public:
+  // Bytes received but not yet taken by receive(): past this the link is ended (kIo) rather than
+  // letting a peer that floods a receiver that does not read grow memory without bound.
+  static constexpr size_t kMaxQueuedBytes = size_t{16} << 20;
+
   explicit ByteInbox(std::string name);
   // Producer side (any thread).
   void push(const uint8_t* data, size_t n);
@@ -38,6 +42,7 @@ class ByteInbox {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::vector<uint8_t>> chunks_;
+  size_t queued_ = 0;
   bool ended_ = false;
   bool local_closed_ = false;
   LinkFailure end_why_ = LinkFailure::kNone;
