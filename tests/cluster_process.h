@@ -1,10 +1,9 @@
-// Processes for the cluster tests: `mcullm` started in the background with posix_spawn (nothing
-// runs in the child but the exec, so other threads holding locks cannot deadlock it), its stdout
-// and stderr in files, waited for with a deadline and killed when the test ends.
+// Processes for the cluster tests: `mcullm` started in the background with spawn_cli (nothing runs
+// in the child but dup2 and the exec), its stdout and stderr in files, waited for with a deadline
+// and killed when the test ends.
 #pragma once
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,8 +14,6 @@
 #include <vector>
 
 #include "test_support.h"
-
-extern char** environ;
 
 namespace mcullm::test {
 
@@ -31,21 +28,12 @@ class CliProcess {
   bool start(const std::vector<std::string>& args, const std::string& dir, const std::string& tag) {
     out_path_ = dir + "/" + tag + ".out";
     err_path_ = dir + "/" + tag + ".err";
-    const std::string bin = cli_path();
-    std::vector<std::string> all = {bin};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) pid_ = -1;
-    return rc == 0;
+    const int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out >= 0 && err >= 0) pid_ = spawn_cli(args, -1, out, err);
+    if (out >= 0) ::close(out);
+    if (err >= 0) ::close(err);
+    return pid_ > 0;
   }
   // The exit status (WEXITSTATUS; 128 + signal when killed), or -1 after timeout_ms (then killed).
   int wait(int timeout_ms) {
