@@ -32,8 +32,8 @@ run: release $(MODEL)
 	./build/release/mcullm run -m $(MODEL) -p "$(PROMPT)" -n 128
 
 # The default model's recipe (docs/models.md): BPE vocabulary, 4-bit QAT training with fixed seeds,
-# export to f32 GGUF, packing to q4g64 by `mcullm convert`. One thread; about 25 minutes on one free core
-# with OpenBLAS (Debian libopenblas0-pthread), several hours with Debian's reference BLAS.
+# export to f32 GGUF, packing to q4g64 by `mcullm convert`. One thread: 25 minutes on this shared machine
+# with OpenBLAS (Debian libopenblas0-pthread), about 12 on one free core; about 90 with the reference BLAS.
 train-default: release
 	$(PYTHON) train/train.py --out $(TRAIN_DIR) --vocab 1024 --dim 128 --layers 4 --heads 4 --kv-heads 4 \
 	  --hidden 384 --quant q4 --steps 550 --batch 16 --seq 320 --lr 3e-3 --seed 1 --threads 1 --eval-every 50
