@@ -665,13 +665,8 @@ TEST(Serve, ParallelSlotsGiveTheSameTextAsOneSlot) {
 TEST(ServeCli, StartsAnswersAndStopsOnSigterm) {
   MC_REQUIRE_SHARED();
   const std::string log = test::temp_dir() + "/serve.log";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    FILE* f = std::freopen(log.c_str(), "w", stderr);
-    (void)f;
-    execl(test::cli_path().c_str(), "mcullm", "serve", "-m", stories().c_str(), "--port", "0", "--host", "127.0.0.1", nullptr);
-    _exit(127);
-  }
+  const pid_t pid = test::spawn_cli_logging({"serve", "-m", stories(), "--port", "0", "--host", "127.0.0.1"}, log);
+  ASSERT_GT(pid, 0);
   int port = 0;
   eventually([&] {
     const std::string text = test::read_text(log);
@@ -703,22 +698,13 @@ TEST(ServeCli, StartsAnswersAndStopsOnSigterm) {
 // should have refused to start must not hang the test).
 test::CommandResult run_cli_bounded(const std::vector<std::string>& args, double seconds = 30) {
   const std::string log = test::temp_dir() + "/cli.log";
-  // Everything the child needs is made before fork(): other threads may hold the heap's lock.
-  const std::string bin = test::cli_path();
-  std::vector<std::string> copy = args;
-  std::vector<char*> argv{const_cast<char*>("mcullm")};
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fd, 2);
-    execv(bin.c_str(), argv.data());
-    _exit(127);
-  }
-  close(fd);
+  const pid_t pid = test::spawn_cli_logging(args, log);
   int status = -1;
   test::CommandResult r;
+  if (pid < 0) {
+    ADD_FAILURE() << "cannot start mcullm";
+    return r;
+  }
   if (!eventually([&] { return waitpid(pid, &status, WNOHANG) == pid; }, seconds)) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
@@ -753,28 +739,21 @@ TEST(ServeCli, BadOptionsGiveClearErrors) {
 class SerialPeer {
  public:
   SerialPeer() {
-    master_ = posix_openpt(O_RDWR | O_NOCTTY);
+    master_ = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (master_ < 0 || grantpt(master_) != 0 || unlockpt(master_) != 0) {
       ADD_FAILURE() << "no pseudo-terminal";
       return;
     }
     slave_path_ = ptsname(master_);
     // Raw mode before the server opens it, so that nothing we write is echoed back.
-    slave_ = open(slave_path_.c_str(), O_RDWR | O_NOCTTY);
+    slave_ = open(slave_path_.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC);
     termios t{};
     tcgetattr(slave_, &t);
     cfmakeraw(&t);
     tcsetattr(slave_, TCSANOW, &t);
     log_ = test::temp_dir() + "/serial.log";
-    pid_ = fork();
-    if (pid_ == 0) {
-      close(master_);  // else the server itself holds the master open and never sees the hang-up
-      close(slave_);
-      FILE* f = std::freopen(log_.c_str(), "w", stderr);
-      (void)f;
-      execl(test::cli_path().c_str(), "mcullm", "serve", "-m", stories().c_str(), "--serial", slave_path_.c_str(), nullptr);
-      _exit(127);
-    }
+    // Both pty ends are close-on-exec: a server holding the master would never see the hang-up.
+    pid_ = test::spawn_cli_logging({"serve", "-m", stories(), "--serial", slave_path_}, log_);
   }
   ~SerialPeer() {
     if (pid_ > 0 && !exited_) {
@@ -946,7 +925,7 @@ TEST(ServeBridge, SeededRequestsGiveTheSameTokensAsDirectServing) {
 class FakeBoard {
  public:
   FakeBoard() {
-    master_ = posix_openpt(O_RDWR | O_NOCTTY);
+    master_ = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (master_ < 0 || grantpt(master_) != 0 || unlockpt(master_) != 0) {
       ADD_FAILURE() << "no pseudo-terminal";
       return;
@@ -1078,14 +1057,8 @@ TEST(ServeCli, BridgeServesHttpThroughABoard) {
   MC_REQUIRE_SHARED();
   FakeBoard board;
   const std::string log = test::temp_dir() + "/bridge.log";
-  const std::string bin = test::cli_path(), model = stories();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    FILE* f = std::freopen(log.c_str(), "w", stderr);
-    (void)f;
-    execl(bin.c_str(), "mcullm", "serve", "-m", model.c_str(), "--port", "0", "--bridge", board.path().c_str(), nullptr);
-    _exit(127);
-  }
+  const pid_t pid = test::spawn_cli_logging({"serve", "-m", stories(), "--port", "0", "--bridge", board.path()}, log);
+  ASSERT_GT(pid, 0);
   int port = 0;
   eventually([&] {
     const std::string text = test::read_text(log);

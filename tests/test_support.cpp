@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include <fcntl.h>
 #include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -91,28 +92,41 @@ std::string temp_dir() {
 
 CommandResult run_cli(const std::vector<std::string>& args) { return run_cli(args, std::string()); }
 
-CommandResult run_cli(const std::vector<std::string>& args, const std::string& input) {
-  int out_pipe[2], err_pipe[2], in_pipe[2];
-  CommandResult r;
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0 || pipe(in_pipe) != 0) return r;
+pid_t spawn_cli(const std::vector<std::string>& args, int in_fd, int out_fd, int err_fd) {
+  const std::string bin = cli_path();
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv{const_cast<char*>("mcullm")};
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
-    dup2(in_pipe[0], 0);
-    close(in_pipe[1]);
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    std::vector<char*> argv;
-    std::string bin = cli_path();
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    if ((in_fd >= 0 && dup2(in_fd, 0) < 0) || (out_fd >= 0 && dup2(out_fd, 1) < 0) || (err_fd >= 0 && dup2(err_fd, 2) < 0)) _exit(126);
     execv(bin.c_str(), argv.data());
     _exit(127);
   }
+  return pid;
+}
+
+pid_t spawn_cli_logging(const std::vector<std::string>& args, const std::string& log) {
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  const pid_t pid = spawn_cli(args, -1, -1, fd);
+  close(fd);
+  return pid;
+}
+
+CommandResult run_cli(const std::vector<std::string>& args, const std::string& input) {
+  int out_pipe[2], err_pipe[2], in_pipe[2];
+  CommandResult r;
+  // Close-on-exec: a CLI that another thread spawns at the same time must not hold our pipes open.
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 || pipe2(in_pipe, O_CLOEXEC) != 0) return r;
+  const pid_t pid = spawn_cli(args, in_pipe[0], out_pipe[1], err_pipe[1]);
   close(in_pipe[0]);
+  if (pid < 0) {
+    for (int fd : {in_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    r.err = "fork failed";
+    return r;
+  }
   if (!input.empty() && write(in_pipe[1], input.data(), input.size()) != static_cast<ssize_t>(input.size())) r.err = "stdin write failed";
   close(in_pipe[1]);
   close(out_pipe[1]);

@@ -2,6 +2,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,6 +41,13 @@ struct CommandResult {
   std::string out;  // stdout
   std::string err;  // stderr
 };
+// Starts the mcullm CLI with `args` (argv[0] is "mcullm"); the child's stdin, stdout and stderr
+// become in_fd, out_fd and err_fd (-1 keeps this process's). Everything is prepared before fork():
+// the child only calls dup2 and execv, because another thread may hold the heap's lock at the fork
+// (under ASan a child that allocates can then deadlock). Returns the pid, or -1.
+pid_t spawn_cli(const std::vector<std::string>& args, int in_fd, int out_fd, int err_fd);
+// spawn_cli with stderr written to the file `log` (created or truncated).
+pid_t spawn_cli_logging(const std::vector<std::string>& args, const std::string& log);
 // Runs the mcullm CLI with the given arguments (each passed as one argv entry).
 CommandResult run_cli(const std::vector<std::string>& args);
 // The same with `input` on its stdin (written whole, then closed: keep it under 64 KiB).

@@ -50,12 +50,15 @@ class SignalWaiter {
       }
     });
   }
-  ~SignalWaiter() {
+  // Wakes the waiting thread and joins it. Call it before what on_signal touches goes away: a
+  // SIGTERM's stop() may still be running when the server it stopped returns.
+  void finish() {
     if (thread_.joinable()) {
       pthread_kill(thread_.native_handle(), SIGUSR1);
       thread_.join();
     }
   }
+  ~SignalWaiter() { finish(); }
 
  private:
   sigset_t set_;
@@ -79,6 +82,7 @@ int serve_main(ServeOptions& o) {
     signals.start([&stop] { stop.store(true); });
     std::fprintf(stderr, "mcullm: serving %s on %s (line protocol, %d baud)\n", engine->model_id().c_str(), o.serial.c_str(), o.baud);
     const Status st = serve::serve_lines(*engine, fd, fd, stop);
+    signals.finish();
     close(fd);
     if (!st.ok()) return report(st);
     std::fprintf(stderr, "mcullm: %s closed\n", o.serial.c_str());
@@ -93,6 +97,7 @@ int serve_main(ServeOptions& o) {
   if (!o.bridge.empty()) std::fprintf(stderr, "mcullm: generations run on the board at %s (%d baud)\n", o.bridge.c_str(), o.baud);
   std::fflush(stderr);
   const Status st = server.run();
+  signals.finish();
   if (!st.ok()) return report(st);
   return 0;
 }
