@@ -4,7 +4,8 @@
 // stopping at the checksum). Each must refuse with a message or give a model that then runs a few
 // tokens (forward and, where the model batches, prefill) without a crash.
 // With MCULLM_FUZZ_SEEDS=DIR set, seeds are written there first: a tiny llama2.c model built here, its
-// GGUF in f32 / q8_0 / q4g64, a tiny BitNet GGUF, board images of both, and the small shared models.
+// GGUF in f32 / q8_0 / q4g64, a tiny BitNet GGUF, a tiny Qwen2 GGUF, board images, and the small
+// shared models. An accepted Qwen2 file is also loaded as a layer slice (host/layer_slice_loader.h).
 #include <unistd.h>
 
 #include <cstddef>
@@ -22,8 +23,10 @@
 #include "format/board_image_model.h"
 #include "format/gguf_writer_host.h"
 #include "format/llama_gguf_writer_host.h"
+#include "format/qwen2_gguf_writer_host.h"
 #include "fuzz_support.h"
 #include "host/board_image_export.h"
+#include "host/layer_slice_loader.h"
 #include "host/model_loader.h"
 
 using namespace mcullm;
@@ -99,6 +102,12 @@ void write_seeds(const std::string& dir) {
       write_bytes(temp_path(), bytes.data(), bytes.size());
       seeds_of(dir, "bitnet", temp_path());
     }
+    // A tiny Qwen2 (i2_s layers, q4_0 tied embedding).
+    Qwen2DummyOptions qo;
+    qo.layout = {"fuzz", 128, 256, 2, 4, 2, 512, 16};
+    GgufWriter qw;
+    Qwen2DummyReport qr;
+    if (write_qwen2_dummy(qo, tok, &qw, &qr).ok()) fuzz::write_seed(dir + "/qwen2_gguf", 0, qw.to_bytes());
   }
   // The shared models small enough for -max_len.
   for (const char* rel : {"models/bitnet-tinystories/bit1M_msb.bin", "models/esp32-ai-ple/ple4096_int4.bin"}) {
@@ -141,6 +150,21 @@ void fuzz_model_file(const uint8_t* data, size_t size) {
   if (!make_decoder(*lm, kSteps, &pool, &kernels_best(), 0, &dec).ok()) return;
   FUZZ_CHECK(dec.decoder->vocab_size() > 0);
   run_tokens(*dec.decoder, dec.decoder->vocab_size());
+  if (lm->arch == "qwen2") {  // the same file as a node's slice: its last layer with the head
+    const int layers = lm->qwen2.cfg.n_layers;
+    SliceOptions so;
+    so.ctx_len = kSteps;
+    std::unique_ptr<LoadedSlice> slice;
+    const Status ss = load_layer_slice(path, layers - 1, layers, false, true, so, &slice);
+    if (!ss.ok()) {  // only tl1 / tl2 layers are refused as slices
+      FUZZ_CHECK(model_has_tl(*lm));
+      return;
+    }
+    std::vector<float> hidden(static_cast<size_t>(slice->slice().dim()), 0.25f);
+    const float* logits = nullptr;
+    FUZZ_CHECK(slice->slice().run_layers(hidden.data(), 0).ok());
+    FUZZ_CHECK(slice->slice().head(hidden.data(), &logits).ok());
+  }
 }
 
 void fuzz_board_image(const uint8_t* data, size_t size) {

@@ -11,6 +11,7 @@
 #include "format/bitnet_gguf_writer_host.h"
 #include "format/esp32ai.h"
 #include "format/llama_gguf_writer_host.h"
+#include "format/qwen2_gguf_writer_host.h"
 #include "model/sampler.h"
 #include "quant/q4e.h"
 
@@ -20,8 +21,9 @@ namespace {
 
 struct DummyOptions {
   std::string output;
-  std::string type = "f32";
-  std::string arch = "llama", layout, embd_type = "f16", chat_template;
+  std::string type;  // "": the arch's default (llama f32, bitnet and qwen2 i2_s)
+  std::string arch = "llama", layout, embd_type, chat_template;  // embd_type "": the arch's default
+  bool untied_head = false;
   int dim = 64, hidden = 172, layers = 5, heads = 8, kv_heads = 4, seq_len = 512;
   uint64_t seed = 1234;
   PretunedOptions pretuned;
@@ -83,6 +85,20 @@ struct Filler {
   }
 };
 
+// The word vocabulary padded with "[PAD<id>]" pieces up to `size` tokens (0: no padding).
+Status padded_vocab(const std::string& layout, int size, Llama2cTokenizer* tok) {
+  std::vector<std::string> vocab = dummy_vocab();
+  const size_t words = vocab.size();
+  if (size > 0) {
+    if (static_cast<size_t>(size) < words)
+      return Status::Error(Code::kInvalidArgument, "layout %s: vocabulary %d is smaller than the word list", layout.c_str(), size);
+    for (size_t i = words; i < static_cast<size_t>(size); ++i) vocab.push_back("[PAD" + std::to_string(i) + "]");
+  }
+  std::vector<float> scores(vocab.size());
+  for (size_t i = 0; i < vocab.size(); ++i) scores[i] = i < 259 ? 0.0f : i < words ? -static_cast<float>(i) : -1e9f;
+  return tok->load_vocab(vocab, scores);
+}
+
 // A BitNet b1.58 model of a named layout (bitnet.cpp's generate-dummy-bitnet-model): the word
 // vocabulary, padded with "[PAD<id>]" pieces up to the layout's vocabulary size.
 int dummy_bitnet(const DummyOptions& o) {
@@ -98,25 +114,16 @@ int dummy_bitnet(const DummyOptions& o) {
                                 layout->arch.c_str(), o.arch.c_str()));
   BitnetDummyOptions opt;
   opt.layout = *layout;
-  if (o.type != "f32" && o.type != "i2_s" && o.type != "tl1" && o.type != "tl2")
+  if (!o.type.empty() && o.type != "f32" && o.type != "i2_s" && o.type != "tl1" && o.type != "tl2")
     return report(Status::Error(Code::kInvalidArgument, "--type %s: BitNet layers are written as i2_s, tl1 or tl2",
                                 o.type.c_str()));
   if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);  // the TL tilings to pack with
-  opt.ternary_type = o.type == "f32" ? DType::kI2_S : dtype_info_by_name(o.type.c_str())->type;
+  opt.ternary_type = o.type.empty() || o.type == "f32" ? DType::kI2_S : dtype_info_by_name(o.type.c_str())->type;
   opt.seed = o.seed;
-  opt.embedding_type = dtype_info_by_name(o.embd_type.c_str())->type;
+  opt.embedding_type = dtype_info_by_name(o.embd_type.empty() ? "f16" : o.embd_type.c_str())->type;
   opt.name = "mcullm dummy bitnet " + layout->name;
-  std::vector<std::string> vocab = dummy_vocab();
-  const size_t words = vocab.size();
-  if (layout->vocab > 0) {
-    if (static_cast<size_t>(layout->vocab) < words)
-      return report(Status::Error(Code::kInvalidArgument, "layout %s: vocabulary %d is smaller than the word list", layout->name.c_str(), layout->vocab));
-    for (size_t i = words; i < static_cast<size_t>(layout->vocab); ++i) vocab.push_back("[PAD" + std::to_string(i) + "]");
-  }
-  std::vector<float> scores(vocab.size());
-  for (size_t i = 0; i < vocab.size(); ++i) scores[i] = i < 259 ? 0.0f : i < words ? -static_cast<float>(i) : -1e9f;
   Llama2cTokenizer tok;
-  if (Status st = tok.load_vocab(vocab, scores); !st.ok()) return report(st);
+  if (Status st = padded_vocab(layout->name, layout->vocab, &tok); !st.ok()) return report(st);
   GgufWriter w;
   BitnetDummyReport rep;
   if (Status st = write_bitnet_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
@@ -125,7 +132,7 @@ int dummy_bitnet(const DummyOptions& o) {
   std::fprintf(stderr, "mcullm: wrote %s: dummy %s layout %s, dim %d, %d layers, vocab %d, %s + %s embedding, "
                "%.2f M parameters (%.2f M ternary), %.2f MiB\n",
                o.output.c_str(), layout->arch.c_str(), layout->name.c_str(), layout->dim, layout->layers,
-               tok.vocab_size(), dtype_info(opt.ternary_type)->name, o.embd_type.c_str(), rep.params / 1e6, rep.ternary_params / 1e6, rep.weight_bytes / 1048576.0);
+               tok.vocab_size(), dtype_info(opt.ternary_type)->name, dtype_info(opt.embedding_type)->name, rep.params / 1e6, rep.ternary_params / 1e6, rep.weight_bytes / 1048576.0);
   return 0;
 }
 
@@ -144,7 +151,7 @@ int dummy_ple(const DummyOptions& o) {
   for (const Layout& l : layouts)
     if (name == l.name) lay = &l;
   if (!lay) return report(Status::Error(Code::kInvalidArgument, "--layout %s is unknown for esp32ai-ple (28.9M, 3.4M)", name.c_str()));
-  if (o.type != "f32") return report(Status::Error(Code::kInvalidArgument, "--arch esp32ai-ple writes int4 (q4e) weights; drop --type"));
+  if (!o.type.empty()) return report(Status::Error(Code::kInvalidArgument, "--arch esp32ai-ple writes int4 (q4e) weights; drop --type"));
   constexpr int kGroup = 128;
   std::vector<uint8_t> b;
   auto put32 = [&](uint32_t v) {
@@ -196,10 +203,44 @@ int dummy_ple(const DummyOptions& o) {
   return 0;
 }
 
+// A Qwen2 model of a named layout (format/qwen2_gguf_writer_host.h): ternary linear layers (i2_s by
+// default; --type picks tl1 / tl2 or a dense type), a 4-bit embedding (q4_0 by default) and a tied head.
+int dummy_qwen2(const DummyOptions& o) {
+  const std::string name = o.layout.empty() ? "tiny" : o.layout;
+  const Qwen2Layout* layout = qwen2_layout_by_name(name);
+  if (!layout)
+    return report(Status::Error(Code::kInvalidArgument, "--layout %s is unknown for qwen2 (%s)", name.c_str(),
+                                qwen2_layout_names().c_str()));
+  Qwen2DummyOptions opt;
+  opt.layout = *layout;
+  opt.seed = o.seed;
+  opt.linear_type = dtype_info_by_name(o.type.empty() ? "i2_s" : o.type.c_str())->type;
+  opt.embedding_type = dtype_info_by_name(o.embd_type.empty() ? "q4_0" : o.embd_type.c_str())->type;
+  opt.tied_head = !o.untied_head;
+  opt.name = "mcullm dummy qwen2 " + layout->name;
+  if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);
+  Llama2cTokenizer tok;
+  if (Status st = padded_vocab(layout->name, layout->vocab, &tok); !st.ok()) return report(st);
+  GgufWriter w;
+  Qwen2DummyReport rep;
+  if (Status st = write_qwen2_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
+  if (Status st = w.write_file(o.output); !st.ok()) return report(st);
+  for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
+  std::fprintf(stderr, "mcullm: wrote %s: dummy qwen2 layout %s, dim %d, %d layers, %d/%d heads, vocab %d, %s linear + %s "
+               "embedding (%s head), %.2f M parameters (%.2f M linear), %.2f MiB\n",
+               o.output.c_str(), layout->name.c_str(), layout->dim, layout->layers, layout->heads, layout->kv_heads,
+               tok.vocab_size(), dtype_info(opt.linear_type)->name, dtype_info(opt.embedding_type)->name,
+               opt.tied_head ? "tied" : "separate", rep.params / 1e6, rep.linear_params / 1e6, rep.weight_bytes / 1048576.0);
+  return 0;
+}
+
 int dummy(const DummyOptions& o) {
   if (o.arch == "esp32ai-ple") return dummy_ple(o);
+  if (o.arch == "qwen2") return dummy_qwen2(o);
+  if (o.untied_head) return report(Status::Error(Code::kInvalidArgument, "--untied-head needs --arch qwen2"));
   if (o.arch != "llama") return dummy_bitnet(o);
-  if (!o.layout.empty()) return report(Status::Error(Code::kInvalidArgument, "--layout needs --arch bitnet or bitnet-25"));
+  if (!o.layout.empty()) return report(Status::Error(Code::kInvalidArgument, "--layout needs --arch bitnet, bitnet-25, qwen2 or esp32ai-ple"));
+  if (!o.embd_type.empty()) return report(Status::Error(Code::kInvalidArgument, "--embd-type needs --arch bitnet, bitnet-25 or qwen2"));
   if (o.type == "i2_s" || o.type == "tl1" || o.type == "tl2")
     return report(Status::Error(Code::kInvalidArgument, "--type %s needs --arch bitnet or bitnet-25", o.type.c_str()));
   const std::vector<std::string> vocab = dummy_vocab();
@@ -248,7 +289,7 @@ int dummy(const DummyOptions& o) {
   if (Status st = tok.load_vocab(vocab, scores); !st.ok()) return report(st);
 
   LlamaExportOptions opt;
-  opt.weight_type = dtype_info_by_name(o.type.c_str())->type;
+  opt.weight_type = dtype_info_by_name(o.type.empty() ? "f32" : o.type.c_str())->type;
   opt.name = "mcullm dummy";
   opt.source = "mcullm dummy seed " + std::to_string(o.seed);
   GgufWriter w;
@@ -268,13 +309,17 @@ void add_dummy_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("dummy", "Write a deterministic model (random weights from a seed, word vocabulary) as GGUF: "
                                       "a small llama, or a BitNet b1.58 of a named layout (--arch bitnet --layout 125M)");
   cmd->add_option("-o,--output", o->output, "GGUF file to write")->required();
-  cmd->add_option("--type", o->type, "Weight type (BitNet: i2_s, tl1 or tl2; f32 means i2_s there)")
+  cmd->add_option("--type", o->type, "Weight type (default: llama f32; BitNet i2_s, tl1 or tl2, f32 meaning i2_s there; "
+                                     "qwen2 linear layers: i2_s by default, or tl1, tl2, f32, f16, q8_0, q4_0, q4g64)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s", "tl1", "tl2"}));
   cmd->add_option("--arch", o->arch, "llama (the dims below), bitnet / bitnet-25 (a --layout), or esp32ai-ple (an esp32-ai .bin file)")
-      ->check(CLI::IsMember({"llama", "bitnet", "bitnet-25", "esp32ai-ple"}));
+      ->check(CLI::IsMember({"llama", "bitnet", "bitnet-25", "esp32ai-ple", "qwen2"}));
   cmd->add_option("--layout", o->layout, "BitNet layout: 125M 350M 1B 1.5B 2.7B 3.8B 7B large 2B-4T tiny tiny-25 (default tiny); "
-                                         "esp32ai-ple: 28.9M (default) or 3.4M");
-  cmd->add_option("--embd-type", o->embd_type, "BitNet token embedding / tied head type")->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+                                         "esp32ai-ple: 28.9M (default) or 3.4M; qwen2: ref (the cluster reference design), small, tiny (default)");
+  cmd->add_option("--embd-type", o->embd_type, "Token embedding / head type: BitNet f32, f16 (default) or q8_0; qwen2 also "
+                                               "q4_0 (default) or q4g64")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
+  cmd->add_flag("--untied-head", o->untied_head, "qwen2: a separate output.weight (default: tied to the embedding)");
   cmd->add_option("--dim", o->dim, "Model width")->check(CLI::Range(2, 8192));
   cmd->add_option("--hidden", o->hidden, "Feed-forward width")->check(CLI::Range(1, 32768));
   cmd->add_option("--layers", o->layers, "Layers")->check(CLI::Range(1, 256));

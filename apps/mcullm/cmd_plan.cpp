@@ -1,11 +1,16 @@
 // `mcullm plan`: where a model's weights and buffers go on a board (host/board_profile.h), the bytes
 // each token reads per tier, tensor class and stage, and the predicted ms per stage and tokens/s
-// (host/cost_model.h); `--calibration` prints the cost model's calibration (docs/cost-model.md).
+// (host/cost_model.h); `--calibration` prints the cost model's calibration (docs/cost-model.md);
+// `--cluster N` splits the layers over a chain of N nodes and a master (host/cluster_plan.h,
+// docs/cluster.md).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "cli.h"
 #include "host/cost_model.h"
+#include "host/cluster_plan.h"
 #include "host/cost_model_calibration.h"
 
 namespace mcullm::cli {
@@ -17,7 +22,77 @@ struct PlanOptions {
   int ctx = 0, pos = -1, threads = 1, kv_bytes = 4, head_groups = 0, head_top = 0;
   bool f32_activations = false, calibration = false, fit = false;
   KvType kv = KvType::kF32;
+  // --cluster
+  int cluster = 0, streams = 1;
+  std::string layout, master_board, hidden = "f32", cuts, linear_type = "i2_s", embd_type = "q4_0";
+  bool reference = false, master_layers = false, no_ack = false;
+  double link_mhz = 10, frame_overhead_us = 50;
 };
+
+// "0,0,4,8" -> cut points; false on anything else.
+bool parse_cuts(const std::string& text, std::vector<int>* out) {
+  out->clear();
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, comma - at);
+    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    out->push_back(std::stoi(part));
+    at = comma + 1;
+  }
+  return !out->empty();
+}
+
+int run_cluster(const PlanOptions& o) {
+  if (o.model.empty() == o.layout.empty())
+    return report(Status::Error(Code::kInvalidArgument, "plan --cluster: give a model (-m) or a qwen2 layout (--layout ref), not both"));
+  if (o.kv_bytes != 4 && o.kv == KvType::kInt8)
+    return report(Status::Error(Code::kInvalidArgument, "plan --cluster: --kv int8 and --kv-bytes say different things"));
+  const int kv_bytes = o.kv == KvType::kInt8 ? 1 : o.kv_bytes;
+  BoardProfile node, master;
+  if (Status st = load_board_profile(o.board, &node); !st.ok()) return report(st);
+  if (Status st = load_board_profile(o.master_board.empty() ? o.board : o.master_board, &master); !st.ok()) return report(st);
+  ClusterModel cm;
+  if (!o.layout.empty()) {
+    const DTypeInfo* lin = dtype_info_by_name(o.linear_type.c_str());
+    const DTypeInfo* emb = dtype_info_by_name(o.embd_type.c_str());
+    if (!lin || !emb) return report(Status::Error(Code::kInvalidArgument, "plan --cluster: unknown weight type"));
+    if (Status st = cluster_model_from_qwen2_layout(o.layout, lin->type, emb->type, o.ctx, kv_bytes, o.head_groups, o.head_top, &cm); !st.ok())
+      return report(st);
+  } else {
+    std::unique_ptr<LoadedModel> lm;
+    if (Status st = load_model(o.model, &lm); !st.ok()) return report(st);
+    if (Status st = cluster_model_from_loaded(*lm, o.ctx, kv_bytes, o.head_groups, o.head_top, &cm); !st.ok()) return report(st);
+  }
+  ClusterOptions co;
+  co.nodes = o.cluster;
+  co.master_layers = o.master_layers;
+  co.threads = o.threads;
+  co.pos = o.pos;
+  co.streams = o.streams;
+  co.link.mhz = o.link_mhz;
+  co.link.ack = !o.no_ack;
+  co.link.frame_overhead_s = o.frame_overhead_us * 1e-6;
+  if (!parse_hidden_precision(o.hidden, &co.link.precision))
+    return report(Status::Error(Code::kInvalidArgument, "plan --cluster: --hidden %s (f32, f16 or int8)", o.hidden.c_str()));
+  ClusterPlan p;
+  if (!o.cuts.empty()) {
+    std::vector<int> cuts;
+    if (!parse_cuts(o.cuts, &cuts))
+      return report(Status::Error(Code::kInvalidArgument, "plan --cluster: --cuts '%s' is not a list of layer numbers (e.g. 0,0,4,8)",
+                                  o.cuts.c_str()));
+    if (Status st = price_partition(cm, master, node, co, cuts, &p); !st.ok()) return report(st);
+  } else if (Status st = plan_cluster(cm, master, node, co, &p); !st.ok()) {
+    return report(st);
+  }
+  std::fputs(format_cluster_plan(cm, master, node, co, p).c_str(), stdout);
+  for (const StagePlan& st : p.stages)
+    if (!st.fits) {
+      std::fprintf(stderr, "mcullm: error: %s does not fit: %s\n", st.name.c_str(), st.overflow.c_str());
+      return 3;
+    }
+  return 0;
+}
 
 int run_calibration(bool fit) {
   Esp32s3Compute c = esp32s3_preset_compute();
@@ -33,6 +108,9 @@ int run_calibration(bool fit) {
 
 int run_plan(const PlanOptions& o) {
   if (o.calibration) return run_calibration(o.fit);
+  if (o.cluster > 0) return run_cluster(o);
+  if (!o.layout.empty() || o.master_layers || !o.cuts.empty() || !o.master_board.empty())
+    return report(Status::Error(Code::kInvalidArgument, "plan: --layout, --master-layers, --cuts and --master-board need --cluster N"));
   if (o.model.empty()) return report(Status::Error(Code::kInvalidArgument, "plan: -m MODEL is required"));
   BoardProfile board;
   if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);
@@ -77,7 +155,28 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   add_kv_option(cmd, &o->kv);
   cmd->add_flag("--calibration", o->calibration, "Print the calibration points: published vs predicted (no model needed)");
   cmd->add_flag("--fit", o->fit, "With --calibration: rerun the fit and print the fitted figures");
+  cmd->add_option("--cluster", o->cluster, "Split the layers over a chain of N nodes and a master (docs/cluster.md)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_flag("--reference", o->reference, "The ESP32-S3 cluster reference design: --cluster 6 --layout ref, SPI 10 MHz, f32 hidden state");
+  cmd->add_option("--layout", o->layout, "With --cluster and no model: a qwen2 layout (ref, small, tiny)");
+  cmd->add_option("--linear-type", o->linear_type, "With --layout: the linear layers' type")
+      ->check(CLI::IsMember({"i2_s", "tl1", "tl2", "f32", "f16", "q8_0", "q4_0", "q4g64"}));
+  cmd->add_option("--embd-type", o->embd_type, "With --layout: the (tied) embedding's type")->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
+  cmd->add_option("--master-board", o->master_board, "The master's board (default: --board)");
+  cmd->add_flag("--master-layers", o->master_layers, "The master may also hold the first layers");
+  cmd->add_option("--link-mhz", o->link_mhz, "SPI clock of each hop, MHz")->check(CLI::Range(0.001, 1000.0));
+  cmd->add_option("--hidden", o->hidden, "Hidden state on the link: f32, f16 or int8 (one scale)");
+  cmd->add_option("--frame-overhead-us", o->frame_overhead_us, "Fixed cost of one frame (DMA setup, handshake), us")->check(CLI::Range(0.0, 100000.0));
+  cmd->add_option("--streams", o->streams, "With --cluster: sequences in flight to plan for (each node keeps a KV cache per stream)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_flag("--no-ack", o->no_ack, "No ack frame per hidden state");
+  cmd->add_option("--cuts", o->cuts, "Price this split instead of planning one: master's first layer 0, then each node's first, "
+                                     "then the layer count (the reference design: 0,0,4,8,12,16,20,24)");
   cmd->callback([o, exit_code] {
+    if (o->reference) {
+      if (o->cluster == 0) o->cluster = 6;
+      if (o->layout.empty() && o->model.empty()) o->layout = "ref";
+    }
     if (o->head_top > 0 && o->head_groups == 0) {
       *exit_code = report(Status::Error(Code::kInvalidArgument, "plan: --head-top needs --head-groups"));
       return;

@@ -7,9 +7,7 @@
 
 namespace mcullm {
 
-namespace {
-
-KernelKind kind_of(DType t) {
+KernelKind kernel_kind_of(DType t) {
   switch (t) {
     case DType::kQ8_0: return KernelKind::kInt8;
     case DType::kQ4_0:
@@ -17,10 +15,14 @@ KernelKind kind_of(DType t) {
     case DType::kQ4E: return KernelKind::kInt4;
     case DType::kTQ1_0:
     case DType::kTQ2_0:
-    case DType::kI2_S: return KernelKind::kTernary;
+    case DType::kI2_S:
+    case DType::kTL1:
+    case DType::kTL2: return KernelKind::kTernary;
     default: return KernelKind::kF32;
   }
 }
+
+namespace {
 
 uint64_t q4e_scale_bytes_per_row(const MatRef& m) {
   return m.group > 0 ? 2ull * ((m.cols + m.group - 1) / m.group) : 0;
@@ -80,7 +82,7 @@ struct Builder {
     x.t.name = name;
     x.t.cls = cls;
     x.t.stage = stage_of(cls, name);
-    x.t.kind = f32_act ? KernelKind::kF32 : kind_of(m.type);
+    x.t.kind = f32_act ? KernelKind::kF32 : kernel_kind_of(m.type);
     x.t.bytes = x.t.read_per_token = bytes_of(m);
     x.t.macs_per_token = static_cast<uint64_t>(m.rows) * m.cols;
     x.rank = rank;
@@ -103,7 +105,7 @@ struct Builder {
     x.t.name = name;
     x.t.cls = cls;
     x.t.stage = stage_of(cls, name);
-    x.t.kind = kind_of(m.type);
+    x.t.kind = kernel_kind_of(m.type);
     x.t.bytes = bytes_of(m);
     x.t.read_per_token = row_bytes_of(m);
     x.t.row_read = true;
@@ -178,6 +180,24 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
       b->norm(p + "attn_sub_norm", cfg->dim);
       b->norm(p + "ffn_norm", cfg->dim);
       b->norm(p + "ffn_sub_norm", cfg->hidden_dim);
+      b->layer(x.layers[l], l);
+    }
+  } else if (m.arch == "qwen2") {
+    const Qwen2Model& x = m.qwen2;
+    MC_TRY(x.check_shapes());
+    *cfg = x.cfg;
+    if (x.tied_output) {
+      b->tied("tok_emb", x.tok_emb, cfg->vocab_size);
+    } else {
+      b->table("tok_emb", x.tok_emb, TensorClass::kEmbedding);
+      b->mat("output", x.output, TensorClass::kHead, 2);
+    }
+    b->norm("out_norm", cfg->dim);
+    for (int l = 0; l < cfg->n_layers; ++l) {
+      const std::string p = "layer" + std::to_string(l) + ".";
+      b->norm(p + "attn_norm", cfg->dim);
+      b->norm(p + "ffn_norm", cfg->dim);
+      b->norm(p + "qkv_bias", cfg->dim + 2 * cfg->kv_dim());  // read like norms: f32 vectors
       b->layer(x.layers[l], l);
     }
   } else if (m.arch == "ple") {

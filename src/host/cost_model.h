@@ -25,6 +25,9 @@ enum class Stage : int { kInput = 0, kAttention, kFfn, kPle, kHead, kCount };
 constexpr int kStageCount = static_cast<int>(Stage::kCount);
 const char* stage_name(Stage s);  // input, attn, ffn, ple, head
 
+// The kernel kind that multiplies weights of this type (f32 for types without an integer kernel).
+KernelKind kernel_kind_of(DType t);
+
 // The work of one stage of one token: what the time model needs.
 struct StageWork {
   int cores = 1;

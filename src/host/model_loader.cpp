@@ -14,6 +14,7 @@
 #include "format/llama2c.h"
 #include "format/gguf_model.h"
 #include "format/llama_gguf.h"
+#include "format/qwen2_gguf.h"
 #include "format/vocab_head_gguf.h"
 #include "kernels/tl_tuning.h"
 #include "tokenizer/tokenizer_loader.h"
@@ -155,6 +156,10 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
       m->arch = std::string(arch.data, arch.size);
       st = bitnet_from_gguf(m->gguf, m->tables, &m->bitnet_gguf);
       m->model.cfg = m->bitnet_gguf.cfg.base;
+    } else if (st.ok() && arch.equals(kQwen2Arch)) {
+      m->arch = kQwen2Arch;
+      st = qwen2_from_gguf(m->gguf, m->tables, &m->qwen2);
+      m->model.cfg = m->qwen2.cfg;
     } else if (st.ok()) {
       st = llama_from_gguf(m->gguf, m->tables, &m->model);
     }
@@ -220,6 +225,13 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
     MC_TRY(bit->init(&m.bitnet_gguf, ctx_len, out->work, pool, kernels, m.kv));
     MC_TRY(bit->enable_batch(kPrefillBatch, out->work));
     out->decoder = bit;
+    return Status::Ok();
+  }
+  if (m.arch == "qwen2") {
+    auto q = std::make_shared<Qwen2Context>();
+    MC_TRY(q->init(&m.qwen2, ctx_len, out->work, pool, kernels, m.kv));
+    MC_TRY(q->enable_batch(kPrefillBatch, out->work));
+    out->decoder = q;
     return Status::Ok();
   }
   auto ctx = std::make_shared<LlamaContext>();
@@ -342,6 +354,7 @@ template <class Fn>
 void for_each_tl(const LoadedModel& m, Fn fn) {
   if (m.arch == "bitnet" || m.arch == "bitnet-25") for_each_tl_in(m.bitnet_gguf.layers, m.bitnet_gguf.cfg.base.n_layers, fn);
   if (m.arch == "bitnet-llama2c") for_each_tl_in(m.bitnet.layers, m.bitnet.cfg.n_layers, fn);
+  if (m.arch == "qwen2") for_each_tl_in(m.qwen2.layers, m.qwen2.end_layer - m.qwen2.first_layer, fn);
 }
 }  // namespace
 

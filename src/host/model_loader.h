@@ -14,6 +14,7 @@
 #include "model/bitnet_llama2c.h"
 #include "model/llama.h"
 #include "model/ple.h"
+#include "model/qwen2.h"
 #include "model/vocab_head.h"
 #include "quant/ternary.h"
 #include "tokenizer/llama2c_tokenizer.h"
@@ -26,7 +27,7 @@ struct LoadedModel {
                        // "bitllama2.c ternary (msb)" / "(lsb)" (+ ", detected" when auto-detected)
   std::string arch = "llama";  // "llama", "bitnet-llama2c" (the BitLinear model in `bitnet`), or
                                // "bitnet" / "bitnet-25" (llama.cpp's BitNet b1.58 GGUF, in `bitnet_gguf`),
-                               // "ple" (esp32-ai's per-layer-embedding model, in `ple`)
+                               // "ple" (esp32-ai's per-layer-embedding model, in `ple`), "qwen2" (in `qwen2`)
   MappedFile file;
   std::unique_ptr<uint8_t[]> table_memory;  // backs `tables`
   Arena tables;                             // tensor tables, expanded weights, GGUF indexes
@@ -36,6 +37,7 @@ struct LoadedModel {
   BitnetModel bitnet_gguf;                  // arch "bitnet" / "bitnet-25"
   TernaryLayout bit_order = TernaryLayout::kBitllama2cMsb;  // of a bitllama2.c file
   PleModel ple;                             // arch "ple" (esp32-ai format v0 / v1)
+  Qwen2Model qwen2;                         // arch "qwen2"
   bool f32_activations = false;             // arch "ple": f32 matvec inputs, as esp32-ai's C core
   KvType kv = KvType::kF32;                 // the KV cache make_decoder gives every architecture
   VocabHead head_groups;                    // the head's groups when the GGUF stores them (mcullm head --write)
@@ -69,7 +71,7 @@ struct DecoderInstance {
   Arena work;
   std::shared_ptr<Decoder> decoder;
 };
-// Tokens the llama and bitnet decoders evaluate together in a prefill (Decoder::max_batch).
+// Tokens the llama, bitnet and qwen2 decoders evaluate together in a prefill (Decoder::max_batch).
 constexpr int kPrefillBatch = 32;
 
 Status make_decoder(const LoadedModel& model, int ctx_len, ThreadPool* pool, const KernelSet* kernels,

@@ -56,16 +56,7 @@ Status BitnetContext::init(const BitnetModel* model, int ctx_len, Arena& arena, 
 }
 
 void BitnetContext::ternary(const MatRef* const* mats, float* const* outs, int count, const float* x, int n) {
-  kernels_->quantize_i8s(x, n, s_.act_q, s_.act_scales);
-  if (!lut_.empty()) {
-    run_ternary_q(*pool_, *kernels_, mats, outs, nullptr, count, s_.act_q, 0, s_.act_scales, 1, lut_);
-    return;
-  }
-  ActVec a;
-  a.f = x;
-  a.q = s_.act_q;
-  a.scales = s_.act_scales;
-  run_matvecs(*pool_, *kernels_, mats, outs, count, a);
+  run_ternary_matvecs(*pool_, *kernels_, mats, outs, count, x, n, s_, lut_);
 }
 
 Status BitnetContext::forward(int token, int pos, const float** logits) {

@@ -367,6 +367,20 @@ void attend_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, De
   pool.run(batch_attention_task, &job);
 }
 
+void run_ternary_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
+                         const float* x, int n, DecoderState& s, const TlLutBuffer& lut) {
+  k.quantize_i8s(x, n, s.act_q, s.act_scales);
+  if (!lut.empty()) {
+    run_ternary_q(pool, k, mats, outs, nullptr, count, s.act_q, 0, s.act_scales, 1, lut);
+    return;
+  }
+  ActVec a;
+  a.f = x;
+  a.q = s.act_q;
+  a.scales = s.act_scales;
+  run_matvecs(pool, k, mats, outs, count, a);
+}
+
 void run_ternary_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
                          const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
                          BatchState& b, const TlLutBuffer* lut) {

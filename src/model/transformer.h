@@ -133,12 +133,18 @@ void run_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats
 void run_dense_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
                        const float* x, int n, int8_t* q, float* scales);
 
+// Ternary matrices (i2_s, or tl1 / tl2 through `lut` when it is not empty) that read x (n values):
+// the caller's thread quantizes x once as bitnet.cpp's I8_S (quantize_i8s into s.act_q / act_scales),
+// then one hand-off to the pool.
+struct TlLutBuffer;
+void run_ternary_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
+                         const float* x, int n, DecoderState& s, const TlLutBuffer& lut);
+
 // Batched forms of the two above for n columns (column i of the input at x + i * x_stride, n_vals
 // values; of output m at outs[m] + i * out_strides[m]): each weight matrix is read once for the n
 // columns (kernels.h matmat) and every column gets the bits run_matvecs / run_dense_matvecs give it.
 // Ternary: each column quantized as bitnet.cpp's I8_S (quantize_i8s); dense: per the weights' block.
 // Ternary matrices may be tl1 / tl2 when `lut` (model/ternary_lut.h) has room for n columns.
-struct TlLutBuffer;
 void run_ternary_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
                          const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
                          BatchState& b, const TlLutBuffer* lut = nullptr);
