@@ -1,0 +1,142 @@
+"""A llama-family model in the layout mcullm's llama GGUF loader runs (src/model/llama.cpp): RMSNorm with
+weights, adjacent-pair RoPE, grouped-query attention, SwiGLU (or ReLU-gated) FFN, tied or untied head;
+linear layers optionally quantization-aware (q4g64 or ternary, quant.py)."""
+import dataclasses
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import quant
+
+
+@dataclasses.dataclass
+class Config:
+    vocab: int = 1024
+    dim: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int = 4
+    hidden: int = 384
+    seq_len: int = 512
+    ffn: str = "swiglu"      # or "relu": h = relu(gate x) * (up x), what src/model/sparse_ffn.h skips
+    tied: bool = True
+    quant: str = "none"      # "q4" (q4g64 weights) or "ternary" (absmean weights, int8 per-token activations)
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+
+
+class QLinear(nn.Linear):
+    def __init__(self, n_in, n_out, mode):
+        super().__init__(n_in, n_out, bias=False)
+        self.mode = mode
+
+    def forward(self, x):
+        w = self.weight
+        if self.mode == "q4":
+            w = quant.ste(w, quant.q4g64_values(w))
+        elif self.mode == "ternary":
+            w = quant.ste(w, quant.ternary_values(w))
+            x = quant.ste(x, quant.int8_per_token(x))
+        return F.linear(x, w)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope_tables(hs, n, theta):
+    freq = 1.0 / torch.pow(torch.tensor(theta, dtype=torch.float64), torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    freq = freq.float()
+    ang = torch.arange(n, dtype=torch.float32)[:, None] * freq[None, :]
+    return torch.cos(ang.double()).float(), torch.sin(ang.double()).float()
+
+
+def rope(x, cos, sin):
+    """x [B, T, H, hs]: rotate the pairs (2i, 2i + 1) of each head (RopeStyle::kAdjacent)."""
+    a, b = x[..., 0::2], x[..., 1::2]
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.stack((a * c - b * s, a * s + b * c), dim=-1).flatten(-2)
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        hs = c.dim // c.n_heads
+        self.attn_norm = RMSNorm(c.dim, c.norm_eps)
+        self.wq = QLinear(c.dim, c.dim, c.quant)
+        self.wk = QLinear(c.dim, c.n_kv_heads * hs, c.quant)
+        self.wv = QLinear(c.dim, c.n_kv_heads * hs, c.quant)
+        self.wo = QLinear(c.dim, c.dim, c.quant)
+        self.ffn_norm = RMSNorm(c.dim, c.norm_eps)
+        self.w1 = QLinear(c.dim, c.hidden, c.quant)  # gate
+        self.w2 = QLinear(c.hidden, c.dim, c.quant)  # down
+        self.w3 = QLinear(c.dim, c.hidden, c.quant)  # up
+
+    def forward(self, x, cos, sin, mask, stats=None):
+        c = self.c
+        B, T, _ = x.shape
+        hs = c.dim // c.n_heads
+        h = self.attn_norm(x)
+        q = rope(self.wq(h).view(B, T, c.n_heads, hs), cos, sin)
+        k = rope(self.wk(h).view(B, T, c.n_kv_heads, hs), cos, sin)
+        v = self.wv(h).view(B, T, c.n_kv_heads, hs)
+        rep = c.n_heads // c.n_kv_heads
+        k = k.repeat_interleave(rep, dim=2)
+        v = v.repeat_interleave(rep, dim=2)
+        att = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(hs)
+        att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(-1)
+        y = torch.einsum("bhts,bshd->bthd", att, v).reshape(B, T, c.dim)
+        x = x + self.wo(y)
+        h = self.ffn_norm(x)
+        g = self.w1(h)
+        if c.ffn == "relu":
+            g = F.relu(g)
+            if stats is not None:
+                stats.append((g > 0).float().mean().item())
+        else:
+            g = F.silu(g)
+        return x + self.w2(g * self.w3(h))
+
+
+class Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.tok_emb = nn.Embedding(c.vocab, c.dim)
+        self.layers = nn.ModuleList(Block(c) for _ in range(c.n_layers))
+        self.out_norm = RMSNorm(c.dim, c.norm_eps)
+        self.output = None if c.tied else nn.Linear(c.dim, c.vocab, bias=False)
+        cos, sin = rope_tables(c.dim // c.n_heads, c.seq_len, c.rope_theta)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("mask", torch.triu(torch.ones(c.seq_len, c.seq_len, dtype=torch.bool), 1), persistent=False)
+        self.apply(self._init)
+        for name, p in self.named_parameters():
+            if name.endswith("wo.weight") or name.endswith("w2.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * c.n_layers))
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+
+    def forward(self, idx, stats=None):
+        T = idx.shape[1]
+        x = self.tok_emb(idx)
+        for layer in self.layers:
+            x = layer(x, self.cos[:T], self.sin[:T], self.mask, stats)
+        x = self.out_norm(x)
+        w = self.tok_emb.weight if self.output is None else self.output.weight
+        return F.linear(x, w)
+
+    def n_params(self):
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,47 @@
+"""Fake quantizers for quantization-aware training (straight-through estimator).
+
+q4g64 is src/quant/blocks.cpp's quantize_q4g64 written in torch, value for value: per row, groups of 64
+columns, d = amax / 7 in f32, q = round_half_away(x * (1 / d)) clamped to [-7, 7], stored d = f16(d), so
+the weight mcullm computes with is f16(d) * q. tests/train_export_test checks this against the C++ packer.
+"""
+import torch
+
+Q4_GROUP = 64
+
+
+def round_half_away(x):
+    """src/quant/blocks.h round_half_away in f32 (a + 0.5 can round up: corrected as the C++ does)."""
+    a = x.abs()
+    r = torch.trunc(a + 0.5)
+    r = torch.where(a < r - 0.5, r - 1.0, r)
+    r = torch.where(a < 8388608.0, r, a)
+    return torch.copysign(r, x)
+
+
+def q4g64_values(w):
+    """The f32 values mcullm's q4g64 weights hold for the f32 matrix w [rows, cols], cols % 64 == 0."""
+    rows, cols = w.shape
+    if cols % Q4_GROUP:
+        raise ValueError(f"q4g64 needs columns in whole groups of {Q4_GROUP}, got {cols}")
+    g = w.detach().to(torch.float32).reshape(rows, cols // Q4_GROUP, Q4_GROUP)
+    d = g.abs().amax(dim=-1, keepdim=True) / 7.0
+    inv = torch.where(d != 0, 1.0 / torch.where(d != 0, d, torch.ones_like(d)), torch.zeros_like(d))
+    q = round_half_away(g * inv).clamp(-7, 7)
+    return (d.half().float() * q).reshape(rows, cols)
+
+
+def ternary_values(w):
+    """BitNet b1.58 absmean (FACTS.md section 2): s = mean|w|, w ~ s * clamp(round(w / s), -1, 1)."""
+    s = w.detach().abs().mean().clamp(min=1e-8)
+    return (w.detach() / s).round().clamp(-1, 1) * s
+
+
+def int8_per_token(x):
+    """Per-token absmax int8 activations (BitLinear): scale = max|x| / 127, round half away."""
+    s = x.detach().abs().amax(dim=-1, keepdim=True).clamp(min=1e-8) / 127.0
+    return round_half_away(x.detach() / s).clamp(-127, 127) * s
+
+
+def ste(x, q):
+    """Forward q, backward identity to x."""
+    return x + (q - x).detach()

@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""Train a small llama-family model on ../shared/data/tinystories_train_7k.txt and export it to GGUF.
+
+  /usr/bin/python3 train/train.py --out OUT [--vocab 1024 --dim 128 ... --quant q4 --ffn relu --steps N]
+
+Writes OUT/tokenizer.json, OUT/model.pt, OUT/model-f32.gguf and OUT/curve.csv (step, train loss,
+validation bits/byte on the first --val-chunks chunks of tinystories_val_head794k.txt, scored per chunk
+from position 0 as `mcullm eval` does). Seeds are fixed (--seed); one or two threads (--threads).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export  # noqa: E402
+import model as mdl  # noqa: E402
+import tokenizer as tk  # noqa: E402
+
+TRAIN_FILE = "data/tinystories_train_7k.txt"
+VAL_FILE = "data/tinystories_val_head794k.txt"
+
+
+def shared_dir():
+    """$MCULLM_SHARED, else ../shared beside the repo (as tests/test_support.cpp finds it)."""
+    env = os.environ.get("MCULLM_SHARED")
+    if env and os.path.isdir(env):
+        return env
+    d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared")
+    if os.path.isdir(d):
+        return os.path.normpath(d)
+    sys.exit("train: ../shared is missing (set MCULLM_SHARED): it holds the training and validation text")
+
+
+def read_text(rel):
+    path = os.path.join(shared_dir(), rel)
+    if not os.path.isfile(path):
+        sys.exit(f"train: {path} is missing")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def load_or_train_tokenizer(out, vocab, train_text):
+    path = os.path.join(out, "tokenizer.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            j = json.load(f)
+        if len(j["pieces"]) == vocab:
+            return tk.Tokenizer(j["pieces"], j["scores"])
+    t0 = time.time()
+    pieces, scores = tk.train_bpe(train_text, vocab)
+    print(f"bpe: {vocab} pieces in {time.time() - t0:.0f} s", flush=True)
+    with open(path, "w") as f:
+        json.dump({"pieces": pieces, "scores": scores}, f)
+    return tk.Tokenizer(pieces, scores)
+
+
+def encode_train(out, tok, text):
+    """The training stories as eval chunks, each BOS + encode, concatenated (cached)."""
+    path = os.path.join(out, f"train-{tok.vocab_size}.npy")
+    if os.path.exists(path):
+        return np.load(path)
+    ids = []
+    for chunk in tk.eval_chunks(tk.stories_as_eval_text(text)):
+        ids.extend(tok.encode(chunk))
+    arr = np.array(ids, dtype=np.int16 if tok.vocab_size < 32768 else np.int32)
+    np.save(path, arr)
+    return arr
+
+
+@torch.no_grad()
+def val_bits_per_byte(model, val_chunks, batch=8, stats=None):
+    """Sum over chunks of -log2 p(token) over the chunk's UTF-8 bytes; chunk = BOS + encode, from position 0."""
+    model.eval()
+    nats, nbytes = 0.0, 0
+    for i in range(0, len(val_chunks), batch):
+        group = val_chunks[i:i + batch]
+        n = max(len(ids) for ids, _ in group)
+        x = torch.zeros(len(group), n - 1, dtype=torch.long)
+        y = torch.full((len(group), n - 1), -100, dtype=torch.long)
+        for r, (ids, nb) in enumerate(group):
+            t = torch.tensor(ids[:model.c.seq_len + 1])
+            x[r, :len(t) - 1] = t[:-1]
+            y[r, :len(t) - 1] = t[1:]
+            nbytes += nb
+        logits = model(x, stats)
+        nats += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100,
+                                reduction="sum").item()
+    model.train()
+    return nats / math.log(2) / nbytes
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--vocab", type=int, default=1024)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=384)
+    ap.add_argument("--ctx", type=int, default=512, help="context length written to the GGUF")
+    ap.add_argument("--ffn", choices=["swiglu", "relu"], default="swiglu")
+    ap.add_argument("--untied", action="store_true")
+    ap.add_argument("--quant", choices=["none", "q4", "ternary"], default="none")
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=384, help="training window in tokens")
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--val-chunks", type=int, default=60)
+    a = ap.parse_args()
+    if not 512 <= a.vocab <= 8192:
+        sys.exit("train: --vocab must be 512..8192")
+    os.makedirs(a.out, exist_ok=True)
+    torch.manual_seed(a.seed)
+    np.random.seed(a.seed)
+    torch.set_num_threads(a.threads)
+
+    train_text = read_text(TRAIN_FILE)
+    tok = load_or_train_tokenizer(a.out, a.vocab, tk.stories_as_eval_text(train_text))
+    data = torch.from_numpy(encode_train(a.out, tok, train_text).astype(np.int64))
+    val = [(tok.encode(c), len(c.encode("utf-8"))) for c in tk.eval_chunks(read_text(VAL_FILE))[:a.val_chunks]]
+    print(f"data: {len(data)} training tokens ({len(train_text.encode()) / len(data):.2f} bytes/token), "
+          f"{len(val)} validation chunks", flush=True)
+
+    c = mdl.Config(vocab=a.vocab, dim=a.dim, n_layers=a.layers, n_heads=a.heads, n_kv_heads=a.kv_heads,
+                   hidden=a.hidden, seq_len=a.ctx, ffn=a.ffn, tied=not a.untied, quant=a.quant)
+    model = mdl.Model(c)
+    print(f"model: {model.n_params()} parameters, {c}", flush=True)
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2]
+    other = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.95))
+    gen = torch.Generator().manual_seed(a.seed)
+    curve = open(os.path.join(a.out, "curve.csv"), "w")
+    curve.write("step,tokens,train_loss,val_bits_per_byte\n")
+    t0, seen, run_loss = time.time(), 0, None
+    for step in range(1, a.steps + 1):
+        lr = a.lr * min(1.0, step / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / a.steps)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        starts = torch.randint(0, len(data) - a.seq - 1, (a.batch,), generator=gen)
+        batch = torch.stack([data[s:s + a.seq + 1] for s in starts])
+        logits = model(batch[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, c.vocab), batch[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        seen += a.batch * a.seq
+        run_loss = loss.item() if run_loss is None else 0.9 * run_loss + 0.1 * loss.item()
+        val_bpb = ""
+        if step % a.eval_every == 0 or step == a.steps:
+            val_bpb = f"{val_bits_per_byte(model, val):.4f}"
+            save(model, tok, a.out)  # a usable model at every evaluation
+        if step % a.log_every == 0 or val_bpb:
+            dt = time.time() - t0
+            print(f"step {step}/{a.steps} loss {run_loss:.4f} lr {lr:.2e} {seen / dt:.0f} tok/s {dt:.0f} s"
+                  + (f" val {val_bpb} bits/byte" if val_bpb else ""), flush=True)
+            curve.write(f"{step},{seen},{run_loss:.4f},{val_bpb}\n")
+            curve.flush()
+    if c.ffn == "relu":
+        stats = []
+        val_bits_per_byte(model, val[:8], stats=stats)
+        print(f"relu: {100 * (1 - sum(stats) / len(stats)):.1f}% of FFN neurons are zero on validation text")
+    save(model, tok, a.out)
+    print(f"wrote {a.out}/model-f32.gguf", flush=True)
+
+
+def save(model, tok, out):
+    torch.save({"config": model.c.__dict__, "state": model.state_dict()}, os.path.join(out, "model.pt"))
+    export.write_gguf(model, tok, os.path.join(out, "model-f32.gguf"))
+
+
+if __name__ == "__main__":
+    main()
