@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 
+#include "cluster/frame.h"
 #include "format/qwen2_gguf_writer_host.h"
 #include "host/cluster_plan.h"
 #include "host/model_loader.h"
@@ -185,7 +186,7 @@ TEST(ClusterPlan, ReferenceDesignIsSixNodesOfFourLayers) {
   const std::vector<int> want = {0, 0, 4, 8, 12, 16, 20, 24};
   EXPECT_EQ(p.cuts, want);
   EXPECT_EQ(p.hops, 7);
-  EXPECT_EQ(p.link.payload_bytes, 896u * 4);
+  EXPECT_EQ(p.link.payload_bytes, cluster::kHiddenChunkHeadBytes + 896u * 4);  // one frame: chunk head + f32 values
 }
 
 TEST(ClusterPlan, FileAndLayoutGiveTheSameLayerWork) {
@@ -212,27 +213,29 @@ TEST(ClusterLink, FramesFollowTheDmaRules) {
   LinkOptions o;
   LinkCost c;
   ASSERT_TRUE(link_cost(896, o, &c).ok());
-  EXPECT_EQ(c.payload_bytes, 3584u);
+  // The planner prices exactly what the link protocol sends: 28-byte frame headers, a 16-byte chunk
+  // head, the values, and a 32-byte ack (cluster/frame.h).
   EXPECT_EQ(c.frames, 1);
-  EXPECT_EQ(c.wire_bytes, 3584u + 2 * 32);
-  EXPECT_NEAR(c.hop_s, (3648 * 8) / 10e6 + 2 * 50e-6, 1e-12);
+  EXPECT_EQ(c.payload_bytes, 16u + 3584u);
+  EXPECT_EQ(c.wire_bytes, 28u + 16u + 3584u + 32u);
+  EXPECT_EQ(c.wire_bytes - 32u, cluster::hidden_wire_bytes(cluster::HiddenEncoding::kF32, 896));
+  EXPECT_NEAR(c.hop_s, ((28 + 16 + 3584 + 32) * 8) / 10e6 + 2 * 50e-6, 1e-12);
   o.precision = HiddenPrecision::kInt8;
   ASSERT_TRUE(link_cost(897, o, &c).ok());
-  EXPECT_EQ(c.payload_bytes, 904u);  // 897 values + a 4-byte scale, padded to a multiple of 4
+  EXPECT_EQ(c.payload_bytes, 16u + 15u * 4u + 900u);  // 15 scales (one per 64 values), 897 values padded to 900
   o.precision = HiddenPrecision::kF16;
+  o.ack = false;
   ASSERT_TRUE(link_cost(20000, o, &c).ok());  // 40000 bytes: two frames of at most 32 KB
   EXPECT_EQ(c.frames, 2);
   EXPECT_EQ(c.payload_bytes % 4, 0u);
+  EXPECT_LE(c.wire_bytes, 2u * 32768u);
   for (double mhz : {0.0, -1.0, 1e9, static_cast<double>(NAN)}) {
     LinkOptions bad;
     bad.mhz = mhz;
     EXPECT_EQ(link_cost(896, bad, &c).code(), Code::kInvalidArgument) << mhz;
   }
   LinkOptions bad;
-  bad.max_frame_bytes = 65536;
-  EXPECT_EQ(link_cost(896, bad, &c).code(), Code::kInvalidArgument);
-  bad = LinkOptions();
-  bad.header_bytes = 30;
+  bad.frame_overhead_s = -1;
   EXPECT_EQ(link_cost(896, bad, &c).code(), Code::kInvalidArgument);
   EXPECT_EQ(link_cost(0, LinkOptions(), &c).code(), Code::kInvalidArgument);
 }

@@ -714,7 +714,7 @@ TEST(HiddenCodec, NamesParse) {
   EXPECT_EQ(hidden_encoded_bytes(HiddenEncoding::kF32, 896), 3584u);
   EXPECT_EQ(hidden_encoded_bytes(HiddenEncoding::kF16, 896), 1792u);
   EXPECT_EQ(hidden_encoded_bytes(HiddenEncoding::kInt8, 896), 14u * 4 + 896);
-  // the figures docs/cluster-link.md gives for Qwen2-0.5B's 896 values
+  // the figures docs/cluster.md gives for Qwen2-0.5B's 896 values
   EXPECT_EQ(hidden_wire_bytes(HiddenEncoding::kF32, 896), 3628u);
   EXPECT_EQ(hidden_wire_bytes(HiddenEncoding::kF16, 896), 1836u);
   EXPECT_EQ(hidden_wire_bytes(HiddenEncoding::kInt8, 896), 996u);

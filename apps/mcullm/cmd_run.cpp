@@ -63,6 +63,7 @@ struct StepPrinter {
   double prompt_ms = 0;
   int n_prompt = 0;
   bool quiet = false;
+  int stop_a = -1, stop_b = -1;  // sampled end tokens are not printed (llama2.c stops before printing BOS)
 };
 
 void on_logits(void* user, int, const float* logits, int n) {
@@ -74,7 +75,8 @@ bool on_step(void* user, const GenerateStep& s) {
   auto* p = static_cast<StepPrinter*>(user);
   if (s.pos == p->n_prompt - 1) p->prompt_ms = ms_since(p->start);
   if (p->dump) std::fprintf(p->dump, "TOK %d %d %d\n", s.pos, s.token, s.next);
-  if (!p->quiet && p->tok) {
+  const bool stop = s.sampled && (s.next == p->stop_a || s.next == p->stop_b);
+  if (!p->quiet && p->tok && !stop) {
     const std::string text = p->utf8.push(p->tok->decode_step(s.token, s.next));
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
@@ -278,6 +280,8 @@ int run(const RunOptions& o) {
   go.n_predict = o.n_predict;
   go.stop_a = have_tok ? tok->bos_id() : -1;  // llama2.c models end a story with BOS
   go.stop_b = have_tok ? tok->eos_id() : -1;
+  printer.stop_a = go.stop_a;
+  printer.stop_b = go.stop_b;
   std::vector<int> history(prompt.size() + static_cast<size_t>(o.n_predict) + 1);
   Fingerprint fp;
   GenerateHooks hooks{&printer, on_logits, on_step};

@@ -1,5 +1,7 @@
 #include "host/cluster_plan.h"
 
+#include "cluster/frame.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <limits>
@@ -169,23 +171,18 @@ bool parse_hidden_precision(const std::string& s, HiddenPrecision* out) {
 Status link_cost(int dim, const LinkOptions& o, LinkCost* out) {
   if (dim <= 0 || dim > (1 << 20)) return Status::Error(Code::kInvalidArgument, "link: hidden size %d", dim);
   if (!(o.mhz > 0 && o.mhz <= 1000)) return Status::Error(Code::kInvalidArgument, "link: %g MHz (0 < MHz <= 1000)", o.mhz);
-  if (o.header_bytes < 0 || o.header_bytes % 4 != 0 || o.max_frame_bytes % 4 != 0 || o.max_frame_bytes > 32768 ||
-      o.max_frame_bytes <= o.header_bytes + 4)
-    return Status::Error(Code::kInvalidArgument, "link: frames of %d bytes with %d-byte headers (multiples of 4, at most 32768)",
-                         o.max_frame_bytes, o.header_bytes);
   if (!(o.frame_overhead_s >= 0 && o.frame_overhead_s < 1))
     return Status::Error(Code::kInvalidArgument, "link: frame overhead %g s", o.frame_overhead_s);
+  const cluster::HiddenEncoding enc = o.precision == HiddenPrecision::kInt8  ? cluster::HiddenEncoding::kInt8
+                                      : o.precision == HiddenPrecision::kF16 ? cluster::HiddenEncoding::kF16
+                                                                             : cluster::HiddenEncoding::kF32;
   LinkCost c;
-  const uint64_t d = static_cast<uint64_t>(dim);
-  uint64_t payload = o.precision == HiddenPrecision::kF32 ? 4 * d : o.precision == HiddenPrecision::kF16 ? 2 * d : d + 4;
-  payload = (payload + 3) / 4 * 4;
-  const uint64_t room = static_cast<uint64_t>(o.max_frame_bytes - o.header_bytes);
-  c.payload_bytes = payload;
-  c.frames = static_cast<int>((payload + room - 1) / room);
-  c.wire_bytes = payload + static_cast<uint64_t>(c.frames) * static_cast<uint64_t>(o.header_bytes);
+  c.frames = static_cast<int>(cluster::hidden_frame_count(enc, static_cast<uint32_t>(dim)));
+  c.wire_bytes = cluster::hidden_wire_bytes(enc, static_cast<uint32_t>(dim));
+  c.payload_bytes = c.wire_bytes - static_cast<uint64_t>(c.frames) * cluster::kFrameHeaderBytes;
   int frames = c.frames;
-  if (o.ack) {
-    c.wire_bytes += static_cast<uint64_t>(o.header_bytes);
+  if (o.ack) {  // a header and the acknowledged seq
+    c.wire_bytes += cluster::kFrameHeaderBytes + 4;
     ++frames;
   }
   c.hop_s = static_cast<double>(c.wire_bytes) * 8.0 / (o.mhz * 1e6) + frames * o.frame_overhead_s;

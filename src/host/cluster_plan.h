@@ -68,14 +68,14 @@ bool parse_hidden_precision(const std::string& s, HiddenPrecision* out);
 struct LinkOptions {
   double mhz = 10;                  // SPI clock (bits per second = mhz * 1e6)
   HiddenPrecision precision = HiddenPrecision::kF32;
-  int header_bytes = 32;            // frame header + CRC (docs/cluster.md, the link protocol)
-  int max_frame_bytes = 32768;      // ESP32-S3 SPI DMA: at most 32 KB per transfer
   double frame_overhead_s = 50e-6;  // per frame: DMA setup and the handshake line
   bool ack = true;                  // each hidden state answered by a header-only ack frame
 };
 
 struct LinkCost {
-  uint64_t payload_bytes = 0;  // the hidden state (int8: values + scale), padded to a multiple of 4
+  // Bytes and frames as the link protocol (cluster/frame.h) sends the hidden state: frames of at
+  // most 32 KB (one SPI DMA transfer), each a header, a chunk head and the encoded values.
+  uint64_t payload_bytes = 0;  // the frames' payloads (chunk heads + values; int8: + one scale per 64)
   int frames = 0;
   uint64_t wire_bytes = 0;     // frames with headers (and the ack), as clocked out
   double hop_s = 0;
