@@ -125,6 +125,15 @@ struct Builder {
     x.row_bytes = row_bytes_of(m);
     x.t.read_per_token += x.row_bytes;
   }
+  // The token embedding and the head: one tied matrix, or a row-read table and its own head.
+  void embedding_and_head(bool tied_output, const MatRef& tok_emb, const MatRef& output, int head_rows) {
+    if (tied_output) {
+      tied("tok_emb", tok_emb, head_rows);
+    } else {
+      table("tok_emb", tok_emb, TensorClass::kEmbedding);
+      mat("output", output, TensorClass::kHead, 2);
+    }
+  }
   template <typename L>
   void layer(const L& l, int i) {
     const std::string p = "layer" + std::to_string(i) + ".";
@@ -144,12 +153,7 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
     const LlamaModel& x = m.model;
     MC_TRY(x.check_shapes());
     *cfg = x.cfg;
-    if (x.tied_output) {
-      b->tied("tok_emb", x.tok_emb, x.cfg.vocab_size);
-    } else {
-      b->table("tok_emb", x.tok_emb, TensorClass::kEmbedding);
-      b->mat("output", x.output, TensorClass::kHead, 2);
-    }
+    b->embedding_and_head(x.tied_output, x.tok_emb, x.output, x.cfg.vocab_size);
     b->norm("out_norm", x.cfg.dim);
     for (int l = 0; l < x.cfg.n_layers; ++l) {
       b->norm("layer" + std::to_string(l) + ".attn_norm", x.cfg.dim);
@@ -167,12 +171,7 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
     const BitnetModel& x = m.bitnet_gguf;
     MC_TRY(x.check_shapes());
     *cfg = x.cfg.base;
-    if (x.tied_output) {
-      b->tied("tok_emb", x.tok_emb, cfg->vocab_size);
-    } else {
-      b->table("tok_emb", x.tok_emb, TensorClass::kEmbedding);
-      b->mat("output", x.output, TensorClass::kHead, 2);
-    }
+    b->embedding_and_head(x.tied_output, x.tok_emb, x.output, cfg->vocab_size);
     b->norm("out_norm", cfg->dim);
     for (int l = 0; l < cfg->n_layers; ++l) {
       const std::string p = "layer" + std::to_string(l) + ".";
@@ -186,12 +185,7 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
     const Qwen2Model& x = m.qwen2;
     MC_TRY(x.check_shapes());
     *cfg = x.cfg;
-    if (x.tied_output) {
-      b->tied("tok_emb", x.tok_emb, cfg->vocab_size);
-    } else {
-      b->table("tok_emb", x.tok_emb, TensorClass::kEmbedding);
-      b->mat("output", x.output, TensorClass::kHead, 2);
-    }
+    b->embedding_and_head(x.tied_output, x.tok_emb, x.output, cfg->vocab_size);
     b->norm("out_norm", cfg->dim);
     for (int l = 0; l < cfg->n_layers; ++l) {
       const std::string p = "layer" + std::to_string(l) + ".";
@@ -206,12 +200,7 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
     const PleConfig& c = x.cfg;
     *cfg = c.base();
     // The PLE stage's tensors are class kOther (printed "ple").
-    if (c.tied_head) {
-      b->tied("tok_emb", x.tok_emb, c.output_vocab);
-    } else {
-      b->table("tok_emb", x.tok_emb, TensorClass::kEmbedding);
-      b->mat("output", x.output, TensorClass::kHead, 2);
-    }
+    b->embedding_and_head(c.tied_head, x.tok_emb, x.output, c.output_vocab);
     b->mat("ple_model_proj", x.ple_model_proj, TensorClass::kOther);
     b->norm("ple_proj_norm", c.ple_dim);
     b->table("ple_table", x.ple_table, TensorClass::kOther);
