@@ -191,14 +191,7 @@ Status ClusterMaster::connect_link(Link& l) {
 
 Status ClusterMaster::hello(Link& l, const SliceRange& r) {
   const LlamaConfig& c = source_->config();
-  Hello h;
-  h.role = NodeRole::kMaster;
-  h.first_layer = static_cast<uint32_t>(r.first);
-  h.end_layer = static_cast<uint32_t>(r.end);
-  h.n_layers = static_cast<uint32_t>(c.n_layers);
-  h.dim = static_cast<uint32_t>(c.dim);
-  h.ctx_len = static_cast<uint32_t>(opt_.ctx_len > 0 ? opt_.ctx_len : c.seq_len);
-  h.capabilities = kAllCapabilities;
+  const Hello h = slice_hello(NodeRole::kMaster, c, r, opt_.ctx_len);
   uint8_t buf[kHelloBytes];
   size_t len = 0;
   MC_TRY(encode_hello(h, buf, sizeof buf, &len));

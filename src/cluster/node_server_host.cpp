@@ -137,15 +137,8 @@ Status NodeServer::on_frame(Transport& link, const Frame& f) {
         opt_.ctx_len = static_cast<int>(in.ctx_len);
         streams_.clear();
       }
-      Hello out;
-      out.role = NodeRole::kNode;
-      out.first_layer = static_cast<uint32_t>(range_.first);
-      out.end_layer = static_cast<uint32_t>(range_.end);
-      out.n_layers = static_cast<uint32_t>(c.n_layers);
-      out.dim = static_cast<uint32_t>(c.dim);
-      out.ctx_len = static_cast<uint32_t>(opt_.ctx_len > 0 ? opt_.ctx_len : c.seq_len);
+      Hello out = slice_hello(NodeRole::kNode, c, range_, opt_.ctx_len);
       out.max_streams = static_cast<uint32_t>(opt_.max_streams);
-      out.capabilities = kAllCapabilities;
       out.slice_hash = hash_;
       uint8_t buf[kHelloBytes];
       size_t len = 0;
