@@ -1,0 +1,18 @@
+/* The C library of the LX7 target (board.c). */
+#pragma once
+#include <stddef.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+void* memcpy(void* dst, const void* src, size_t n);
+void* memmove(void* dst, const void* src, size_t n);
+void* memset(void* dst, int c, size_t n);
+int memcmp(const void* a, const void* b, size_t n);
+size_t strlen(const char* s);
+size_t strnlen(const char* s, size_t max);
+int strcmp(const char* a, const char* b);
+int strncmp(const char* a, const char* b, size_t n);
+char* strchr(const char* s, int c);
+#ifdef __cplusplus
+}
+#endif
