@@ -6,6 +6,8 @@
 #   aarch64    the board runner cross-built for aarch64-linux-gnu (tests/cross), kernels=neon, on qemu-aarch64
 #   cortex-m7  the board runner on QEMU mps2-an500 (arm-none-eabi + newlib, semihosting)
 #   xtensa     the board runner on QEMU sim lx106 (xtensa-lx106-elf + picolibc, -icount shift=0)
+#   esp32-lx7  the board runner on QEMU sim de233_fpu: an ESP32-style LX7, windowed ABI and FPU
+#              (clang-22 + targets/xtensa-lx7, -icount shift=0)
 #
 # usage: tools/run_targets.sh [options] MODEL
 #   -z TOK            tokenizer for models without one beside them (convert and run)
@@ -41,7 +43,7 @@ while [ $# -gt 0 ]; do
     --refusals) MODE=refusals; shift ;;
     --build) BUILD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     -*) echo "run_targets: unknown option $1" >&2; exit 1 ;;
     *) MODEL=$1; shift ;;
   esac
@@ -72,10 +74,26 @@ if [ -n "$missing" ]; then
   exit 77
 fi
 
+BOARDS=(board-host aarch64 cortex-m7 xtensa esp32-lx7)
+MCUS=(xtensa m7 esp32)
+# esp32-lx7 alone needs clang-22 (Debian 12: bookworm-security) and the lx106 binutils' ld: without
+# them only that target is left out (CI, with MCULLM_REQUIRE_TARGETS=1, fails instead)
+missing=""
+for tool in clang-22 xtensa-lx106-elf-ld; do
+  command -v "$tool" >/dev/null || missing="$missing $tool"
+done
+if [ -n "$missing" ]; then
+  msg="esp32-lx7: missing:$missing (apt-get install clang-22 binutils-xtensa-lx106)"
+  if [ "${MCULLM_REQUIRE_TARGETS:-0}" = 1 ]; then echo "run_targets: FAIL: $msg" >&2; exit 1; fi
+  echo "run_targets: SKIP $msg"
+  BOARDS=(board-host aarch64 cortex-m7 xtensa)
+  MCUS=(xtensa m7)
+fi
+
 # The MCU builds (one at a time: parallel tests share the build directory).
 TB=$BUILD/targets
 mkdir -p "$TB"
-if ! flock "$TB/.lock" make -s -C "$ROOT/targets" B="$TB" -j2 all >"$TB/make.log" 2>&1; then
+if ! flock "$TB/.lock" make -s -C "$ROOT/targets" B="$TB" -j2 "${MCUS[@]}" >"$TB/make.log" 2>&1; then
   cat "$TB/make.log" >&2
   echo "run_targets: FAIL: the MCU builds failed" >&2
   exit 1
@@ -113,21 +131,20 @@ run_board() {
     aarch64)  # the NEON table by name: the run fails if it is missing
       timeout 600 qemu-aarch64 -L "$A64_SYSROOT" "$A64/mcullm_board" "${args[@]}" kernels=neon \
         >"$WORK/$target.out" 2>&1 || rc=$? ;;
-    cortex-m7|xtensa)
+    cortex-m7|xtensa|esp32-lx7)
       local semi="enable=on,target=native,arg=board"
       for a in "${args[@]}"; do semi="$semi,arg=${a//,/,,}"; done
-      if [ "$target" = cortex-m7 ]; then
-        timeout 600 qemu-system-arm -M mps2-an500 -display none -monitor none -semihosting -icount shift=0 \
-          -semihosting-config "$semi" -kernel "$TB/cortex-m7.elf" >"$WORK/$target.out" 2>&1 || rc=$?
-      else
-        timeout 600 qemu-system-xtensa -M sim -cpu lx106 -m 128M -display none -monitor none -semihosting -icount shift=0 \
-          -semihosting-config "$semi" -kernel "$TB/xtensa-lx106.elf" >"$WORK/$target.out" 2>&1 || rc=$?
-      fi ;;
+      local qemu
+      case "$target" in
+        cortex-m7) qemu=(qemu-system-arm -M mps2-an500 -kernel "$TB/cortex-m7.elf") ;;
+        xtensa) qemu=(qemu-system-xtensa -M sim -cpu lx106 -m 128M -kernel "$TB/xtensa-lx106.elf") ;;
+        esp32-lx7) qemu=(qemu-system-xtensa -M sim -cpu de233_fpu -m 128M -kernel "$TB/esp32-lx7.elf") ;;
+      esac
+      timeout 600 "${qemu[@]}" -display none -monitor none -semihosting -icount shift=0 -semihosting-config "$semi" \
+        >"$WORK/$target.out" 2>&1 || rc=$? ;;
   esac
   echo "$rc"
 }
-
-BOARDS=(board-host aarch64 cortex-m7 xtensa)
 
 if [ "$MODE" = refusals ]; then
   size=$(stat -c %s "$IMAGE")
