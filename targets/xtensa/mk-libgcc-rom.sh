@@ -13,7 +13,9 @@ TARBALL=$(ls /usr/src/gcc-12/gcc-12*.tar.xz 2>/dev/null | head -1)
 SRC=${2:-$OUT/src}
 mkdir -p "$OUT" "$SRC"
 DIR=$(tar -tJf "$TARBALL" | head -1 | cut -d/ -f1)/libgcc/config/xtensa
-[ -f "$SRC/$DIR/lib1funcs.S" ] || tar -xJf "$TARBALL" -C "$SRC" "$DIR/lib1funcs.S" "$DIR/ieee754-sf.S" "$DIR/ieee754-df.S"
+# under a lock: the other Xtensa target's script may be unpacking into the same GCCSRC (make -j)
+flock "$SRC/.lock" sh -c '[ -f "$1/$2/lib1funcs.S" ] || tar -xJf "$3" -C "$1" "$2/lib1funcs.S" "$2/ieee754-sf.S" "$2/ieee754-df.S"' \
+  unpack "$SRC" "$DIR" "$TARBALL"
 CONFIG=$(dirname "$(xtensa-lx106-elf-gcc -print-libgcc-file-name)")/plugin/include
 OBJS=""
 for f in _divsi3 _udivsi3 _umodsi3 _umulsidi3 _addsubsf3 _mulsf3 _fixunssfsi _floatsisf _floatunsisf \
