@@ -91,7 +91,7 @@ function syntheticBoardImage(n, r) {
 
 // A random layout: nvs, phy_init, the factory app at 0x10000, the model partition after it.
 function layout(r, modelBytes) {
-  const appSize = align(0x20000 + r(0x100000), 0x10000);
+  const appSize = align(0x50000 + r(0x100000), 0x10000);  // room for the app (at most 0x48000 bytes here)
   const modelOffset = align(0x10000 + appSize + r(0x80000), 0x10000);
   const modelSize = align(modelBytes + r(0x100000), 0x1000);
   const parts = [
@@ -101,6 +101,23 @@ function layout(r, modelBytes) {
     { label: 'model', type: 1, subtype: 0x40, offset: modelOffset, size: modelSize },
   ];
   return { parts, appSize, modelOffset, modelSize, table: partitionTable(parts) };
+}
+
+// firmware/esp32s3/partitions.csv (ESP-IDF's CSV: name, type, subtype, offset, size, flags) as
+// partition entries, or null when the firmware is not in the tree. Explicit offsets only.
+const SUBTYPES = { app: { factory: 0x00, test: 0x20 }, data: { ota: 0x00, phy: 0x01, nvs: 0x02, coredump: 0x03, nvs_keys: 0x04, efuse: 0x05, fat: 0x81, spiffs: 0x82, littlefs: 0x83 } };
+function firmwarePartitions(csvPath) {
+  if (!fs.existsSync(csvPath)) return null;
+  const num = (t) => {
+    const m = /^(0x[0-9a-f]+|\d+)([KM]?)$/i.exec(t);
+    assert.ok(m, `${csvPath}: "${t}" is not an offset or size the test reads`);
+    return Number(m[1]) * { '': 1, K: 1024, M: 1 << 20 }[m[2].toUpperCase()];
+  };
+  return fs.readFileSync(csvPath, 'utf8').split('\n').map((l) => l.replace(/#.*/, '').trim()).filter(Boolean).map((l) => {
+    const [label, type, subtype, offset, size] = l.split(',').map((f) => f.trim());
+    const sub = /^ota_(\d+)$/.exec(subtype) ? 0x10 + Number(subtype.slice(4)) : SUBTYPES[type]?.[subtype] ?? num(subtype);
+    return { label, type: type === 'app' ? 0 : type === 'data' ? 1 : num(type), subtype: sub, offset: num(offset), size: num(size) };
+  });
 }
 
 // ---- the page with a stand-in port ----
@@ -166,14 +183,12 @@ function installFakePort() {
   });
 }
 
-async function openPage(browser, port, fakeOptions) {
+// One page for the whole test; board(options) puts a new stand-in board at the far end of its port.
+async function openPage(browser, port) {
   const page = await browser.newPage({ viewport: { width: 900, height: 1200 } });
   page.on('pageerror', (e) => fail(e));
   let chain = Promise.resolve();
-  const fake = new FakeEsp32s3({
-    ...fakeOptions,
-    send: (b) => { chain = chain.then(() => page.evaluate((x) => window.__espFeed(x), Buffer.from(b).toString('latin1'))).catch(() => {}); },
-  });
+  let fake = null;
   await page.exposeFunction('__espHost', async (kind, arg) => {
     if (kind === 'open') fake.open(arg);
     else if (kind === 'close') fake.close();
@@ -183,7 +198,14 @@ async function openPage(browser, port, fakeOptions) {
   await page.goto(`http://127.0.0.1:${port}/`);
   await page.evaluate(installFakePort);
   await page.click('#flash summary');
-  return { page, fake };
+  const board = (options) => {
+    fake = new FakeEsp32s3({
+      ...options,
+      send: (b) => { chain = chain.then(() => page.evaluate((x) => window.__espFeed(x), Buffer.from(b).toString('latin1'))).catch(() => {}); },
+    });
+    return fake;
+  };
+  return { page, board };
 }
 
 const file = (name, buffer) => ({ name, mimeType: 'application/octet-stream', buffer });
@@ -226,20 +248,35 @@ function checkFlashed(fake, before, writes) {
 
 async function main() {
   const port = await startServer();
-  const image = path.join(work, 'stories260K.img');
-  const conv = spawnSync(bin, ['convert', model, '--image', image], { encoding: 'utf8' });
-  assert.equal(conv.status, 0, 'mcullm convert --image failed: ' + conv.stderr);
+  // The board image a maker would flash: stories260K in 4 bits (163 KB).
+  const gguf = path.join(work, 'stories260K-q4g64.gguf'), image = path.join(work, 'stories260K-q4g64.img');
+  for (const args of [[model, '--type', 'q4g64', '--embd-type', 'q8_0', '-o', gguf], [gguf, '--image', image]]) {
+    const conv = spawnSync(bin, ['convert', ...args], { encoding: 'utf8' });
+    assert.equal(conv.status, 0, 'mcullm convert failed: ' + conv.stderr);
+  }
   const realImage = fs.readFileSync(image);
+  // The firmware's own partition table too, when firmware/esp32s3 is in the tree (16 MB flash).
+  const csvPath = process.env.MCULLM_PARTITIONS_CSV || path.join(path.dirname(new URL(import.meta.url).pathname), '../../firmware/esp32s3/partitions.csv');
+  const firmwareParts = firmwarePartitions(csvPath);
   const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox'] });
   let rounds = 0;
   try {
+    const { page, board } = await openPage(browser, port);
     // 1. Property: random layouts.
-    for (const [seed, how] of [[11, 'manifest'], [22, 'names'], [33, 'model-only']]) {
+    const cases = [[11, 'manifest'], [22, 'names'], [33, 'model-only']];
+    if (firmwareParts) cases.push([55, 'firmware/esp32s3/partitions.csv']);
+    for (const [seed, how] of cases) {
       const r = rng(seed);
-      const modelData = how === 'manifest' ? realImage : syntheticBoardImage(0x8000 + r(0x60000), r);
-      const lay = layout(r, modelData.length);
-      const boot = appImage(0x3000 + r(0x3000), r), app = appImage(0x8000 + r(lay.appSize - 0x8000), r);
-      const { page, fake } = await openPage(browser, port, { modelOffset: lay.modelOffset });
+      const modelData = how === 'names' || how === 'model-only' ? syntheticBoardImage(0x8000 + r(0x30000), r) : realImage;
+      let lay = layout(r, modelData.length);
+      if (how.endsWith('.csv')) {
+        const model = firmwareParts.find((p) => p.label === 'model');
+        assert.ok(model, csvPath + ' has no partition labelled "model"');
+        lay = { parts: firmwareParts, modelOffset: model.offset, table: partitionTable(firmwareParts), flashBytes: 16 << 20 };
+      }
+      const boot = appImage(0x3000 + r(0x3000), r), app = appImage(0x8000 + r(0x40000), r);
+      const fake = board({ modelOffset: lay.modelOffset, flashBytes: lay.flashBytes });  // the page still holds the port from the round before
+      await page.selectOption('#mode', 'http');
       if (how === 'model-only') {  // old firmware in place
         bytes(0x40000, r).copy(fake.flash, 0);
         fake.flash[0] = fake.flash[0x10000] = 0xe9;
@@ -270,7 +307,6 @@ async function main() {
         assert.match(fake.requests[1], /^G 5 \d+ \d+ \d+ 0 3 1 2 3$/);
         await page.screenshot({ path: path.join(work, 'flash.png'), fullPage: true });
       }
-      await page.close();
       rounds++;
     }
 
@@ -280,7 +316,7 @@ async function main() {
     const lay = layout(r, small.length);
     const boot = appImage(0x4000, r), app = appImage(0x9000, r);
     const firmware = [file('bootloader.bin', boot), file('partition-table.bin', lay.table), file('mcullm.bin', app)];
-    const { page, fake } = await openPage(browser, port, { modelOffset: lay.modelOffset });
+    const fake = board({ modelOffset: lay.modelOffset });
     const expectError = async (what, pattern, run) => {
       const got = await run();
       assert.equal(got.state, 'error', `${what}: ${got.status}`);
@@ -301,6 +337,8 @@ async function main() {
     badTable[40] ^= 1;
     await expectError('corrupt partition table', /partition table is corrupt/,
                       () => flash(page, [firmware[0], file('partition-table.bin', badTable), firmware[2]], file('m.img', small)));
+    await expectError('app larger than its partition', /mcullm.bin is \d+ bytes; its partition "factory" holds/,
+                      () => flash(page, [firmware[0], firmware[1], file('mcullm.bin', appImage(lay.appSize + 16, r))], file('m.img', small)));
     await expectError('no partition table', /pick the partition table/, () => flash(page, [firmware[0], firmware[2]], file('m.img', small)));
     assert.deepEqual(fake.events, [], 'a plan error must not touch the port');
 
@@ -334,11 +372,10 @@ async function main() {
     assert.equal(got.state, 'done', got.status);
     checkFlashed(fake, before, [{ name: 'b', offset: 0, data: boot }, { name: 't', offset: 0x8000, data: lay.table },
                                 { name: 'a', offset: 0x10000, data: app }, { name: 'm', offset: lay.modelOffset, data: small }]);
-    await page.close();
   } finally {
     await browser.close();
   }
-  console.log(`web_flash_browser: ok (${rounds} random layouts flashed and checked byte for byte, 10 hostile cases; screenshot ${path.join(work, 'flash.png')})`);
+  console.log(`web_flash_browser: ok (${rounds} layouts (${firmwareParts ? 'with' : 'without'} ${csvPath}) flashed and checked byte for byte, 11 hostile cases; screenshot ${path.join(work, 'flash.png')})`);
   for (const c of children) c.kill('SIGTERM');
   clearTimeout(deadline);
 }
