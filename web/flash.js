@@ -82,6 +82,8 @@ function manifestWrites(manifest, files) {
     if (!data) throw new Error('flasher_args.json names ' + p + ': pick that file too');
     return { name: baseName(p), offset: parseOffset(offset, 'flasher_args.json'), data };
   });
+  for (const name of files.keys())
+    if (!writes.some((w) => w.name === name)) throw new Error(name + ' is not in flasher_args.json (a model goes under Model image)');
   const table = manifest['partition-table'] && baseName(manifest['partition-table'].file);
   return { writes, table };
 }
@@ -116,10 +118,15 @@ async function flashPlan(firmwareFiles, modelFile) {
     }
   }
   if (!files.size && !modelFile) throw new Error('pick the firmware files and / or a model image first');
+  for (const [name, data] of files)
+    if (new TextDecoder().decode(data.subarray(0, 8)) === 'MCUIMAGE') throw new Error(name + ' is a board image: pick it under Model image');
   const { writes, table } = manifest ? manifestWrites(manifest, files) : conventionalWrites(files);
   const tableWrite = writes.find((w) => w.name === table);
   if (!tableWrite) throw new Error('pick the partition table too (build/partition_table/partition-table.bin): it says where the app and the model go');
   const parts = parsePartitionTable(tableWrite.data);
+  for (const w of writes)  // the bootloader and app images start with ESP-IDF's image magic
+    if (w !== tableWrite && w.data[0] !== 0xe9 && (w.offset <= 0 || parts.some((p) => p.type === 0 && p.offset === w.offset)))
+      throw new Error(w.name + ' is not an ESP32-S3 firmware image (it does not start with 0xE9)');
   const app = writes.find((w) => w.offset === -1);
   if (app) {
     const p = parts.find((q) => q.type === 0);

@@ -339,6 +339,12 @@ async function main() {
                       () => flash(page, [firmware[0], file('partition-table.bin', badTable), firmware[2]], file('m.img', small)));
     await expectError('app larger than its partition', /mcullm.bin is \d+ bytes; its partition "factory" holds/,
                       () => flash(page, [firmware[0], firmware[1], file('mcullm.bin', appImage(lay.appSize + 16, r))], file('m.img', small)));
+    await expectError('a model picked as firmware', /m.img is a board image: pick it under Model image/,
+                      () => flash(page, [...firmware, file('m.img', small)], null));
+    await expectError('not a firmware image', /mcullm.bin is not an ESP32-S3 firmware image/,
+                      () => flash(page, [firmware[0], firmware[1], file('mcullm.bin', Buffer.from('\x7fELF' + '\0'.repeat(4000)))], file('m.img', small)));
+    await expectError('a file the manifest does not name', /extra.bin is not in flasher_args.json/,
+                      () => flash(page, [...firmware, file('flasher_args.json', flasherArgs('mcullm.bin')), file('extra.bin', app)], file('m.img', small)));
     await expectError('no partition table', /pick the partition table/, () => flash(page, [firmware[0], firmware[2]], file('m.img', small)));
     assert.deepEqual(fake.events, [], 'a plan error must not touch the port');
 
@@ -375,7 +381,7 @@ async function main() {
   } finally {
     await browser.close();
   }
-  console.log(`web_flash_browser: ok (${rounds} layouts (${firmwareParts ? 'with' : 'without'} ${csvPath}) flashed and checked byte for byte, 11 hostile cases; screenshot ${path.join(work, 'flash.png')})`);
+  console.log(`web_flash_browser: ok (${rounds} layouts (${firmwareParts ? 'with' : 'without'} ${csvPath}) flashed and checked byte for byte, 14 hostile cases; screenshot ${path.join(work, 'flash.png')})`);
   for (const c of children) c.kill('SIGTERM');
   clearTimeout(deadline);
 }
