@@ -22,7 +22,8 @@ import { FakeEsp32s3 } from './fake_esp32s3.mjs';
 const [bin, model, chromiumPath, work, vendor] = process.argv.slice(2).map((p, i) => (i === 2 ? p : path.resolve(p)));
 const { chromium } = createRequire(path.join(work, 'package.json'))('playwright-core');
 const children = [];
-const deadline = setTimeout(() => fail(new Error('the flashing test took over 120 s')), 120000);
+let step = 'starting';  // named in a timeout's message
+const deadline = setTimeout(() => fail(new Error('the flashing test took over 150 s (at: ' + step + ')')), 150000);
 
 function fail(e) {
   console.error('web_flash_browser: FAILED:', e && e.stack ? e.stack : e);
@@ -91,7 +92,7 @@ function syntheticBoardImage(n, r) {
 
 // A random layout: nvs, phy_init, the factory app at 0x10000, the model partition after it.
 function layout(r, modelBytes) {
-  const appSize = align(0x50000 + r(0x100000), 0x10000);  // room for the app (at most 0x48000 bytes here)
+  const appSize = align(0x50000 + r(0x100000), 0x10000);  // room for the app (at most 0x28000 bytes here)
   const modelOffset = align(0x10000 + appSize + r(0x80000), 0x10000);
   const modelSize = align(modelBytes + r(0x100000), 0x1000);
   const parts = [
@@ -198,14 +199,14 @@ async function openPage(browser, port) {
   await page.goto(`http://127.0.0.1:${port}/`);
   await page.evaluate(installFakePort);
   await page.click('#flash summary');
-  const board = (options) => {
-    fake = new FakeEsp32s3({
+  const board = (options) => {  // options, or a board from before
+    fake = options instanceof FakeEsp32s3 ? options : new FakeEsp32s3({
       ...options,
       send: (b) => { chain = chain.then(() => page.evaluate((x) => window.__espFeed(x), Buffer.from(b).toString('latin1'))).catch(() => {}); },
     });
     return fake;
   };
-  return { page, board };
+  return { page, board, current: () => fake };
 }
 
 const file = (name, buffer) => ({ name, mimeType: 'application/octet-stream', buffer });
@@ -261,11 +262,12 @@ async function main() {
   const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ['--no-sandbox'] });
   let rounds = 0;
   try {
-    const { page, board } = await openPage(browser, port);
+    const { page, board, current } = await openPage(browser, port);
     // 1. Property: random layouts.
     const cases = [[11, 'manifest'], [22, 'names'], [33, 'model-only']];
     if (firmwareParts) cases.push([55, 'firmware/esp32s3/partitions.csv']);
     for (const [seed, how] of cases) {
+      step = how;
       const r = rng(seed);
       const modelData = how === 'names' || how === 'model-only' ? syntheticBoardImage(0x8000 + r(0x30000), r) : realImage;
       let lay = layout(r, modelData.length);
@@ -274,7 +276,7 @@ async function main() {
         assert.ok(model, csvPath + ' has no partition labelled "model"');
         lay = { parts: firmwareParts, modelOffset: model.offset, table: partitionTable(firmwareParts), flashBytes: 16 << 20 };
       }
-      const boot = appImage(0x3000 + r(0x3000), r), app = appImage(0x8000 + r(0x40000), r);
+      const boot = appImage(0x3000 + r(0x3000), r), app = appImage(0x8000 + r(0x20000), r);
       const fake = board({ modelOffset: lay.modelOffset, flashBytes: lay.flashBytes });  // the page still holds the port from the round before
       await page.selectOption('#mode', 'http');
       if (how === 'model-only') {  // old firmware in place
@@ -318,11 +320,12 @@ async function main() {
     const firmware = [file('bootloader.bin', boot), file('partition-table.bin', lay.table), file('mcullm.bin', app)];
     const fake = board({ modelOffset: lay.modelOffset });
     const expectError = async (what, pattern, run) => {
+      step = what;
       const got = await run();
       assert.equal(got.state, 'error', `${what}: ${got.status}`);
       assert.match(got.status, pattern, what);
       assert.equal(await page.isEnabled('#flash-start'), true, what + ': the Flash button stays usable');
-      assert.equal(fake.portOpen, false, what + ': the port was left open');
+      assert.equal(current().portOpen, false, what + ': the port was left open');
     };
     const writesBefore = () => fake.commands.filter((op) => op === 0x02 || op === 0x10).length;
 
@@ -361,6 +364,11 @@ async function main() {
     await expectError('another chip', /ESP32-C3, not an ESP32-S3: nothing was written/, () => flash(page, firmware, file('m.img', small)));
     assert.equal(writesBefore(), 0, 'a wrong chip was written to');
     fake.chipId = 9;
+    const tiny = board({ modelOffset: lay.modelOffset, flashBytes: 256 << 10 });  // its RDID says 256 KB
+    await expectError('flash smaller than the layout', /the files reach 0x[0-9a-f]+ but the board has 256KB of flash: nothing was written/,
+                      () => flash(page, firmware, file('m.img', small)));
+    assert.equal(tiny.commands.filter((op) => op === 0x10).length, 0, 'a too small flash was written to');
+    board(fake);  // the 8 MB board again
     fake.failFlashData = { file: 1, seq: 0 };  // the second file's first block, every attempt
     await expectError('FLASH_DATA error', /writing failed: .*status.*partial firmware/, () => flash(page, firmware, file('m.img', small)));
     fake.failFlashData = null;
@@ -381,7 +389,7 @@ async function main() {
   } finally {
     await browser.close();
   }
-  console.log(`web_flash_browser: ok (${rounds} layouts (${firmwareParts ? 'with' : 'without'} ${csvPath}) flashed and checked byte for byte, 14 hostile cases; screenshot ${path.join(work, 'flash.png')})`);
+  console.log(`web_flash_browser: ok (${rounds} layouts (${firmwareParts ? 'with' : 'without'} ${csvPath}) flashed and checked byte for byte, 15 hostile cases; screenshot ${path.join(work, 'flash.png')})`);
   for (const c of children) c.kill('SIGTERM');
   clearTimeout(deadline);
 }
