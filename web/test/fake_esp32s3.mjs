@@ -12,7 +12,8 @@
 //    4 status bytes from the ROM, 2 from the stub; an unknown command gets status 1, error 5;
 //  - the flashed firmware: a boot log, then the line protocol (docs/protocol.md) if the flash holds
 //    an app image at 0x10000 and a board image ("MCUIMAGE") at the model partition; silence if not.
-// Knobs for hostile cases: chipId, silent, failFlashData ({file, seq}), dataDelayMs.
+// Knobs for hostile cases: chip ('esp32s3', 'esp32c3', 'esp32'), silent, failFlashData ({file, seq}),
+// dataDelayMs, flashBytes.
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 
@@ -20,6 +21,10 @@ const SLIP_END = 0xc0, SLIP_ESC = 0xdb;
 const ROM_BAUD = 115200, FIRMWARE_BAUD = 115200;
 const SPI_BASE = 0x60002000, SPI_CMD = SPI_BASE, SPI_USR2 = SPI_BASE + 0x20, SPI_W0 = SPI_BASE + 0x58, SPI_CMD_USR = 1 << 18;
 const SECTOR = 4096;
+const CHIP_MAGIC_REG = 0x40001000;
+// What the other chips' ROMs answer, for the wrong-chip cases: GET_SECURITY_INFO's chip id (the
+// ESP32's ROM lacks the command) and the magic word at CHIP_MAGIC_REG.
+const CHIPS = { esp32s3: { id: 9, magic: 0x9 }, esp32c3: { id: 5, magic: 0x1b31506f }, esp32: { id: null, magic: 0x00f01d83 } };
 
 export function slipEncode(bytes) {
   const out = [SLIP_END];
@@ -40,8 +45,8 @@ export function checksum(bytes) {
 
 export class FakeEsp32s3 {
   // send(bytes): deliver bytes to the host's end of the port.
-  constructor({ send, flashBytes = 8 << 20, chipId = 9, silent = false, failFlashData = null, dataDelayMs = 0, modelOffset = -1 }) {
-    Object.assign(this, { send, chipId, silent, failFlashData, dataDelayMs, modelOffset });
+  constructor({ send, flashBytes = 8 << 20, chip = 'esp32s3', silent = false, failFlashData = null, dataDelayMs = 0, modelOffset = -1 }) {
+    Object.assign(this, { send, chip, silent, failFlashData, dataDelayMs, modelOffset });
     this.flash = Buffer.alloc(flashBytes, 0xff);
     this.flashId = 0xef | (0x40 << 8) | ((Math.log2(flashBytes)) << 16);  // Winbond-like RDID: capacity 2^n bytes
     this.mode = 'app';          // 'reset' | 'rom' | 'stub' | 'app'
@@ -145,7 +150,7 @@ export class FakeEsp32s3 {
         for (let i = 0; i < (this.mode === 'stub' ? 1 : 8); i++) this.reply(op, this.mode === 'stub' ? 0 : 0x20120707);
         return;
       case 0x0a:  // READ_REG
-        return this.reply(op, this.regs.get(u32(0)) ?? 0);
+        return this.reply(op, u32(0) === CHIP_MAGIC_REG ? CHIPS[this.chip].magic : this.regs.get(u32(0)) ?? 0);
       case 0x09: {  // WRITE_REG (addr, value, mask, delay)
         const [addr, value, mask] = [u32(0), u32(1), u32(2)];
         this.regs.set(addr, (((this.regs.get(addr) ?? 0) & ~mask) | (value & mask)) >>> 0);
@@ -156,8 +161,9 @@ export class FakeEsp32s3 {
         return this.reply(op, 0);
       }
       case 0x14: {  // GET_SECURITY_INFO: flags, crypt count, key purposes, chip id, API version
+        if (CHIPS[this.chip].id === null) return fail(0x05);
         const info = Buffer.alloc(20);
-        info.writeUInt32LE(this.chipId, 12);
+        info.writeUInt32LE(CHIPS[this.chip].id, 12);
         return this.reply(op, 0, info);
       }
       case 0x05:  // MEM_BEGIN (size, blocks, block size, address)

@@ -360,10 +360,12 @@ async function main() {
     fake.silent = true;
     await expectError('silent port', /does not answer the ROM loader/, () => flash(page, firmware, file('m.img', small)));
     fake.silent = false;
-    fake.chipId = 5;  // ESP32-C3
-    await expectError('another chip', /ESP32-C3, not an ESP32-S3: nothing was written/, () => flash(page, firmware, file('m.img', small)));
+    fake.chip = 'esp32c3';  // told by GET_SECURITY_INFO's chip id
+    await expectError('an ESP32-C3', /ESP32-C3, not an ESP32-S3: nothing was written/, () => flash(page, firmware, file('m.img', small)));
+    fake.chip = 'esp32';  // a ROM without GET_SECURITY_INFO: told by the magic register
+    await expectError('an ESP32', /an ESP32, not an ESP32-S3: nothing was written/, () => flash(page, firmware, file('m.img', small)));
     assert.equal(writesBefore(), 0, 'a wrong chip was written to');
-    fake.chipId = 9;
+    fake.chip = 'esp32s3';
     const tiny = board({ modelOffset: lay.modelOffset, flashBytes: 256 << 10 });  // its RDID says 256 KB
     await expectError('flash smaller than the layout', /the files reach 0x[0-9a-f]+ but the board has 256KB of flash: nothing was written/,
                       () => flash(page, firmware, file('m.img', small)));
@@ -389,7 +391,7 @@ async function main() {
   } finally {
     await browser.close();
   }
-  console.log(`web_flash_browser: ok (${rounds} layouts (${firmwareParts ? 'with' : 'without'} ${csvPath}) flashed and checked byte for byte, 15 hostile cases; screenshot ${path.join(work, 'flash.png')})`);
+  console.log(`web_flash_browser: ok (${rounds} layouts (${firmwareParts ? 'with' : 'without'} ${csvPath}) flashed and checked byte for byte, 16 hostile cases; screenshot ${path.join(work, 'flash.png')})`);
   for (const c of children) c.kill('SIGTERM');
   clearTimeout(deadline);
 }
