@@ -773,6 +773,9 @@ TEST(ServeCli, BadOptionsGiveClearErrors) {
   r = run_cli_bounded({"serve", "-m", stories(), "--serial", "/nonexistent/tty"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot open serial device"), std::string::npos) << r.err;
+  r = run_cli_bounded({"serve", "-m", stories(), "--port", "0", "--vendor-dir", "/nonexistent/node_modules"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--vendor-dir /nonexistent/node_modules is not a directory"), std::string::npos) << r.err;
 }
 
 // --- the line protocol on a pseudo-terminal ------------------------------------------------------
