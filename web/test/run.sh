@@ -38,5 +38,8 @@ install() {
 install "$here" "$work" playwright-core
 install "$here/../flash" "$work/flash" esptool-js  # the flashing panel's esptool-js, as a user installs it
 model="$shared/models/stories260K/stories260K.bin"
-NODE_PATH="$work/node_modules" node "$here/page_test.mjs" "$bin" "$model" "$chromium" "$work"
-NODE_PATH="$work/node_modules" exec node "$here/flash_test.mjs" "$bin" "$model" "$chromium" "$work" "$work/flash/node_modules"
+# Both run even if the first fails (each says what failed); either failing fails the test.
+page=0 flash=0
+NODE_PATH="$work/node_modules" node "$here/page_test.mjs" "$bin" "$model" "$chromium" "$work" || page=$?
+NODE_PATH="$work/node_modules" node "$here/flash_test.mjs" "$bin" "$model" "$chromium" "$work" "$work/flash/node_modules" || flash=$?
+[ "$page" = 0 ] && [ "$flash" = 0 ]
