@@ -92,12 +92,13 @@ target_compile_options(mcullm_core_freestanding_check PRIVATE -nostdinc++ -fno-e
 
 # The web page (web/*.html, *.css, *.js) compiled into the server: `mcullm serve` answers / from
 # these bytes, whatever the working directory.
-set(MCULLM_WEB_FILES index.html style.css app.js)
+set(MCULLM_WEB_FILES index.html style.css app.js md5.js flash.js)
 list(TRANSFORM MCULLM_WEB_FILES PREPEND ${PROJECT_SOURCE_DIR}/web/ OUTPUT_VARIABLE MCULLM_WEB_PATHS)
+list(JOIN MCULLM_WEB_FILES "\\;" MCULLM_WEB_FILES_ARG)
 set(MCULLM_WEB_CPP ${PROJECT_BINARY_DIR}/generated/web_assets_data.cpp)
 add_custom_command(
   OUTPUT ${MCULLM_WEB_CPP}
-  COMMAND ${CMAKE_COMMAND} -DOUT=${MCULLM_WEB_CPP} -DSRC_DIR=${PROJECT_SOURCE_DIR}/web "-DFILES=index.html\\;style.css\\;app.js"
+  COMMAND ${CMAKE_COMMAND} -DOUT=${MCULLM_WEB_CPP} -DSRC_DIR=${PROJECT_SOURCE_DIR}/web "-DFILES=${MCULLM_WEB_FILES_ARG}"
           -P ${PROJECT_SOURCE_DIR}/cmake/EmbedWeb.cmake
   DEPENDS ${MCULLM_WEB_PATHS} ${PROJECT_SOURCE_DIR}/cmake/EmbedWeb.cmake
   COMMENT "Embedding web/ into the server")

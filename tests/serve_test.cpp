@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -436,7 +437,9 @@ TEST(Serve, ServesTheWebPageAndAnswersCorsPreflights) {
   for (const auto& [path, type, words] : {std::tuple<std::string, std::string, std::string>{"/", "text/html", "id=\"generate\""},
                                           {"/index.html", "text/html", "<canvas id=\"chart\""},
                                           {"/app.js", "text/javascript", "navigator.serial"},
-                                          {"/style.css", "text/css", "#chart"}}) {
+                                          {"/style.css", "text/css", "#chart"},
+                                          {"/flash.js", "text/javascript", "esptool-js"},
+                                          {"/md5.js", "text/javascript", "md5Hex"}}) {
     auto res = c.Get(path);
     ASSERT_TRUE(res) << path;
     EXPECT_EQ(res->status, 200) << path;
@@ -453,6 +456,45 @@ TEST(Serve, ServesTheWebPageAndAnswersCorsPreflights) {
   EXPECT_NE(res->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
   EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "*");
   expect_error(get(s, "/v1/models"), 401, "authentication_error");
+}
+
+// --vendor-dir: its files at /vendor/ (the flashing panel's esptool-js), open without the API key;
+// nothing outside it; a directory that does not exist is refused at bind.
+TEST(Serve, VendorDirIsServedAtVendorAndNothingOutsideIt) {
+  MC_REQUIRE_SHARED();
+  const std::string dir = std::string(MCULLM_BINARY_DIR) + "/serve-vendor-test";
+  std::filesystem::create_directories(dir + "/esptool-js");
+  std::ofstream(dir + "/esptool-js/bundle.js") << "export const x = 1;\n";
+  std::ofstream(std::string(MCULLM_BINARY_DIR) + "/serve-vendor-secret.txt") << "outside-the-vendor-dir\n";
+  serve::HttpOptions ho;
+  ho.api_key = "sesame";
+  ho.vendor_dir = dir;
+  TestServer s({}, ho);
+  auto c = s.client();
+  auto res = c.Get("/vendor/esptool-js/bundle.js");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->body, "export const x = 1;\n");
+  EXPECT_EQ(res->get_header_value("Content-Type").find("javascript") != std::string::npos, true) << res->get_header_value("Content-Type");
+  EXPECT_EQ(res->get_header_value("Access-Control-Allow-Origin"), "*");
+  for (const char* path : {"/vendor/../serve-vendor-secret.txt", "/vendor/%2e%2e/serve-vendor-secret.txt", "/vendor/esptool-js/none.js"}) {
+    res = c.Get(path);
+    ASSERT_TRUE(res) << path;
+    EXPECT_NE(res->status, 200) << path;
+    EXPECT_EQ(res->body.find("outside-the-vendor-dir"), std::string::npos) << path;
+  }
+  expect_error(get(s, "/v1/models"), 401, "authentication_error");  // the key still guards the API
+
+  serve::HttpOptions missing;
+  missing.vendor_dir = dir + "/no-such-dir";
+  std::unique_ptr<serve::Engine> engine;
+  serve::EngineOptions eo;
+  eo.model = stories();
+  ASSERT_TRUE(serve::Engine::create(eo, &engine).ok());
+  serve::HttpServer server(*engine, missing);
+  const Status st = server.bind();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(std::string(st.message()).find("--vendor-dir"), std::string::npos) << st.message();
 }
 
 TEST(Serve, BodyTooLargeIs413) {
@@ -731,6 +773,9 @@ TEST(ServeCli, BadOptionsGiveClearErrors) {
   r = run_cli_bounded({"serve", "-m", stories(), "--serial", "/nonexistent/tty"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot open serial device"), std::string::npos) << r.err;
+  r = run_cli_bounded({"serve", "-m", stories(), "--port", "0", "--vendor-dir", "/nonexistent/node_modules"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--vendor-dir /nonexistent/node_modules is not a directory"), std::string::npos) << r.err;
 }
 
 // --- the line protocol on a pseudo-terminal ------------------------------------------------------

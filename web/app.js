@@ -221,17 +221,19 @@ async function generateHttp(s) {
 
 // ---- WebSerial: the board's line protocol ---------------------------------------------------------
 
-const serial = { port: null, reader: null, writer: null, buf: '' };
+const serial = { port: null, reader: null, writer: null, buf: '', pending: null };
 
-async function connectBoard() {
+// Opens `given` (the port the flashing panel just wrote) or one the user picks.
+async function connectBoard(given) {
   if (!('serial' in navigator)) throw new Error('this browser has no WebSerial (use Chrome or Edge, over http://localhost or https)');
   if (serial.port) await disconnectBoard();
-  const port = await navigator.serial.requestPort();
+  const port = given || await navigator.serial.requestPort();
   await port.open({ baudRate: Number(ui.baud.value) });
   serial.port = port;
   serial.writer = port.writable.getWriter();
   serial.reader = port.readable.getReader();
   serial.buf = '';
+  serial.pending = null;
   ui.status.textContent = 'board connected at ' + ui.baud.value + ' baud';
   ui.status.className = 'ok';
 }
@@ -240,7 +242,7 @@ async function disconnectBoard() {
   try { if (serial.reader) await serial.reader.cancel(); } catch (e) { /* already gone */ }
   try { if (serial.writer) serial.writer.releaseLock(); } catch (e) { /* already gone */ }
   try { if (serial.port) await serial.port.close(); } catch (e) { /* already gone */ }
-  serial.port = serial.reader = serial.writer = null;
+  serial.port = serial.reader = serial.writer = serial.pending = null;
 }
 
 async function readLine(timeoutMs) {
@@ -255,8 +257,13 @@ async function readLine(timeoutMs) {
     }
     if (serial.buf.length > 16384) throw new Error('the board sent a line longer than 16384 bytes');
     let timer;
-    const timeout = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error('the board sent nothing for ' + timeoutMs / 1000 + ' s')), timeoutMs); });
-    const { value, done } = await Promise.race([serial.reader.read(), timeout]).finally(() => clearTimeout(timer));
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(Object.assign(new Error('the board sent nothing for ' + timeoutMs / 1000 + ' s'), { name: 'TimeoutError' })), timeoutMs);
+    });
+    // A read still pending when a timeout won is kept for the next call: its bytes are not lost.
+    serial.pending = serial.pending || serial.reader.read();
+    const { value, done } = await Promise.race([serial.pending, timeout]).finally(() => clearTimeout(timer));
+    serial.pending = null;
     if (done) throw new Error('the board closed the serial line');
     serial.buf += decoder.decode(value, { stream: true });
   }

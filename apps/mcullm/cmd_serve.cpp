@@ -125,6 +125,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--timeout", o->http.read_timeout_s, "Seconds a client may stay silent (reading) or stop reading (writing)")
       ->check(CLI::Range(1, 3600))
       ->each([o](const std::string&) { o->http.write_timeout_s = o->http.read_timeout_s; });
+  cmd->add_option("--vendor-dir", o->http.vendor_dir, "Serve this directory at /vendor/ (web/flash/node_modules: esptool-js for the page's flashing panel)");
   cmd->add_option("--serial", o->serial, "Speak the line protocol on this serial device or pty instead of HTTP");
   CLI::Option* bridge = cmd->add_option("--bridge", o->bridge, "Serve HTTP, but generate on a board speaking the line protocol on this serial device");
   bridge->excludes(cmd->get_option("--serial"));

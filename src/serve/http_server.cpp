@@ -81,7 +81,8 @@ struct HttpServer::Impl {
     srv.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
     srv.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       // The page and the CORS preflight carry no key; the page asks the user for it.
-      const bool open = req.path == "/health" || req.method == "OPTIONS" || (req.method == "GET" && find_web_asset(req.path));
+      const bool page = req.method == "GET" && (find_web_asset(req.path) || (!opt.vendor_dir.empty() && req.path.rfind("/vendor/", 0) == 0));
+      const bool open = req.path == "/health" || req.method == "OPTIONS" || page;
       if (opt.api_key.empty() || open) return httplib::Server::HandlerResponse::Unhandled;
       std::string given = req.get_header_value("X-Api-Key");
       const std::string auth = req.get_header_value("Authorization");
@@ -329,6 +330,9 @@ HttpServer::~HttpServer() { stop(); }
 Status HttpServer::bind() {
   Impl& s = *impl_;
   if (s.opt.port < 0 || s.opt.port > 65535) return Status::Error(Code::kInvalidArgument, "--port %d is not in 0..65535", s.opt.port);
+  // httplib serves the directory's files (refusing paths with "..") before any handler.
+  if (!s.opt.vendor_dir.empty() && !s.srv.set_mount_point("/vendor", s.opt.vendor_dir))
+    return Status::Error(Code::kInvalidArgument, "--vendor-dir %s is not a directory", s.opt.vendor_dir.c_str());
   if (s.opt.port == 0) {
     s.bound_port = s.srv.bind_to_any_port(s.opt.host);
   } else {

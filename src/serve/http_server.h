@@ -15,6 +15,9 @@ struct HttpOptions {
   int read_timeout_s = 10;     // a client that sends nothing for this long is dropped
   int write_timeout_s = 10;    // a reader that takes nothing for this long is dropped (its generation stops)
   size_t max_body_bytes = 1 << 20;
+  // Files under /vendor/ come from this directory when set (the page's flashing panel loads
+  // esptool-js from /vendor/esptool-js/bundle.js: `npm ci` in web/flash, then web/flash/node_modules).
+  std::string vendor_dir;
 };
 
 class HttpServer {
