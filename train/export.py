@@ -1,7 +1,13 @@
 """Model + vocabulary -> an f32 llama GGUF that mcullm loads (src/format/llama_gguf.cpp), with the
 tokenizer metadata src/format/llama_gguf_writer_host.cpp's add_llama_vocab writes. Packing to q4g64 is
-left to `mcullm convert --type q4g64` (one packing definition: src/quant/blocks.cpp)."""
+left to `mcullm convert --type q4g64` (one packing definition: src/quant/blocks.cpp). Ternary QAT models
+(the bitllama2.c layout) go to an ak42 v1 file with the tokenizer beside it (write_bitllama2c)."""
+import struct
+
+import numpy as np
+
 import gguf
+import quant
 import tokenizer as tk
 
 
@@ -22,6 +28,8 @@ def write_gguf(model, tok, path, name="mcullm-train"):
     w.add("llama.vocab_size", gguf.U32, c.vocab)
     w.add("mcullm.weight_type", gguf.STR, "f32")
     w.add("mcullm.qat", gguf.STR, c.quant)
+    if c.ffn == "relu":  # src/format/llama_gguf.h kLlamaFfnKey; absent: SwiGLU
+        w.add("mcullm.ffn_activation", gguf.STR, "relu")
     w.add("tokenizer.ggml.model", gguf.STR, "llama")
     w.add_array("tokenizer.ggml.tokens", gguf.STR, [p.replace(" ", "\u2581") for p in tok.pieces])
     w.add_array("tokenizer.ggml.scores", gguf.F32, tok.scores)
@@ -48,3 +56,40 @@ def write_gguf(model, tok, path, name="mcullm-train"):
         w.add_tensor(f"blk.{l}.attn_norm.weight", t(b.attn_norm.weight))
         w.add_tensor(f"blk.{l}.ffn_norm.weight", t(b.ffn_norm.weight))
     w.write(path)
+
+
+def write_llama2c_tokenizer(tok, path):
+    """The vocabulary as a llama2.c tokenizer.bin (mcullm -z): i32 max piece bytes, then per piece
+    f32 score, i32 length, UTF-8 bytes (spaces literal)."""
+    pieces = [p.encode("utf-8") for p in tok.pieces]
+    out = bytearray(struct.pack("<i", max(len(p) for p in pieces)))
+    for p, s in zip(pieces, tok.scores):
+        out += struct.pack("<fi", s, len(p)) + p
+    with open(path, "wb") as f:
+        f.write(out)
+
+
+def bitllama2c_pack(t):
+    """Ternary codes t [rows, cols] (values -1, 0, 1) -> bitllama2.c msb bytes (src/quant/ternary.h:
+    00 = 0, 01 = +1, 11 = -1; weight j of a byte at bits 7-2j..6-2j), row-major."""
+    codes = np.where(t > 0, 1, np.where(t < 0, 3, 0)).astype(np.uint8).reshape(-1, 4)
+    return (codes[:, 0] << 6 | codes[:, 1] << 4 | codes[:, 2] << 2 | codes[:, 3]).astype(np.uint8).tobytes()
+
+
+def write_bitllama2c(model, path):
+    """A quant="ternary" model as a bitllama2.c ak42 v1 file (FACTS.md section 2; src/format/bitllama2c.h),
+    bit order msb: every matrix stored as the scale and codes of quant.ternary_codes (the QAT forward's)."""
+    c = model.c
+    if c.quant != "ternary" or not c.tied or c.ffn != "swiglu":
+        raise ValueError("bitllama2.c holds ternary QAT models with a tied head and a SwiGLU FFN")
+    out = bytearray(struct.pack("<Ii7iB", 0x616B3432, 1, c.dim, c.hidden, c.n_layers, c.n_heads, c.n_kv_heads,
+                                c.vocab, c.seq_len, 1))
+    out += b"\0" * (256 - len(out))
+    out += model.out_norm.weight.detach().float().numpy().astype("<f4").tobytes()
+    out += model.tok_emb.weight.detach().float().numpy().astype("<f4").tobytes()
+    for attr in ("wq", "wk", "wv", "wo", "w1", "w2", "w3"):
+        for b in model.layers:
+            t, s = quant.ternary_codes(getattr(b, attr).weight)
+            out += struct.pack("<f", s.item()) + bitllama2c_pack(t.numpy())
+    with open(path, "wb") as f:
+        f.write(out)

@@ -1,6 +1,11 @@
 """A llama-family model in the layout mcullm's llama GGUF loader runs (src/model/llama.cpp): RMSNorm with
 weights, adjacent-pair RoPE, grouped-query attention, SwiGLU (or ReLU-gated) FFN, tied or untied head;
-linear layers optionally quantization-aware (q4g64 or ternary, quant.py)."""
+linear layers optionally quantization-aware (q4g64, quant.py).
+
+quant="ternary" is the bitllama2.c layout (FACTS.md section 2, src/model/bitnet_llama2c.h): every linear
+layer a BitLinear (weightless SimpleRMSNorm of its input, per-token int8 activations, absmean ternary
+weights), no attention / FFN norm weights, the learned final norm, the head tied to the f32 embedding;
+export.write_bitllama2c writes it as an ak42 v1 file mcullm runs."""
 import dataclasses
 import math
 
@@ -36,10 +41,17 @@ class QLinear(nn.Linear):
         w = self.weight
         if self.mode == "q4":
             w = quant.ste(w, quant.q4g64_values(w))
-        elif self.mode == "ternary":
+        elif self.mode == "ternary":  # BitLinear: SimpleRMSNorm, int8 per token, ternary weights
+            x = simple_rmsnorm(x)
             w = quant.ste(w, quant.ternary_values(w))
             x = quant.ste(x, quant.int8_per_token(x))
         return F.linear(x, w)
+
+
+def simple_rmsnorm(x):
+    """bitllama2.c's SimpleRMSNorm as mcullm computes it: x * (1 / sqrt(mean(x^2))) / n (no weight, no eps)."""
+    n = x.shape[-1]
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)) / n
 
 
 class RMSNorm(nn.Module):
@@ -71,12 +83,13 @@ class Block(nn.Module):
         super().__init__()
         self.c = c
         hs = c.dim // c.n_heads
-        self.attn_norm = RMSNorm(c.dim, c.norm_eps)
+        bit = c.quant == "ternary"  # bitllama2.c: the BitLinear layers normalise their own inputs
+        self.attn_norm = nn.Identity() if bit else RMSNorm(c.dim, c.norm_eps)
         self.wq = QLinear(c.dim, c.dim, c.quant)
         self.wk = QLinear(c.dim, c.n_kv_heads * hs, c.quant)
         self.wv = QLinear(c.dim, c.n_kv_heads * hs, c.quant)
         self.wo = QLinear(c.dim, c.dim, c.quant)
-        self.ffn_norm = RMSNorm(c.dim, c.norm_eps)
+        self.ffn_norm = nn.Identity() if bit else RMSNorm(c.dim, c.norm_eps)
         self.w1 = QLinear(c.dim, c.hidden, c.quant)  # gate
         self.w2 = QLinear(c.hidden, c.dim, c.quant)  # down
         self.w3 = QLinear(c.dim, c.hidden, c.quant)  # up

@@ -30,16 +30,28 @@ def q4g64_values(w):
     return (d.half().float() * q).reshape(rows, cols)
 
 
+def ternary_codes(w):
+    """BitNet b1.58 absmean (FACTS.md section 2): s = mean|w| (f32), t = clamp(round(w / s), -1, 1); the
+    weight is s * t. export.write_bitllama2c stores exactly these t and s."""
+    s = w.detach().float().abs().mean().clamp(min=1e-8)
+    return (w.detach().float() / s).round().clamp(-1, 1), s
+
+
 def ternary_values(w):
-    """BitNet b1.58 absmean (FACTS.md section 2): s = mean|w|, w ~ s * clamp(round(w / s), -1, 1)."""
-    s = w.detach().abs().mean().clamp(min=1e-8)
-    return (w.detach() / s).round().clamp(-1, 1) * s
+    t, s = ternary_codes(w)
+    return t * s
 
 
 def int8_per_token(x):
-    """Per-token absmax int8 activations (BitLinear): scale = max|x| / 127, round half away."""
-    s = x.detach().abs().amax(dim=-1, keepdim=True).clamp(min=1e-8) / 127.0
-    return round_half_away(x.detach() / s).clamp(-127, 127) * s
+    """Per-token absmax int8 activations as src/quant/ternary.cpp quantize_bitlinear computes them:
+    s = f32(amax / 127.0 in double), q = round_half_away(x * f32(1 / s in double)) in [-127, 127]."""
+    x = x.detach()
+    amax = x.abs().amax(dim=-1, keepdim=True)
+    s = (amax.double() / 127.0).float()
+    ok = s > 0
+    inv = (1.0 / torch.where(ok, s, torch.ones_like(s)).double()).float()
+    q = round_half_away(x * inv).clamp(-127, 127)
+    return torch.where(ok, q * s, torch.zeros_like(x))
 
 
 def ste(x, q):
