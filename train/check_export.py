@@ -12,7 +12,11 @@
 5. ternary: a QAT model in the bitllama2.c layout written as an ak42 v1 file; the weights mcullm holds
    (its i2_s GGUF from `mcullm convert`, unpacked here) equal train/quant.py's ternary values exactly,
    mcullm's logits equal PyTorch's within 1e-4 (the QAT forward quantizes activations as mcullm does)
-   and the greedy tokens are equal.
+   and the greedy tokens are equal;
+6. PLE: a q4e QAT model of esp32-ai's PLE architecture written in its file format: the weights mcullm
+   holds equal the quantizer's, its logits with f32 activations equal PyTorch's within 1e-4 and its
+   greedy tokens are equal (with int8 activations: its choices, as in 3.); the llama2.c tokenizer
+   file written beside it gives train/tokenizer.py's ids.
 
   check_export.py MCULLM_BINARY WORK_DIR      (exit 0: pass; anything else: fail, with the reason)
 """
@@ -141,24 +145,83 @@ def check_q4(cli, work, tok, ffn, seed):
                 fail(f"q4g64 {ffn}: blk.{l}.{name}: {np.sum(packed != mine)} values differ from the C++ packer")
             checked += w.numel()
     print(f"q4g64 {ffn}: {checked} packed weights equal the QAT quantizer's values", flush=True)
-    # mcullm runs q4g64 with int8 activations (64-value blocks), which the QAT forward does not model: on
-    # these random weights the logits differ by up to about 0.25, more than many top-2 margins. So the
-    # greedy run is fed to mcullm (teacher forcing) and its argmax must equal PyTorch's at every step
-    # where PyTorch's margin exceeds Q4_MARGIN (most steps; ties below it are reported, not failed).
-    prompt = tok.encode("Lily")
-    want_toks, want_logits = torch_greedy(m, prompt, 16)
-    _, logits = mcullm_greedy(cli, q_q4, prompt + want_toks[:-1], 1, work)
-    steps = len(prompt) + 15
-    logits = logits.reshape(-1, tok.vocab_size)[:steps]
+    # mcullm runs q4g64 with int8 activations (64-value blocks), which the QAT forward does not model.
+    check_choices(f"q4g64 {ffn}", cli, q_q4, m, tok.encode("Lily"), work, ())
+
+
+def check_choices(what, cli, path, m, prompt, work, extra, n=16):
+    """For runs whose int8 activations the QAT forward does not model: on these random weights the
+    logits differ by up to about 0.25, more than many top-2 margins. So PyTorch's greedy run is fed to
+    mcullm (teacher forcing) and mcullm's argmax must equal PyTorch's at every step where PyTorch's margin
+    exceeds Q4_MARGIN (ties below it are counted, not failed)."""
+    want_toks, want_logits = torch_greedy(m, prompt, n)
+    _, logits = mcullm_greedy(cli, path, prompt + want_toks[:-1], 1, work, extra)
+    steps = len(prompt) + n - 1
+    logits = logits.reshape(-1, want_logits.shape[-1])[:steps]
     diff = np.abs(logits - want_logits[:steps]).max()
     top2 = np.sort(want_logits[:steps], axis=-1)[:, -2:]
     decisive = (top2[:, 1] - top2[:, 0]) > Q4_MARGIN
     same = logits.argmax(-1) == want_logits[:steps].argmax(-1)
-    print(f"q4g64 {ffn}: max |logit difference| {diff:.3f}; argmax equal at {same.sum()} of {steps} steps, "
+    print(f"{what}: max |logit difference| {diff:.3f}; argmax equal at {same.sum()} of {steps} steps, "
           f"at all {decisive.sum()} steps with a margin > {Q4_MARGIN}", flush=True)
     if not diff <= Q4_MARGIN or decisive.sum() < steps // 3 or not same[decisive].all():
-        fail(f"q4g64 {ffn}: mcullm's greedy choices differ from PyTorch's (diff {diff}, decisive {decisive.sum()}, "
+        fail(f"{what}: mcullm's greedy choices differ from PyTorch's (diff {diff}, decisive {decisive.sum()}, "
              f"argmax equal {same[decisive].sum()})")
+
+
+def check_ple(cli, work, tok, seed):
+    """A PLE model written in esp32-ai's format: mcullm's q4e weights are the QAT quantizer's; with f32
+    activations its logits equal PyTorch's within 1e-4; with its default int8 activations, its choices."""
+    torch.manual_seed(seed)
+    c = mdl.Config(vocab=tok.vocab_size, dim=64, n_layers=2, n_heads=4, n_kv_heads=4, hidden=96, seq_len=64,
+                   quant="q4", ple_dim=32, q4e_group=64)  # hidden 96: a short last group; ple 32: one short group
+    m = mdl.build(c)
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.15)
+            else:
+                p.uniform_(0.5, 1.5)
+    m.eval()
+    path = os.path.join(work, "ple.bin")
+    export.write_esp32ai(m, path)
+    g = os.path.join(work, "ple.gguf")
+    run([cli, "convert", path, "-o", g])
+    _, tensors = gguf.read(g)
+    mats = {"token_embd.weight": m.tok_emb, "ple_model_proj.weight": m.ple_model_proj, "ple_table.weight": m.ple_table}
+    for l, b in enumerate(m.layers):
+        for attr, name in (("qkv", "attn_qkv"), ("attn_proj", "attn_output"), ("gate", "ffn_gate"), ("up", "ffn_up"),
+                           ("down", "ffn_down"), ("ple_gate", "ple_gate"), ("ple_proj", "ple_proj")):
+            mats[f"blk.{l}.{name}.weight"] = getattr(b, attr)
+    checked = 0
+    for name, lin in mats.items():
+        rows, cols = lin.weight.shape
+        codes = np.frombuffer(tensors[name][2][:rows * ((cols + 1) // 2)], np.uint8).reshape(rows, -1)
+        q = np.stack([codes & 15, codes >> 4], axis=-1).reshape(rows, -1)[:, :cols].astype(np.float32) - 8
+        ng = (cols + lin.group - 1) // lin.group
+        d = np.frombuffer(tensors[name + ".scales"][2][:rows * ng * 2], "<f2").astype(np.float32).reshape(rows, ng)
+        held = q * np.repeat(d, lin.group, axis=1)[:, :cols]
+        if not np.array_equal(held, quant.q4e_values(lin.weight, lin.group).numpy()):
+            fail(f"ple: {name}: mcullm holds other weights than the QAT quantizer")
+        checked += rows * cols
+    print(f"ple: {checked} q4e weights mcullm holds equal the QAT quantizer's values", flush=True)
+    tokfile = os.path.join(work, "tokenizer.bin")
+    export.write_llama2c_tokenizer(tok, tokfile)
+    probe = "Lily and Max played in the park.\n\nThe big dog barked: \"Hi!\" \u00fcber"
+    got = [int(x) for x in run([cli, "tokenize", "-m", tokfile, "--ids", "--bos", "-p", probe]).stdout.split()]
+    if got != tok.encode(probe):
+        fail(f"ple: the llama2.c tokenizer file gives {got}, python {tok.encode(probe)}")
+    prompt = tok.encode("Once upon a time")
+    toks, logits = mcullm_greedy(cli, path, prompt, 12, work, ("--f32-activations",))
+    want_toks, want_logits = torch_greedy(m, prompt, 12)
+    steps = len(prompt) + 11
+    diff = np.abs(logits.reshape(-1, tok.vocab_size)[:steps] - want_logits[:steps]).max()
+    print(f"ple: f32 activations: max |logit difference| {diff:.2e} over {steps} steps", flush=True)
+    if not diff <= 1e-4:
+        fail(f"ple: logits differ by {diff}")
+    if toks[-12:] != want_toks:
+        fail(f"ple: greedy tokens mcullm {toks[-12:]} != torch {want_toks}")
+    check_choices("ple int8 activations", cli, path, m, prompt, work, ())
 
 
 def i2s_unpack(raw, rows, cols):
@@ -229,6 +292,7 @@ def main():
     check_f32(cli, work, tok, "relu", 3)
     check_q4(cli, work, tok, "relu", 4)
     check_ternary(cli, work, tok, 5)
+    check_ple(cli, work, tok, 6)
     print("check_export: PASS")
 
 

@@ -57,3 +57,24 @@ def int8_per_token(x):
 def ste(x, q):
     """Forward q, backward identity to x."""
     return x + (q - x).detach()
+
+
+def q4e_values(w, group):
+    """src/quant/q4e.cpp q4e_quantize_tensor in torch, value for value: per row, groups of `group` columns
+    (the last one may be short), d = f16(amax / 7), q = round_half_away(x * (1 / d)) in [-7, 7]; the
+    weight is d * q. export.write_esp32ai stores these q and d."""
+    q, d = q4e_codes(w, group)
+    rows, cols = w.shape
+    return (q * d).reshape(rows, -1)[:, :cols]
+
+
+def q4e_codes(w, group):
+    """(q [rows, groups, group] in -7..7 with zero padding, d [rows, groups, 1] f16 values as f32)."""
+    rows, cols = w.shape
+    ng = (cols + group - 1) // group
+    g = torch.zeros(rows, ng * group)
+    g[:, :cols] = w.detach().float()
+    g = g.reshape(rows, ng, group)
+    d = (g.abs().amax(dim=-1, keepdim=True) / 7.0).half().float()
+    inv = torch.where(d != 0, 1.0 / torch.where(d != 0, d, torch.ones_like(d)), torch.zeros_like(d))
+    return round_half_away(g * inv).clamp(-7, 7), d
