@@ -11,8 +11,12 @@ shared=${MCULLM_SHARED:-$(dirname "$0")/../../shared}
 val="$shared/data/tinystories_val_head794k.txt"
 tok=""
 if [ -f "$dir/model-ternary.bin" ]; then
-  model="$dir/model-ternary.bin"
-  tok="-z $dir/tokenizer.bin"
+  # the bit order is fixed here (eval would guess it); the i2_s GGUF holds the same weights
+  model="$dir/model-ternary.gguf"
+  if ! "$cli" convert "$dir/model-ternary.bin" -o "$model" --bit-order msb -z "$dir/tokenizer.bin" > "$dir/convert.txt" 2>&1; then
+    echo "  mcullm: model-ternary.bin does not load: $(tail -1 "$dir/convert.txt")"
+    exit 0
+  fi
 elif [ -f "$dir/model-ple.bin" ]; then
   model="$dir/model-ple.bin"
   tok="-z $dir/tokenizer.bin"
@@ -34,4 +38,8 @@ skip=$(sed -n 's/.*ReLU FFN: \([0-9.]*%\) of neurons skipped.*/ skipped \1,/p' "
 bytes=$(awk '/^class/{on=1; next} on && /^(embedding|attention|ffn|norm|head|ple)/{s += $2 + $3 + $4} on && /^compute/{on=0} END{print s}' "$dir/plan.txt")
 ffn=$(awk '/^class/{on=1; next} on && /^ffn /{print $2 + $3 + $4; exit}' "$dir/plan.txt")
 toks=$(sed -n 's/^mean over positions.*-> \([0-9.]*\) tok\/s/\1/p' "$dir/plan.txt")
-echo "  mcullm: $(basename "$model"): bits/byte $bpb,$skip weight bytes/token $bytes (ffn $ffn), $toks tok/s predicted (mean)"
+# ReLU-gated: the gate-first FFN reads the gate rows, and the up and down rows of live neurons only
+# (gate, up and down hold the same bytes here; for q4g64 that assumes a down stored one row per neuron)
+sparse=$(sed -n 's/.*ReLU FFN: .*(\([0-9]*\) of \([0-9]*\) live.*/\1 \2/p' "$dir/eval.txt" |
+  awk -v b="$bytes" -v f="$ffn" '{printf " (sparse FFN: %d, weight bytes/token %d)", f / 3 + 2 * f / 3 * $1 / $2, b - f + f / 3 + 2 * f / 3 * $1 / $2}')
+echo "  mcullm: $(basename "$model"): bits/byte $bpb,$skip weight bytes/token $bytes (ffn $ffn$sparse), $toks tok/s predicted (mean)"
