@@ -178,14 +178,19 @@ std::vector<float> relu_logits(const LlamaModel& m, const KernelSet* k, int thre
 // mcullm.ffn_activation = "relu": the loader runs h = relu(gate x) * (up x); with f32 down matrices
 // the sparse FFN (gate first, up / down rows of live neurons only) gives the dense path's bits for
 // every kernel table and thread count, the batched prefill too; the activation survives the export.
+// The tiny model made ReLU-gated, exported with `type` and loaded again.
+void open_relu(TinyModel& t, DType type, Opened* o) {
+  t.model.ffn = LlamaFfn::kRelu;
+  o->bytes = export_bytes(t.model, type);
+  open_model(o);
+  ASSERT_TRUE(o->status.ok()) << o->status.message();
+  ASSERT_EQ(o->model.ffn, LlamaFfn::kRelu);
+}
+
 TEST(LlamaReluFfn, SparseEqualsDenseAndSkipsNeurons) {
   TinyModel t;
-  t.model.ffn = LlamaFfn::kRelu;
   Opened o;
-  o.bytes = export_bytes(t.model, DType::kF32);
-  open_model(&o);
-  ASSERT_TRUE(o.status.ok()) << o.status.message();
-  ASSERT_EQ(o.model.ffn, LlamaFfn::kRelu);
+  ASSERT_NO_FATAL_FAILURE(open_relu(t, DType::kF32, &o));
   ASSERT_NE(o.model.layers[1].w2_t, nullptr);
   EXPECT_EQ(o.model.layers[1].w2_t[5 * 64 + 7], reinterpret_cast<const float*>(o.model.layers[1].w2.row(7))[5]);
   unsigned long long n0 = 0, l0 = 0;
@@ -234,12 +239,8 @@ TEST(LlamaReluFfn, SparseEqualsDenseAndSkipsNeurons) {
 // Quantized down matrices: no transposed copy, the dense ReLU path; still ReLU after the round trip.
 TEST(LlamaReluFfn, QuantizedModelsRunDense) {
   TinyModel t;
-  t.model.ffn = LlamaFfn::kRelu;
   Opened o;
-  o.bytes = export_bytes(t.model, DType::kQ8_0);
-  open_model(&o);
-  ASSERT_TRUE(o.status.ok()) << o.status.message();
-  EXPECT_EQ(o.model.ffn, LlamaFfn::kRelu);
+  ASSERT_NO_FATAL_FAILURE(open_relu(t, DType::kQ8_0, &o));
   EXPECT_EQ(o.model.layers[0].w2_t, nullptr);
   unsigned long long n = 0, l = 0;
   const auto a = relu_logits(o.model, &kernels_ref(), 1, true, 4, &n, &l);
