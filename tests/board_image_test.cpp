@@ -2,6 +2,7 @@
 // every architecture we load), tier placement into arenas, and hostile input: every truncation,
 // a bad CRC, wrong version, bad offsets / sizes / counts / ids / types, each with a clear message.
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -305,10 +306,11 @@ TEST(BoardImage, WriterRefusesDuplicateIds) {
   EXPECT_NE(std::strstr(st.message(), "twice"), nullptr) << st.message();
 }
 
-// Every architecture we load: the image gives the very logits the loaded model gives.
-void expect_same_logits(const std::string& path) {
+// Every architecture we load: the image gives the very logits the loaded model gives (after `edit`).
+void expect_same_logits(const std::string& path, const std::function<void(LoadedModel&)>& edit = nullptr) {
   std::unique_ptr<LoadedModel> lm;
   ASSERT_TRUE(load_model(path, &lm).ok()) << path;
+  if (edit) edit(*lm);
   BoardImageOptions opt;
   opt.sram_budget = 16 * 1024;
   opt.psram_budget = 256 * 1024;
@@ -339,6 +341,26 @@ void expect_same_logits(const std::string& path) {
 TEST(BoardImage, Stories260kF32GivesTheModelsLogits) {
   MC_REQUIRE_SHARED();
   expect_same_logits(test::shared_path("models/stories260K/stories260K.bin"));
+}
+
+// A ReLU-gated llama: the image carries the activation (config.ffn = 1) and runs the dense ReLU FFN;
+// the loaded model runs the sparse one (f32 down transposed): the same bits.
+TEST(BoardImage, ReluLlamaKeepsItsActivation) {
+  MC_REQUIRE_SHARED();
+  expect_same_logits(test::shared_path("models/stories260K/stories260K.bin"), [](LoadedModel& lm) {
+    lm.model.ffn = LlamaFfn::kRelu;
+    ASSERT_TRUE(llama_build_sparse_ffn(&lm.model, lm.tables).ok());
+    ASSERT_NE(lm.model.layers[0].w2_t, nullptr);
+  });
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_TRUE(load_model(test::shared_path("models/stories260K/stories260K.bin"), &lm).ok());
+  lm->model.ffn = LlamaFfn::kRelu;
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  ASSERT_TRUE(export_board_image(*lm, BoardImageOptions(), &bytes, &rep).ok());
+  BoardImage img;
+  ASSERT_TRUE(img.open(bytes.data(), bytes.size()).ok());
+  EXPECT_EQ(img.config().ffn, 1);
 }
 
 TEST(BoardImage, Stories260kQ4g64GivesTheModelsLogits) {

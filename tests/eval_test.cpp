@@ -1,9 +1,12 @@
 // `mcullm eval`: the golden figure of FACTS.md section 2, the chunk rules, and its errors.
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "format/llama_gguf_writer_host.h"
+#include "host/model_loader.h"
 #include "kernels/kernels.h"
 #include "test_support.h"
 
@@ -94,6 +97,39 @@ TEST(EvalGolden, SummaryOnStdoutWithoutJson) {
   for (const char* word : {"chunks", "tokens scored", "bytes", "nats/token", "bits/byte", "perplexity", "time"})
     EXPECT_NE(r.out.find(word), std::string::npos) << word << " missing from\n" << r.out;
   EXPECT_EQ(r.out.find('{'), std::string::npos) << "no JSON without --json";
+  EXPECT_EQ(r.out.find("ReLU"), std::string::npos) << "a SwiGLU model has no ReLU line";
+}
+
+// stories260K's weights run as a ReLU-gated FFN (mcullm.ffn_activation = "relu"): eval scores it
+// (other figures than SwiGLU's, the same bits with either kernel table and thread count) and prints
+// the share of neurons the sparse FFN skips.
+TEST(EvalRelu, PrintsTheShareOfNeuronsSkipped) {
+  MC_REQUIRE_SHARED();
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_TRUE(load_model(test::shared_path(kModel), &lm).ok());
+  lm->model.ffn = LlamaFfn::kRelu;
+  GgufWriter w;
+  LlamaExportOptions opt;
+  LlamaExportReport rep;
+  ASSERT_TRUE(export_llama_gguf(lm->model, nullptr, opt, &w, &rep).ok());
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  const std::string path = test::temp_dir() + "/relu260k.gguf";
+  test::write_file(path, bytes);
+  const std::string tok = test::shared_path("models/stories260K/tok512.bin");
+  const auto a = test::run_cli({"eval", "-m", path, "-z", tok, "-f", test::shared_path(kText), "--chunks", "2", "--json"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const size_t at = a.err.find("eval: ReLU FFN: ");
+  ASSERT_NE(at, std::string::npos) << a.err;
+  const double skipped = std::strtod(a.err.c_str() + at + 16, nullptr);
+  EXPECT_GT(skipped, 5.0) << a.err;
+  EXPECT_LT(skipped, 95.0) << a.err;
+  const auto b = test::run_cli({"eval", "-m", path, "-z", tok, "-f", test::shared_path(kText), "--chunks", "2", "--json",
+                                "--kernels", "ref", "-t", "2"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(test::json_raw(a.out, "nats"), test::json_raw(b.out, "nats"));
+  const auto swiglu = eval_json({"-f", test::shared_path(kText), "--chunks", "2"});
+  ASSERT_EQ(swiglu.exit_code, 0) << swiglu.err;
+  EXPECT_NE(test::json_raw(a.out, "nats"), test::json_raw(swiglu.out, "nats"));
 }
 
 TEST(EvalGolden, SameBitsWithRefAndSimdKernelsAndTwoThreads) {

@@ -156,6 +156,99 @@ TEST(LlamaGguf, QuantizedExportsStoreTheQuantizedRows) {
   }
 }
 
+// Logits of `steps` greedy-free steps with the ReLU FFN's sparse path on or off; counts live neurons.
+std::vector<float> relu_logits(const LlamaModel& m, const KernelSet* k, int threads, bool sparse, int steps,
+                               unsigned long long* neurons, unsigned long long* live) {
+  std::vector<uint8_t> mem(4 << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  HostThreadPool pool(threads);
+  LlamaContext ctx;
+  EXPECT_TRUE(ctx.init(&m, 0, arena, &pool, k).ok());
+  ctx.set_sparse_ffn(sparse);
+  std::vector<float> all;
+  for (int pos = 0; pos < steps; ++pos) {
+    const float* l = nullptr;
+    EXPECT_TRUE(ctx.forward((pos * 7 + 3) % m.cfg.vocab_size, pos, &l).ok());
+    all.insert(all.end(), l, l + m.cfg.vocab_size);
+  }
+  EXPECT_TRUE(ctx.ffn_counts(neurons, live));
+  return all;
+}
+
+// mcullm.ffn_activation = "relu": the loader runs h = relu(gate x) * (up x); with f32 down matrices
+// the sparse FFN (gate first, up / down rows of live neurons only) gives the dense path's bits for
+// every kernel table and thread count, the batched prefill too; the activation survives the export.
+// The tiny model made ReLU-gated, exported with `type` and loaded again.
+void open_relu(TinyModel& t, DType type, Opened* o) {
+  t.model.ffn = LlamaFfn::kRelu;
+  o->bytes = export_bytes(t.model, type);
+  open_model(o);
+  ASSERT_TRUE(o->status.ok()) << o->status.message();
+  ASSERT_EQ(o->model.ffn, LlamaFfn::kRelu);
+}
+
+TEST(LlamaReluFfn, SparseEqualsDenseAndSkipsNeurons) {
+  TinyModel t;
+  Opened o;
+  ASSERT_NO_FATAL_FAILURE(open_relu(t, DType::kF32, &o));
+  ASSERT_NE(o.model.layers[1].w2_t, nullptr);
+  EXPECT_EQ(o.model.layers[1].w2_t[5 * 64 + 7], reinterpret_cast<const float*>(o.model.layers[1].w2.row(7))[5]);
+  unsigned long long n0 = 0, l0 = 0;
+  const auto dense = relu_logits(o.model, &kernels_ref(), 1, false, 8, &n0, &l0);
+  EXPECT_EQ(n0, 8ull * 2 * 96);
+  EXPECT_GT(l0, 0ull);
+  EXPECT_LT(l0, n0);  // some neurons are skipped
+  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512(), kernels_amx()}) {
+    if (!k) continue;
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string(k->name) + " threads " + std::to_string(threads));
+      unsigned long long n = 0, l = 0;
+      const auto sparse = relu_logits(o.model, k, threads, true, 8, &n, &l);
+      ASSERT_EQ(sparse.size(), dense.size());
+      EXPECT_EQ(0, std::memcmp(sparse.data(), dense.data(), dense.size() * 4));
+      EXPECT_EQ(n, n0);
+      EXPECT_EQ(l, l0);
+    }
+  }
+  // SwiGLU on the same weights gives other logits: the activation is really switched.
+  t.model.ffn = LlamaFfn::kSwiglu;
+  unsigned long long n = 0, l = 0;
+  EXPECT_FALSE([&] {
+    std::vector<uint8_t> mem(4 << 20);
+    Arena arena(Tier::kHost, mem.data(), mem.size());
+    SerialPool pool;
+    LlamaContext ctx;
+    EXPECT_TRUE(ctx.init(&t.model, 0, arena, &pool, &kernels_ref()).ok());
+    return ctx.ffn_counts(&n, &l);
+  }());
+  const auto swiglu = logits_of(t.model, 8);
+  EXPECT_NE(0, std::memcmp(swiglu.data(), dense.data(), dense.size() * 4));
+  // Batched prefill equals forward (the dense ReLU per token) bit for bit.
+  std::vector<uint8_t> mem(4 << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  HostThreadPool pool(2);
+  LlamaContext single, batched;
+  ASSERT_TRUE(single.init(&o.model, 0, arena, &pool, &kernels_best()).ok());
+  ASSERT_TRUE(batched.init(&o.model, 0, arena, &pool, &kernels_best()).ok());
+  ASSERT_TRUE(batched.enable_batch(5, arena).ok());
+  std::vector<int> tokens;
+  for (int i = 0; i < 16; ++i) tokens.push_back((i * 11 + 1) % t.model.cfg.vocab_size);
+  test::expect_prefill_matches_forward(single, batched, tokens);
+}
+
+// Quantized down matrices: no transposed copy, the dense ReLU path; still ReLU after the round trip.
+TEST(LlamaReluFfn, QuantizedModelsRunDense) {
+  TinyModel t;
+  Opened o;
+  ASSERT_NO_FATAL_FAILURE(open_relu(t, DType::kQ8_0, &o));
+  EXPECT_EQ(o.model.layers[0].w2_t, nullptr);
+  unsigned long long n = 0, l = 0;
+  const auto a = relu_logits(o.model, &kernels_ref(), 1, true, 4, &n, &l);
+  for (float x : a) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_GT(l, 0ull);
+  EXPECT_LT(l, n);
+}
+
 // Writes the tiny model with one change, then expects a clear error mentioning `expect`.
 void expect_refused(const std::function<void(GgufWriter&)>& edit, const char* expect) {
   TinyModel t;
@@ -179,6 +272,9 @@ TEST(LlamaGguf, InconsistentFilesAreRefused) {
   expect_refused([](GgufWriter& w) { w.set_u32("llama.context_length", 0); }, "out of range");
   expect_refused([](GgufWriter& w) { w.set_string("llama.feed_forward_length", "96"); }, "llama.feed_forward_length");
   expect_refused([](GgufWriter& w) { w.set_f32("llama.rope.freq_base", -1.0f); }, "rope theta");
+  expect_refused([](GgufWriter& w) { w.set_string("mcullm.ffn_activation", "gelu"); }, "only relu and silu");
+  expect_refused([](GgufWriter& w) { w.set_string("mcullm.ffn_activation", ""); }, "only relu and silu");
+  expect_refused([](GgufWriter& w) { w.set_u32("mcullm.ffn_activation", 1); }, "mcullm.ffn_activation");
   expect_refused(
       [](GgufWriter& w) {
         std::vector<float> v(32, 1.0f);

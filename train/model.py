@@ -1,6 +1,16 @@
 """A llama-family model in the layout mcullm's llama GGUF loader runs (src/model/llama.cpp): RMSNorm with
 weights, adjacent-pair RoPE, grouped-query attention, SwiGLU (or ReLU-gated) FFN, tied or untied head;
-linear layers optionally quantization-aware (q4g64 or ternary, quant.py)."""
+linear layers optionally quantization-aware (q4g64, quant.py).
+
+quant="ternary" is the bitllama2.c layout (FACTS.md section 2, src/model/bitnet_llama2c.h): every linear
+layer a BitLinear (weightless SimpleRMSNorm of its input, per-token int8 activations, absmean ternary
+weights), no attention / FFN norm weights, the learned final norm, the head tied to the f32 embedding;
+export.write_bitllama2c writes it as an ak42 v1 file mcullm runs.
+
+ple_dim > 0 is esp32-ai's PLE transformer as src/model/ple.h runs it (FACTS.md section 4): per-layer
+embeddings, split-half RoPE, fused QKV, no GQA, RMSNorm eps 1e-6, a GELU gate per layer, tied head; every
+matrix (embedding and PLE table included) trained with the q4e values the file holds (quant.q4e_values);
+export.write_esp32ai writes it."""
 import dataclasses
 import math
 
@@ -25,6 +35,8 @@ class Config:
     quant: str = "none"      # "q4" (q4g64 weights) or "ternary" (absmean weights, int8 per-token activations)
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
+    ple_dim: int = 0         # > 0: esp32-ai's PLE architecture (PleModel), every matrix q4e QAT
+    q4e_group: int = 64      # PLE: weights per q4e scale group
 
 
 class QLinear(nn.Linear):
@@ -36,10 +48,17 @@ class QLinear(nn.Linear):
         w = self.weight
         if self.mode == "q4":
             w = quant.ste(w, quant.q4g64_values(w))
-        elif self.mode == "ternary":
+        elif self.mode == "ternary":  # BitLinear: SimpleRMSNorm, int8 per token, ternary weights
+            x = simple_rmsnorm(x)
             w = quant.ste(w, quant.ternary_values(w))
             x = quant.ste(x, quant.int8_per_token(x))
         return F.linear(x, w)
+
+
+def simple_rmsnorm(x):
+    """bitllama2.c's SimpleRMSNorm as mcullm computes it: x * (1 / sqrt(mean(x^2))) / n (no weight, no eps)."""
+    n = x.shape[-1]
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)) / n
 
 
 class RMSNorm(nn.Module):
@@ -71,12 +90,13 @@ class Block(nn.Module):
         super().__init__()
         self.c = c
         hs = c.dim // c.n_heads
-        self.attn_norm = RMSNorm(c.dim, c.norm_eps)
+        bit = c.quant == "ternary"  # bitllama2.c: the BitLinear layers normalise their own inputs
+        self.attn_norm = nn.Identity() if bit else RMSNorm(c.dim, c.norm_eps)
         self.wq = QLinear(c.dim, c.dim, c.quant)
         self.wk = QLinear(c.dim, c.n_kv_heads * hs, c.quant)
         self.wv = QLinear(c.dim, c.n_kv_heads * hs, c.quant)
         self.wo = QLinear(c.dim, c.dim, c.quant)
-        self.ffn_norm = RMSNorm(c.dim, c.norm_eps)
+        self.ffn_norm = nn.Identity() if bit else RMSNorm(c.dim, c.norm_eps)
         self.w1 = QLinear(c.dim, c.hidden, c.quant)  # gate
         self.w2 = QLinear(c.hidden, c.dim, c.quant)  # down
         self.w3 = QLinear(c.dim, c.hidden, c.quant)  # up
@@ -137,6 +157,104 @@ class Model(nn.Module):
         x = self.out_norm(x)
         w = self.tok_emb.weight if self.output is None else self.output.weight
         return F.linear(x, w)
+
+    def n_params(self):
+        return sum(p.numel() for p in self.parameters())
+
+
+def build(c):
+    return PleModel(c) if c.ple_dim > 0 else Model(c)
+
+
+def rope_neox(x, cos, sin):
+    """x [B, T, H, hs]: rotate the pairs (i, i + hs / 2) of each head (RopeStyle::kNeox)."""
+    h = x.shape[-1] // 2
+    a, b = x[..., :h], x[..., h:]
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.cat((a * c - b * s, a * s + b * c), dim=-1)
+
+
+class Q4eLinear(nn.Module):
+    """A matrix trained with the q4e values the esp32-ai file stores (straight-through)."""
+
+    def __init__(self, n_out, n_in, group):
+        super().__init__()
+        self.group = group
+        self.weight = nn.Parameter(torch.empty(n_out, n_in))
+
+    def values(self):
+        return quant.ste(self.weight, quant.q4e_values(self.weight, self.group))
+
+    def forward(self, x):
+        return F.linear(x, self.values())
+
+
+class PleBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        D, F_, P, g, eps = c.dim, c.hidden, c.ple_dim, c.q4e_group, 1e-6
+        self.attn_norm = RMSNorm(D, eps)
+        self.qkv = Q4eLinear(3 * D, D, g)
+        self.attn_proj = Q4eLinear(D, D, g)
+        self.ffn_norm = RMSNorm(D, eps)
+        self.gate = Q4eLinear(F_, D, g)
+        self.up = Q4eLinear(F_, D, g)
+        self.down = Q4eLinear(D, F_, g)
+        self.ple_gate = Q4eLinear(P, D, g)
+        self.ple_proj = Q4eLinear(D, P, g)
+        self.ple_norm = RMSNorm(D, eps)
+
+    def forward(self, x, ple, cos, sin, mask):
+        c = self.c
+        B, T, D = x.shape
+        H, hs = c.n_heads, c.dim // c.n_heads
+        q, k, v = self.qkv(self.attn_norm(x)).split(D, dim=-1)
+        q = rope_neox(q.reshape(B, T, H, hs), cos, sin)
+        k = rope_neox(k.reshape(B, T, H, hs), cos, sin)
+        v = v.reshape(B, T, H, hs)
+        att = torch.einsum("bthd,bshd->bhts", q, k) / math.sqrt(hs)
+        att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(-1)
+        x = x + self.attn_proj(torch.einsum("bhts,bshd->bthd", att, v).reshape(B, T, D))
+        h = self.ffn_norm(x)
+        x = x + self.down(F.silu(self.gate(h)) * self.up(h))
+        return x + self.ple_norm(self.ple_proj(F.gelu(self.ple_gate(x)) * ple))
+
+
+class PleModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        if not c.tied or c.ffn != "swiglu" or c.n_kv_heads != c.n_heads or c.quant != "q4":
+            raise ValueError("the PLE model has a tied head, SwiGLU, no GQA and q4e weights (--quant q4)")
+        self.c = c
+        L, P, D, g = c.n_layers, c.ple_dim, c.dim, c.q4e_group
+        self.tok_emb = Q4eLinear(c.vocab, D, g)  # rows read as embeddings; also the head
+        self.ple_model_proj = Q4eLinear(L * P, D, g)
+        self.ple_proj_norm = RMSNorm(P, 1e-6)
+        self.ple_table = Q4eLinear(c.vocab, L * P, g)
+        self.layers = nn.ModuleList(PleBlock(c) for _ in range(L))
+        self.out_norm = RMSNorm(D, 1e-6)
+        cos, sin = rope_tables(D // c.n_heads, c.seq_len, c.rope_theta)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("mask", torch.triu(torch.ones(c.seq_len, c.seq_len, dtype=torch.bool), 1), persistent=False)
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                std = 0.02 / math.sqrt(2 * L) if name.endswith(("attn_proj.weight", "down.weight", "ple_proj.weight")) else 0.02
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, idx, stats=None):
+        c = self.c
+        B, T = idx.shape
+        L, P, D = c.n_layers, c.ple_dim, c.dim
+        emb = self.tok_emb.values()
+        x = emb[idx]
+        # Per-layer inputs: (RMSNorm(proj(x) / sqrt(D)) + table[token] * sqrt(P)) / sqrt(2), as src/model/ple.cpp
+        ple = self.ple_proj_norm((self.ple_model_proj(x) * (1.0 / math.sqrt(D))).view(B, T, L, P))
+        ple = (ple + self.ple_table.values()[idx].view(B, T, L, P) * math.sqrt(P)) * 0.70710678
+        for l, layer in enumerate(self.layers):
+            x = layer(x, ple[:, :, l], self.cos[:T], self.sin[:T], self.mask)
+        return F.linear(self.out_norm(x), emb)
 
     def n_params(self):
         return sum(p.numel() for p in self.parameters())

@@ -30,18 +30,51 @@ def q4g64_values(w):
     return (d.half().float() * q).reshape(rows, cols)
 
 
+def ternary_codes(w):
+    """BitNet b1.58 absmean (FACTS.md section 2): s = mean|w| (f32), t = clamp(round(w / s), -1, 1); the
+    weight is s * t. export.write_bitllama2c stores exactly these t and s."""
+    s = w.detach().float().abs().mean().clamp(min=1e-8)
+    return (w.detach().float() / s).round().clamp(-1, 1), s
+
+
 def ternary_values(w):
-    """BitNet b1.58 absmean (FACTS.md section 2): s = mean|w|, w ~ s * clamp(round(w / s), -1, 1)."""
-    s = w.detach().abs().mean().clamp(min=1e-8)
-    return (w.detach() / s).round().clamp(-1, 1) * s
+    t, s = ternary_codes(w)
+    return t * s
 
 
 def int8_per_token(x):
-    """Per-token absmax int8 activations (BitLinear): scale = max|x| / 127, round half away."""
-    s = x.detach().abs().amax(dim=-1, keepdim=True).clamp(min=1e-8) / 127.0
-    return round_half_away(x.detach() / s).clamp(-127, 127) * s
+    """Per-token absmax int8 activations as src/quant/ternary.cpp quantize_bitlinear computes them:
+    s = f32(amax / 127.0 in double), q = round_half_away(x * f32(1 / s in double)) in [-127, 127]."""
+    x = x.detach()
+    amax = x.abs().amax(dim=-1, keepdim=True)
+    s = (amax.double() / 127.0).float()
+    ok = s > 0
+    inv = (1.0 / torch.where(ok, s, torch.ones_like(s)).double()).float()
+    q = round_half_away(x * inv).clamp(-127, 127)
+    return torch.where(ok, q * s, torch.zeros_like(x))
 
 
 def ste(x, q):
     """Forward q, backward identity to x."""
     return x + (q - x).detach()
+
+
+def q4e_values(w, group):
+    """src/quant/q4e.cpp q4e_quantize_tensor in torch, value for value: per row, groups of `group` columns
+    (the last one may be short), d = f16(amax / 7), q = round_half_away(x * (1 / d)) in [-7, 7]; the
+    weight is d * q. export.write_esp32ai stores these q and d."""
+    q, d = q4e_codes(w, group)
+    rows, cols = w.shape
+    return (q * d).reshape(rows, -1)[:, :cols]
+
+
+def q4e_codes(w, group):
+    """(q [rows, groups, group] in -7..7 with zero padding, d [rows, groups, 1] f16 values as f32)."""
+    rows, cols = w.shape
+    ng = (cols + group - 1) // group
+    g = torch.zeros(rows, ng * group)
+    g[:, :cols] = w.detach().float()
+    g = g.reshape(rows, ng, group)
+    d = (g.abs().amax(dim=-1, keepdim=True) / 7.0).half().float()
+    inv = torch.where(d != 0, 1.0 / torch.where(d != 0, d, torch.ones_like(d)), torch.zeros_like(d))
+    return round_half_away(g * inv).clamp(-7, 7), d

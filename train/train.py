@@ -3,7 +3,8 @@
 
   /usr/bin/python3 train/train.py --out OUT [--vocab 1024 --dim 128 ... --quant q4 --ffn relu --steps N]
 
-Writes OUT/tokenizer.json, OUT/model.pt, OUT/model-f32.gguf and OUT/curve.csv (step, train loss,
+Writes OUT/tokenizer.json, OUT/model.pt, OUT/model-f32.gguf (ternary: OUT/model-ternary.bin, a bitllama2.c
+file, and OUT/tokenizer.bin for `mcullm -z`) and OUT/curve.csv (step, train loss,
 validation bits/byte on the first --val-chunks chunks of tinystories_val_head794k.txt, scored per chunk
 from position 0 as `mcullm eval` does). Seeds are fixed (--seed); one or two threads (--threads).
 """
@@ -109,6 +110,8 @@ def main():
     ap.add_argument("--ffn", choices=["swiglu", "relu"], default="swiglu")
     ap.add_argument("--untied", action="store_true")
     ap.add_argument("--quant", choices=["none", "q4", "ternary"], default="none")
+    ap.add_argument("--ple", type=int, default=0, help="per-layer embedding size: esp32-ai's PLE model (q4e, --quant q4)")
+    ap.add_argument("--q4e-group", type=int, default=64, help="PLE: weights per q4e scale group")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=384, help="training window in tokens")
@@ -135,8 +138,15 @@ def main():
           f"{len(val)} validation chunks", flush=True)
 
     c = mdl.Config(vocab=a.vocab, dim=a.dim, n_layers=a.layers, n_heads=a.heads, n_kv_heads=a.kv_heads,
-                   hidden=a.hidden, seq_len=a.ctx, ffn=a.ffn, tied=not a.untied, quant=a.quant)
-    model = mdl.Model(c)
+                   hidden=a.hidden, seq_len=a.ctx, ffn=a.ffn, tied=not a.untied, quant=a.quant, ple_dim=a.ple,
+                   q4e_group=a.q4e_group)
+    if a.quant == "ternary":
+        if a.untied or a.ffn != "swiglu":
+            sys.exit("train: --quant ternary is the bitllama2.c layout: tied head, SwiGLU")
+        if a.dim % 128 or a.hidden % 128:
+            print(f"train: note: mcullm's i2_s kernels need dim and hidden in multiples of 128 (here {a.dim}, "
+                  f"{a.hidden}): the exported file will not load", flush=True)
+    model = mdl.build(c)
     print(f"model: {model.n_params()} parameters, {c}", flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     other = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -175,12 +185,20 @@ def main():
         val_bits_per_byte(model, val[:8], stats=stats)
         print(f"relu: {100 * (1 - sum(stats) / len(stats)):.1f}% of FFN neurons are zero on validation text")
     save(model, tok, a.out)
-    print(f"wrote {a.out}/model-f32.gguf", flush=True)
+    written = "model-ple.bin" if c.ple_dim else "model-ternary.bin" if c.quant == "ternary" else "model-f32.gguf"
+    print(f"wrote {a.out}/{written}" + (" and tokenizer.bin" if written != "model-f32.gguf" else ""), flush=True)
 
 
 def save(model, tok, out):
     torch.save({"config": model.c.__dict__, "state": model.state_dict()}, os.path.join(out, "model.pt"))
-    export.write_gguf(model, tok, os.path.join(out, "model-f32.gguf"))
+    if model.c.ple_dim > 0:  # esp32-ai's PLE format (q4e) and the tokenizer for `mcullm -z`
+        export.write_esp32ai(model, os.path.join(out, "model-ple.bin"))
+        export.write_llama2c_tokenizer(tok, os.path.join(out, "tokenizer.bin"))
+    elif model.c.quant == "ternary":  # the bitllama2.c layout: an ak42 v1 file and its tokenizer
+        export.write_bitllama2c(model, os.path.join(out, "model-ternary.bin"))
+        export.write_llama2c_tokenizer(tok, os.path.join(out, "tokenizer.bin"))
+    else:
+        export.write_gguf(model, tok, os.path.join(out, "model-f32.gguf"))
 
 
 if __name__ == "__main__":

@@ -156,6 +156,7 @@ static Status arch_from_image(const BoardImage& img, Arena& tables, BoardModel* 
     case BoardArch::kLlama: {
       LlamaModel& m = out->llama;
       m.cfg = cfg;
+      m.ffn = static_cast<LlamaFfn>(img.config().ffn);  // the ReLU FFN runs dense here (no f32 down copy)
       MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
       MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
       MC_TRY(head(img, m.tok_emb, &m.output, &m.tied_output));

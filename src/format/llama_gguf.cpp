@@ -8,6 +8,13 @@ Status llama_from_gguf(const GgufFile& f, Arena& arena, LlamaModel* model) {
   *model = LlamaModel();
   LlamaConfig& c = model->cfg;
   MC_TRY(gguf_read_config(f, "llama", &c));
+  if (f.find_kv(kLlamaFfnKey)) {
+    GgufStr act{"", 0};
+    MC_TRY(f.get_string(kLlamaFfnKey, &act));
+    if (!parse_llama_ffn(act.data, act.size, &model->ffn))
+      return Status::Error(Code::kUnsupported, "%s \"%.*s\": only relu and silu FFNs exist", kLlamaFfnKey,
+                           act.size > 32 ? 32 : static_cast<int>(act.size), act.data);
+  }
   MC_TRY(gguf_embedding_head(f, c.dim, arena, &model->tok_emb, &model->output, &model->tied_output, &model->out_norm));
   MC_TRY(arena.alloc_array(static_cast<size_t>(c.n_layers), TensorClass::kOther, &model->layers));
   for (int l = 0; l < c.n_layers; ++l) {
@@ -17,7 +24,8 @@ Status llama_from_gguf(const GgufFile& f, Arena& arena, LlamaModel* model) {
     MC_TRY(gguf_layer_norm(f, l, "attn_norm.weight", c.dim, arena, &L.attn_norm));
     MC_TRY(gguf_layer_norm(f, l, "ffn_norm.weight", c.dim, arena, &L.ffn_norm));
   }
-  return model->check_shapes();
+  MC_TRY(model->check_shapes());
+  return llama_build_sparse_ffn(model, arena);
 }
 
 }  // namespace mcullm

@@ -8,6 +8,10 @@
 
 namespace mcullm {
 
+// The FFN activation (model/llama.h LlamaFfn): "relu" or "silu"; absent: SwiGLU. A ReLU model
+// whose down matrices are f32 gets their transposed copies in `arena` (the sparse FFN).
+constexpr const char* kLlamaFfnKey = "mcullm.ffn_activation";
+
 Status llama_from_gguf(const GgufFile& file, Arena& arena, LlamaModel* model);
 
 }  // namespace mcullm

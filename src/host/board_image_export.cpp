@@ -192,6 +192,7 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     MC_TRY(b.check_shapes());
     tied = b.tied_output;
     fill_config(b.cfg, BoardArch::kLlama, tied, &cfg);
+    cfg.ffn = static_cast<uint8_t>(b.ffn);
     c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
     if (!tied) c.mat(BoardRole::kOutput, 0, b.output, TensorClass::kHead);
     c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.dim);

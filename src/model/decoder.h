@@ -25,6 +25,12 @@ class Decoder {
   }
   // Tokens one prefill() call takes at most.
   virtual int max_batch() const { return 1; }
+  // A ReLU FFN's counts since init, over tokens and layers: neurons and live ones (gate > 0);
+  // false for a model without one.
+  virtual bool ffn_counts(unsigned long long* neurons, unsigned long long* live) const {
+    (void)neurons, (void)live;
+    return false;
+  }
   virtual int vocab_size() const = 0;
   virtual int ctx_len() const = 0;
 

@@ -1,8 +1,70 @@
 #include "model/llama.h"
 
+#include "kernels/ref/dot_order.h"
+#include "model/sparse_ffn.h"
 #include "quant/blocks.h"
 
 namespace mcullm {
+
+namespace {
+
+bool name_is(const char* name, size_t len, const char* want) {
+  size_t n = 0;
+  while (want[n] != '\0') ++n;
+  if (n != len) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (name[i] != want[i]) return false;
+  return true;
+}
+
+// h = relu(g) * u in place of g (as ffn_relu_dense computes it); returns the live neurons (g > 0).
+int relu_mul(float* g, const float* u, int n) {
+  int live = 0;
+  for (int i = 0; i < n; ++i) {
+    live += g[i] > 0.0f;
+    g[i] = (g[i] > 0.0f ? g[i] : 0.0f) * u[i];
+  }
+  return live;
+}
+
+int act_block(const MatRef& m) {
+  const DTypeInfo* info = dtype_info(m.type);
+  return info ? info->act_block : 0;
+}
+
+}  // namespace
+
+bool parse_llama_ffn(const char* name, size_t len, LlamaFfn* out) {
+  if (name_is(name, len, "silu") || name_is(name, len, "swiglu")) {
+    *out = LlamaFfn::kSwiglu;
+    return true;
+  }
+  if (name_is(name, len, "relu")) {
+    *out = LlamaFfn::kRelu;
+    return true;
+  }
+  return false;
+}
+
+const char* llama_ffn_name(LlamaFfn f) { return f == LlamaFfn::kRelu ? "relu" : "silu"; }
+
+Status llama_build_sparse_ffn(LlamaModel* m, Arena& arena) {
+  if (m->ffn != LlamaFfn::kRelu) return Status::Ok();
+  const int dim = m->cfg.dim, hidden = m->cfg.hidden_dim;
+  for (int l = 0; l < m->cfg.n_layers; ++l) {
+    LlamaLayer& L = m->layers[l];
+    // The sparse FFN reads gate and up with one quantized input, and the down rows as f32.
+    if (L.w2.type != DType::kF32 || L.w1.type != L.w3.type || L.w2.rows != dim || L.w2.cols != hidden) continue;
+    float* t = nullptr;
+    MC_TRY(arena.alloc_array(static_cast<size_t>(dim) * static_cast<size_t>(hidden), TensorClass::kFfn, &t));
+    for (int d = 0; d < dim; ++d) {
+      const float* row = reinterpret_cast<const float*>(L.w2.row(d));
+      for (int i = 0; i < hidden; ++i) t[static_cast<size_t>(i) * dim + d] = row[i];
+    }
+    L.w2_t = t;
+  }
+  return Status::Ok();
+}
 
 Status LlamaModel::check_shapes() const {
   MC_TRY(cfg.validate());
@@ -29,6 +91,12 @@ Status LlamaContext::init(const LlamaModel* model, int ctx_len, Arena& arena, Th
                           KvType kv) {
   MC_TRY(model->check_shapes());
   MC_TRY(s_.init(model->cfg, ctx_len, arena, kv));
+  ffn_ = LlamaSparseFfn();
+  if (model->ffn == LlamaFfn::kRelu) {
+    MC_TRY(arena.alloc_array(static_cast<size_t>(model->cfg.dim) * kF32Lanes, TensorClass::kActivations, &ffn_.lanes));
+    MC_TRY(arena.alloc_array(static_cast<size_t>(model->cfg.hidden_dim), TensorClass::kActivations, &ffn_.h));
+    MC_TRY(arena.alloc_array(static_cast<size_t>(model->cfg.dim), TensorClass::kActivations, &ffn_.y));
+  }
   model_ = model;
   pool_ = pool;
   kernels_ = kernels;
@@ -41,7 +109,15 @@ Status llama_embed(const LlamaModel& m, int token, float* hidden) {
   return Status::Ok();
 }
 
-void llama_layers(const LlamaModel& m, ThreadPool& pool, const KernelSet& k, DecoderState& s, int first, int end, int pos) {
+bool LlamaContext::ffn_counts(unsigned long long* neurons, unsigned long long* live) const {
+  if (model_->ffn != LlamaFfn::kRelu) return false;
+  *neurons = ffn_.neurons;
+  *live = ffn_.live;
+  return true;
+}
+
+void llama_layers(const LlamaModel& m, ThreadPool& pool, const KernelSet& k, DecoderState& s, int first, int end, int pos,
+                  LlamaSparseFfn* sparse) {
   const LlamaConfig& c = m.cfg;
   const int dim = c.dim, hs = c.head_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
   // Matrices that read the same input go out in one hand-off to the pool.
@@ -72,12 +148,37 @@ void llama_layers(const LlamaModel& m, ThreadPool& pool, const KernelSet& k, Dec
     for (int i = 0; i < dim; ++i) s.x[i] += s.xb[i];
 
     rmsnorm(k, s.xb, s.x, L.ffn_norm, dim, c.norm_eps);
+    if (m.ffn == LlamaFfn::kRelu && sparse && sparse->enabled && sparse->lanes && L.w2_t) {
+      ActVec act;
+      act.f = s.xb;
+      if (const int block = act_block(L.w1); block > 0) {
+        quantize_activations(s.xb, dim, block, s.act_q, s.act_scales);
+        act.q = s.act_q;
+        act.scales = s.act_scales;
+        act.block = block;
+      }
+      const ReluFfn f{L.w1, L.w3, L.w2, L.w2_t};
+      FfnStats st;
+      ffn_relu_sparse(k, f, act, s.hb, s.hb2, sparse->h, sparse->y, sparse->lanes, &st);
+      sparse->neurons += static_cast<unsigned long long>(st.neurons);
+      sparse->live += static_cast<unsigned long long>(st.live);
+      for (int i = 0; i < dim; ++i) s.x[i] += sparse->y[i];
+      continue;
+    }
     {
       const MatRef* mats[2] = {&L.w1, &L.w3};
       float* outs[2] = {s.hb, s.hb2};
       dense(mats, outs, 2, s.xb, dim);
     }
-    k.silu_mul(s.hb, s.hb2, hidden);
+    if (m.ffn == LlamaFfn::kRelu) {
+      const int live = relu_mul(s.hb, s.hb2, hidden);
+      if (sparse) {
+        sparse->neurons += static_cast<unsigned long long>(hidden);
+        sparse->live += static_cast<unsigned long long>(live);
+      }
+    } else {
+      k.silu_mul(s.hb, s.hb2, hidden);
+    }
     {
       const MatRef* mats[1] = {&L.w2};
       float* outs[1] = {s.xb};
@@ -98,7 +199,7 @@ Status LlamaContext::forward(int token, int pos, const float** logits) {
   const LlamaModel& m = *model_;
   MC_TRY(check_token_pos(m.cfg, s_.ctx_len, token, pos));
   MC_TRY(llama_embed(m, token, s_.x));
-  llama_layers(m, *pool_, *kernels_, s_, 0, m.cfg.n_layers, pos);
+  llama_layers(m, *pool_, *kernels_, s_, 0, m.cfg.n_layers, pos, &ffn_);
   llama_head(m, *pool_, *kernels_, s_);
   *logits = s_.logits;
   return Status::Ok();
@@ -150,7 +251,14 @@ Status LlamaContext::prefill(const int* tokens, int n, int pos0, const float** l
       const size_t strides[2] = {H, H};
       dense(mats, outs, strides, 2, b_.xb, D, dim);
     }
-    for (int i = 0; i < n; ++i) k.silu_mul(b_.hb + i * H, b_.hb2 + i * H, hidden);
+    for (int i = 0; i < n; ++i) {
+      if (m.ffn == LlamaFfn::kRelu) {
+        ffn_.neurons += static_cast<unsigned long long>(hidden);
+        ffn_.live += static_cast<unsigned long long>(relu_mul(b_.hb + i * H, b_.hb2 + i * H, hidden));
+      } else {
+        k.silu_mul(b_.hb + i * H, b_.hb2 + i * H, hidden);
+      }
+    }
     {
       const MatRef* mats[1] = {&L.w2};
       float* outs[1] = {b_.xb};
