@@ -1,0 +1,43 @@
+#!/bin/bash
+# Builds qemu-system-xtensa with an imported `esp32s3` core (Espressif's ISA description from the
+# xtensa-overlays repository) plus our implementation of the PIE instructions the kernels use
+# (pie_ops.c.inc), outside the repository. Debian 12 sources only; no network besides deb.debian.org.
+#   tools/esp32s3-qemu/build.sh WORK OVERLAY_GIT [QEMU_ORIG_TARBALL]
+# WORK: scratch folder; OVERLAY_GIT: git dir of github.com/espressif/xtensa-overlays;
+# QEMU_ORIG_TARBALL: qemu_7.2+dfsg.orig.tar.xz (else fetched with `apt-get source --download-only qemu`
+# from a deb-src list for bookworm). Result: WORK/qemu-build/qemu-system-xtensa (-M sim -cpu esp32s3).
+# Build dependencies (apt): ninja-build meson pkg-config libglib2.0-dev libpixman-1-dev flex bison python3-venv
+set -euo pipefail
+WORK=$(realpath -m "$1"); OVERLAY_GIT=$(realpath "$2"); ORIG=${3:-}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$WORK"; cd "$WORK"
+if [ -z "$ORIG" ]; then
+  printf 'deb-src http://deb.debian.org/debian bookworm main\ndeb-src http://deb.debian.org/debian-security bookworm-security main\n' > src.list
+  # A private apt state dir so that the system's package lists are not replaced by this deb-src list.
+  mkdir -p apt/lists/partial apt/cache/archives/partial
+  APT=(-o Dir::Etc::SourceList="$WORK/src.list" -o Dir::Etc::SourceParts=/dev/null -o Dir::State::Lists="$WORK/apt/lists" -o Dir::Cache="$WORK/apt/cache")
+  apt-get "${APT[@]}" update
+  apt-get "${APT[@]}" source --download-only qemu
+  ORIG=$(ls "$WORK"/qemu_7.2*.orig.tar.xz | head -1)
+fi
+rm -rf qemu-7.2.0 && tar xf "$ORIG"
+Q="$WORK/qemu-7.2.0"
+# The overlay tarball in the layout QEMU's import_core.sh expects.
+rm -rf overlay && mkdir -p overlay/xtensa/config overlay/gdb overlay/binutils
+S=xtensa_esp32s3
+git --git-dir="$OVERLAY_GIT" show HEAD:$S/newlib/newlib/libc/sys/xtensa/include/xtensa/config/core-isa.h > overlay/xtensa/config/core-isa.h
+cp "$HERE/core-matmap.h" overlay/xtensa/config/core-matmap.h
+git --git-dir="$OVERLAY_GIT" show HEAD:$S/gdb/gdb/xtensa-config.c > overlay/gdb/xtensa-config.c
+git --git-dir="$OVERLAY_GIT" show HEAD:$S/binutils/bfd/xtensa-modules.c > overlay/binutils/xtensa-modules.c
+tar czf overlay.tar.gz -C overlay xtensa gdb binutils
+# 1 GHz core clock: with -icount shift=0 CCOUNT then counts executed instructions exactly.
+(cd "$Q/target/xtensa" && bash ./import_core.sh "$WORK/overlay.tar.gz" esp32s3 1000000)
+# Our PIE subset: state in CPUXtensaState, helpers, translators, and the core's translator list.
+cp "$HERE/pie_ops.c.inc" "$Q/target/xtensa/"
+cd "$Q" && patch -p1 < "$HERE/qemu-pie.patch" && cd "$WORK"
+sed -i 's|^    .isa_internal = &xtensa_modules,|&\n    .opcode_translators = (const XtensaOpcodeTranslators *[]){\n        \&xtensa_core_opcodes, \&xtensa_fpu_opcodes, \&xtensa_pie_opcodes, NULL,\n    },|' "$Q/target/xtensa/core-esp32s3.c"
+mkdir -p qemu-build && cd qemu-build
+[ -f build.ninja ] || "$Q/configure" --target-list=xtensa-softmmu --disable-docs --disable-werror \
+  --without-default-features --disable-install-blobs --disable-tools --disable-guest-agent --disable-slirp --disable-fdt
+ninja -j"${JOBS:-2}" qemu-system-xtensa
+echo "built: $WORK/qemu-build/qemu-system-xtensa"
