@@ -6,7 +6,9 @@ macro calls and as real mnemonics. The macro calls are assembled by ASM_MACRO (c
 assembler by default: the assembler the kernels are built with); the mnemonics by the
 xtensa-esp32s3-elf GNU as. The check passes when the bytes are identical and when that binutils'
 objdump disassembles every macro-emitted instruction back to the same mnemonic and operands.
-    check_encodings.py AS OBJDUMP [N]"""
+    check_encodings.py AS OBJDUMP [N] [--golden FILE]
+With --golden, the checked cases are written to FILE (mnemonic and operands, then the bytes GNU as
+gave): the record that CI's assemble check (check_golden.py) compares clang-22 + macros against."""
 import os
 import random
 import re
@@ -61,8 +63,13 @@ def normalise(text):
 
 
 def main():
-    gas, objdump = [sys.argv[1]], sys.argv[2]
-    n = int(sys.argv[3]) if len(sys.argv) > 3 else 40
+    args = sys.argv[1:]
+    golden = None
+    if "--golden" in args:
+        golden = args[args.index("--golden") + 1]
+        del args[args.index("--golden"):args.index("--golden") + 2]
+    gas, objdump = [args[0]], args[1]
+    n = int(args[2]) if len(args) > 2 else 40
     rng = random.Random(1234)
     cases = []
     for mnemonic in pie_isa.INSNS:
@@ -94,6 +101,16 @@ def main():
             print("FAIL: %s disassembles as %s" % (want, text))
             bad += 1
     print("%d instructions of %d kinds: %s" % (len(cases), len(pie_isa.INSNS), "OK" if bad == 0 else "%d FAILURES" % bad))
+    if golden and bad == 0:
+        with open(golden, "w") as f:
+            f.write("# PIE encodings as GNU as for xtensa-esp32s3 (Espressif's ISA description) assembles them;\n"
+                    "# written by tools/esp32s3-pie/check_encodings.py --golden after its objdump check passed.\n")
+            pos = 0
+            for m, vals in cases:
+                size = len(pie_isa.assemble(gas, [pie_isa.insn_text(m, [0] * len(vals))], ["--no-transform"]))
+                f.write("%s | %s\n" % (pie_isa.insn_text(m, vals), expected[pos:pos + size].hex(" ")))
+                pos += size
+            assert pos == len(expected)
     return 1 if bad else 0
 
 

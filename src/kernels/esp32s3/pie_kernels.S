@@ -180,3 +180,53 @@ mcullm_pie_q4g64_isums:
 .Lq4_end:
     retw
     .size   mcullm_pie_q4g64_isums, . - mcullm_pie_q4g64_isums
+
+/* ---- void mcullm_pie_q4e_isums(const uint8_t* codes, const int8_t* x2, int ngroups, int n16,
+ *                               int32_t* isum, const int8_t* consts) ---------------------------------
+ * esp32-ai int4 (quant/q4e.h): two codes per byte, the even column in the low nibble. For ngroups
+ * consecutive groups of 32 * n16 columns each, starting at an even column:
+ *   isum[g] = sum over the group of (c_j - 8) * x_j.
+ * codes: any alignment. x2: the activations deinterleaved by the caller, even columns at x2[0..255]
+ * and odd columns at x2[256..511] (16-byte aligned; the group's first pair at x2[0] / x2[256]).
+ * consts as for q4g64 (0x0F x 16, -8 x 16). Each 16 code bytes are read as the aligned chunks that
+ * hold their first and last byte, so nothing past the codes is read.
+ * Register map: a2 = codes (advances 16 per chunk), a3 = x2 (advances 16 per chunk), a4 = ngroups
+ *               (counts down), a5 = n16, a6 = isum (advances 4), a7 = consts / scratch,
+ *               a8 = &last byte of the chunk, a9 = the group's sum.
+ *               q0 = 0x0F x 16, q1 = -8 x 16, q3 / q4 = the chunks holding the first / last code
+ *               byte, then q3 = the 16 code bytes, then their high-nibble codes; q5 = low-nibble
+ *               codes, q6 = 16 even-column activations, q7 = 16 odd-column activations. */
+    .global mcullm_pie_q4e_isums
+    .type   mcullm_pie_q4e_isums, @function
+    .p2align 2
+mcullm_pie_q4e_isums:
+    entry   a1, 32
+    ssai    4                       /* SAR = 4 for ee.vsr.32 */
+    ee_vld_128_ip 0, 7, 16          /* q0 <- 0x0F x 16 */
+    ee_vld_128_ip 1, 7, 0           /* q1 <- -8 x 16 */
+    beqz    a4, .Lq4e_done
+.Lq4e_group:
+    ee_zero_accx
+    loopnez a5, .Lq4e_chunk_end
+    addi    a8, a2, 15              /* a8 = the chunk's last code byte */
+    ee_ld_128_usar_ip 4, 8, 0       /* q4 <- the aligned chunk holding it */
+    ee_ld_128_usar_ip 3, 2, 16      /* q3 <- the aligned chunk holding the first; SAR_BYTE; codes += 16 */
+    ee_src_q 3, 3, 4                /* q3 <- the 16 code bytes */
+    ee_andq 5, 3, 0                 /* q5 <- even-column codes */
+    ee_vsr_32 3, 3
+    ee_andq 3, 3, 0                 /* q3 <- odd-column codes */
+    ee_vld_128_ip 6, 3, 256         /* q6 <- 16 even-column activations; x2 -> the odd ones */
+    ee_vld_128_ip 7, 3, -240        /* q7 <- 16 odd-column activations; x2 -> the next even ones */
+    ee_vmulas_s8_accx 5, 6
+    ee_vmulas_s8_accx 1, 6          /* ... - 8 * x */
+    ee_vmulas_s8_accx 3, 7
+    ee_vmulas_s8_accx 1, 7
+.Lq4e_chunk_end:
+    rur_accx_0 9
+    s32i    a9, a6, 0               /* isum[g] */
+    addi    a6, a6, 4
+    addi    a4, a4, -1
+    bnez    a4, .Lq4e_group
+.Lq4e_done:
+    retw
+    .size   mcullm_pie_q4e_isums, . - mcullm_pie_q4e_isums

@@ -60,6 +60,7 @@ alignas(16) float g_s[1024];
 alignas(16) float g_y0[512];
 alignas(16) float g_y1[512];
 
+const int kWoffQ4e[] = {0, 1, 7};
 const int kXoff1[] = {0, 16, 3};
 const int kWoff2[] = {0, 16, 1};
 const int kXoff3[] = {0, 5};
@@ -157,6 +158,38 @@ void test_i2s(const KernelSet& pie, const KernelSet& ref) {
   }
 }
 
+void test_q4e(const KernelSet& pie, const KernelSet& ref) {
+  struct Shape { int cols, group; };
+  const Shape shapes[] = {{128, 128}, {415, 128}, {1000, 128}, {256, 32}, {300, 64}, {96, 96}, {2048, 512},
+                          {2048, 1024}, {31, 32}};
+  for (const Shape& sh : shapes) {
+    for (int woff : kWoffQ4e) {
+      for (int extreme = 0; extreme < 2; ++extreme) {
+        const int rows = 6, ng = (sh.cols + sh.group - 1) / sh.group;
+        MatRef w;
+        w.type = DType::kQ4E;
+        w.rows = rows;
+        w.cols = sh.cols;
+        w.group = sh.group;
+        w.row_bytes = static_cast<size_t>(sh.cols + 1) / 2;
+        w.data = g_w + woff;
+        for (size_t i = 0; i < rows * w.row_bytes; ++i) g_w[woff + i] = extreme ? 0x00 : static_cast<uint8_t>(rnd());
+        uint8_t* scales = g_w + woff + rows * w.row_bytes + 1;  // unaligned, as in the files
+        for (int i = 0; i < rows * ng; ++i) {
+          const uint16_t d = rnd_f16();
+          memcpy(scales + 2 * i, &d, 2);
+        }
+        w.scales = scales;
+        fill_x(g_x, sh.cols, extreme);
+        const float xs = rnd_scale();
+        ref.matvec_q4e_q8(w, g_x, &xs, g_y0, 0, rows);
+        pie.matvec_q4e_q8(w, g_x, &xs, g_y1, 0, rows);
+        compare("q4e cols/group/woff", sh.cols, sh.group, woff, rows);
+      }
+    }
+  }
+}
+
 void test_attn(const KernelSet& pie, const KernelSet& ref) {
   const int hs_list[] = {16, 32, 48, 64, 7, 67, 100, 128};
   for (int hs : hs_list) {
@@ -199,7 +232,7 @@ void report(const char* what, uint32_t ref_n, uint32_t pie_n) {
 }
 
 void measure(const KernelSet& pie, const KernelSet& ref) {
-  {  // q4g64 256 x 256
+  {
     MatRef w;
     w.type = DType::kQ4G64;
     w.rows = 64;
@@ -222,6 +255,19 @@ void measure(const KernelSet& pie, const KernelSet& ref) {
            count([&] { pie.matvec_i2s(w, g_x, &xs, g_y1, 0, 64); }));
   }
   {
+    MatRef w;
+    w.type = DType::kQ4E;
+    w.rows = 64;
+    w.cols = 512;
+    w.group = 128;
+    w.row_bytes = 256;
+    w.data = g_w;
+    w.scales = g_w + 64 * 256;
+    const float xs = 1.0f;
+    report("q4e matvec 64x512 group 128", count([&] { ref.matvec_q4e_q8(w, g_x, &xs, g_y0, 0, 64); }),
+           count([&] { pie.matvec_q4e_q8(w, g_x, &xs, g_y1, 0, 64); }));
+  }
+  {
     const int8_t* keys = reinterpret_cast<const int8_t*>(g_w);
     report("attn_scores_q8 hs=64 n=64", count([&] { ref.attn_scores_q8(g_x, 1.0f, keys, g_s, 64, 1, 64, 64, 8.0f, g_y0); }),
            count([&] { pie.attn_scores_q8(g_x, 1.0f, keys, g_s, 64, 1, 64, 64, 8.0f, g_y1); }));
@@ -240,6 +286,7 @@ int main() {
   }
   test_q4g64(*pie, ref);
   test_i2s(*pie, ref);
+  test_q4e(*pie, ref);
   test_attn(*pie, ref);
   measure(*pie, ref);
   print("pie kernels: ");
