@@ -30,8 +30,23 @@ cp "$HERE/core-matmap.h" overlay/xtensa/config/core-matmap.h
 git --git-dir="$OVERLAY_GIT" show HEAD:$S/gdb/gdb/xtensa-config.c > overlay/gdb/xtensa-config.c
 git --git-dir="$OVERLAY_GIT" show HEAD:$S/binutils/bfd/xtensa-modules.c > overlay/binutils/xtensa-modules.c
 tar czf overlay.tar.gz -C overlay xtensa gdb binutils
-# 1 GHz core clock: with -icount shift=0 CCOUNT then counts executed instructions exactly.
-(cd "$Q/target/xtensa" && bash ./import_core.sh "$WORK/overlay.tar.gz" esp32s3 1000000)
+# 40 MHz core clock as QEMU's other cores: with -icount shift=0 CCOUNT = executed instructions / 25.
+(cd "$Q/target/xtensa" && bash ./import_core.sh "$WORK/overlay.tar.gz" esp32s3 40000)
+# The sim board's memory map of de233_fpu (RAM at 0, ROM and the reset vector at 0xfe000000), so
+# that the route-3 board runner (targets/xtensa-lx7, linked for de233_fpu) runs unchanged; the
+# overlay's generic map (instruction / data RAM at 0x40000000 / 0x3c000000, kept) is not the chip's
+# either. The memory map changes no instruction's semantics.
+cat >> "$Q/target/xtensa/core-esp32s3/core-isa.h" <<'MAP'
+/* tools/esp32s3-qemu/build.sh: de233_fpu's sim memory map */
+#undef XCHAL_RESET_VECTOR0_VADDR
+#undef XCHAL_RESET_VECTOR0_PADDR
+#define XCHAL_RESET_VECTOR0_VADDR 0xFE000000
+#define XCHAL_RESET_VECTOR0_PADDR 0xFE000000
+#define XCHAL_SYSROM0_PADDR 0xfe000000
+#define XCHAL_SYSROM0_SIZE  0x02000000
+#define XCHAL_SYSRAM0_PADDR 0x00000000
+#define XCHAL_SYSRAM0_SIZE  0x08000000
+MAP
 # Our PIE subset: state in CPUXtensaState, helpers, translators, and the core's translator list.
 cp "$HERE/pie_ops.c.inc" "$Q/target/xtensa/"
 cd "$Q" && patch -p1 < "$HERE/qemu-pie.patch" && cd "$WORK"

@@ -10,8 +10,11 @@
  *   ee.ld.128.usar.ip q, a, imm  the same, and SAR_BYTE <- a & 15
  *   ee.src.q qa, q0, q1          qa <- 16 bytes of the 32-byte {q1:q0} starting at byte SAR_BYTE
  *   ee.vmulas.s8.accx qx, qy     ACCX (40 bits) += sum over 16 lanes of s8 qx[i] * s8 qy[i]
+ *   ee.vmulas.s8.accx.ld.ip q, a, imm, qx, qy   the same, then ee.vld.128.ip q, a, imm (the
+ *                                multiply reads qx and qy before q is replaced)
  *   ee.zero.accx, rur.accx_0 a   ACCX <- 0; a <- ACCX[31:0]
- *   ee.andq / ee.orq qa, qx, qy  bitwise; ee.vsr.32 qa, qs: each 32-bit lane >> SAR (arithmetic)
+ *   ee.andq / ee.orq qa, qx, qy  bitwise; ee.vsr.32 qa, qs: each 32-bit lane >> SAR (arithmetic;
+ *                                the kernels mask the result, so a logical shift would do too)
  * Sums of int8 products here stay far below 2^31, so ACCX[31:0] is the exact int32 sum.
  * Comments are C style: the file goes through the C preprocessor (for the #include) and then
  * clang-22's assembler. */
@@ -22,7 +25,10 @@
 
 /* ---- int32_t mcullm_pie_dot_s8(const int8_t* a, const int8_t* b, int n16) -----------------------
  * sum of a[i] * b[i] for i < 16 * n16; a and b 16-byte aligned.
- * Register map: a2 = a (advances), a3 = b (advances), a4 = n16 (loop count), a2 = result.
+ * The fused multiply-and-load (.LD.IP: the multiply reads q0 before the load replaces it) leaves
+ * two instructions per 16 products; the last chunk is outside the loop, so nothing past a or b
+ * is read.
+ * Register map: a2 = a (advances), a3 = b (advances), a4 = n16 - 1 (loop count), a2 = result.
  *               q0 = 16 values of a, q1 = 16 values of b, ACCX = the running sum. */
     .global mcullm_pie_dot_s8
     .type   mcullm_pie_dot_s8, @function
@@ -30,11 +36,14 @@
 mcullm_pie_dot_s8:
     entry   a1, 32
     ee_zero_accx
+    ee_vld_128_ip 0, 2, 16          /* q0 <- a[0 .. 15] */
+    addi    a4, a4, -1
     loopnez a4, .Ldot_end
-    ee_vld_128_ip 0, 2, 16          /* q0 <- a[16i .. 16i+15] */
     ee_vld_128_ip 1, 3, 16          /* q1 <- b[16i .. 16i+15] */
-    ee_vmulas_s8_accx 0, 1          /* ACCX += q0 . q1 */
+    ee_vmulas_s8_accx_ld_ip 0, 2, 16, 0, 1  /* ACCX += q0 . q1, then q0 <- a[16(i+1) ..] */
 .Ldot_end:
+    ee_vld_128_ip 1, 3, 16          /* the last 16 values of b */
+    ee_vmulas_s8_accx 0, 1
     rur_accx_0 2
     retw
     .size   mcullm_pie_dot_s8, . - mcullm_pie_dot_s8
@@ -69,6 +78,8 @@ mcullm_pie_dot_s8_ub:
  * subtracts sum(xq) to get sum((code - 1) * xq). row, xq and m03 (16 bytes of 0x03) 16-byte aligned.
  * Per group: the 32 bytes are loaded once; field k = 3 is (byte & 3), then each ee.vsr.32 by 2
  * brings the next field down (bits of the neighbouring byte land above bit 1 and are masked off).
+ * Each field's multiplies also load the next field's activations (.LD.IP: the multiply reads
+ * its operands before the load replaces one), all inside the group: nothing past xq is read.
  * Register map: a2 = row (advances 32 per group), a3 = xq (walks the group's slices: 96, 112, 64,
  *               80, 32, 48, 0, 16), a4 = ngroups, a5 = m03, a2 = result.
  *               q0 / q1 = the group's bytes 0-15 / 16-31, shifted right 2 bits per field,
@@ -86,37 +97,31 @@ mcullm_pie_i2s_codes:
     ee_vld_128_ip 0, 2, 16          /* q0 <- row bytes 0..15 of the group */
     ee_vld_128_ip 1, 2, 16          /* q1 <- row bytes 16..31 */
     /* k = 3: bits 1-0, weights 96..127 */
+    ee_vld_128_ip 5, 3, 16          /* q5 <- xq[96..111] */
+    ee_vld_128_ip 6, 3, -48         /* q6 <- xq[112..127]; xq -> 64 */
     ee_andq 3, 0, 2
     ee_andq 4, 1, 2
-    ee_vld_128_ip 5, 3, 16          /* xq[96..111] */
-    ee_vld_128_ip 6, 3, -48         /* xq[112..127]; xq -> 64 */
-    ee_vmulas_s8_accx 3, 5
-    ee_vmulas_s8_accx 4, 6
+    ee_vmulas_s8_accx_ld_ip 5, 3, 16, 3, 5   /* ACCX += q3 . q5, then q5 <- xq[64..79] */
+    ee_vmulas_s8_accx_ld_ip 6, 3, -48, 4, 6  /* ACCX += q4 . q6, then q6 <- xq[80..95]; xq -> 32 */
     ee_vsr_32 0, 0
     ee_vsr_32 1, 1
     /* k = 2: bits 3-2, weights 64..95 */
     ee_andq 3, 0, 2
     ee_andq 4, 1, 2
-    ee_vld_128_ip 5, 3, 16          /* xq[64..79] */
-    ee_vld_128_ip 6, 3, -48         /* xq[80..95]; xq -> 32 */
-    ee_vmulas_s8_accx 3, 5
-    ee_vmulas_s8_accx 4, 6
+    ee_vmulas_s8_accx_ld_ip 5, 3, 16, 3, 5   /* q5 <- xq[32..47] */
+    ee_vmulas_s8_accx_ld_ip 6, 3, -48, 4, 6  /* q6 <- xq[48..63]; xq -> 0 */
     ee_vsr_32 0, 0
     ee_vsr_32 1, 1
     /* k = 1: bits 5-4, weights 32..63 */
     ee_andq 3, 0, 2
     ee_andq 4, 1, 2
-    ee_vld_128_ip 5, 3, 16          /* xq[32..47] */
-    ee_vld_128_ip 6, 3, -48         /* xq[48..63]; xq -> 0 */
-    ee_vmulas_s8_accx 3, 5
-    ee_vmulas_s8_accx 4, 6
+    ee_vmulas_s8_accx_ld_ip 5, 3, 16, 3, 5   /* q5 <- xq[0..15] */
+    ee_vmulas_s8_accx_ld_ip 6, 3, 208, 4, 6  /* q6 <- xq[16..31]; xq -> 96 of the next group */
     ee_vsr_32 0, 0
     ee_vsr_32 1, 1
     /* k = 0: bits 7-6, weights 0..31 */
     ee_andq 3, 0, 2
     ee_andq 4, 1, 2
-    ee_vld_128_ip 5, 3, 16          /* xq[0..15] */
-    ee_vld_128_ip 6, 3, 208         /* xq[16..31]; xq -> 96 of the next group */
     ee_vmulas_s8_accx 3, 5
     ee_vmulas_s8_accx 4, 6
 .Li2s_end:
@@ -158,19 +163,16 @@ mcullm_pie_q4g64_isums:
     ee_andq 3, 7, 0                 /* q3 <- codes of weights 16..31 */
     ee_vld_128_ip 5, 3, 16          /* q5 <- xq[0..15] */
     ee_vmulas_s8_accx 2, 5
-    ee_vmulas_s8_accx 1, 5          /* ... - 8 * xq */
-    ee_vld_128_ip 5, 3, 16          /* q5 <- xq[16..31] */
+    ee_vmulas_s8_accx_ld_ip 5, 3, 16, 1, 5   /* ... - 8 * xq, then q5 <- xq[16..31] */
     ee_vmulas_s8_accx 3, 5
-    ee_vmulas_s8_accx 1, 5
+    ee_vmulas_s8_accx_ld_ip 5, 3, 16, 1, 5   /* q5 <- xq[32..47] */
     /* high nibbles: weights 32..63 */
     ee_vsr_32 6, 6
     ee_vsr_32 7, 7
     ee_andq 6, 6, 0                 /* q6 <- codes of weights 32..47 */
     ee_andq 7, 7, 0                 /* q7 <- codes of weights 48..63 */
-    ee_vld_128_ip 5, 3, 16          /* q5 <- xq[32..47] */
     ee_vmulas_s8_accx 6, 5
-    ee_vmulas_s8_accx 1, 5
-    ee_vld_128_ip 5, 3, 16          /* q5 <- xq[48..63] */
+    ee_vmulas_s8_accx_ld_ip 5, 3, 16, 1, 5   /* q5 <- xq[48..63] */
     ee_vmulas_s8_accx 7, 5
     ee_vmulas_s8_accx 1, 5
     rur_accx_0 9
