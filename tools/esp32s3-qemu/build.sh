@@ -6,6 +6,7 @@
 # WORK: scratch folder; OVERLAY_GIT: git dir of github.com/espressif/xtensa-overlays;
 # QEMU_ORIG_TARBALL: qemu_7.2+dfsg.orig.tar.xz (else fetched with `apt-get source --download-only qemu`
 # from a deb-src list for bookworm). Result: WORK/qemu-build/qemu-system-xtensa (-M sim -cpu esp32s3).
+# PREPARE_ONLY=1 stops after preparing the source tree. About 25 minutes with -j2 (JOBS=N to change).
 # Build dependencies (apt): ninja-build meson pkg-config libglib2.0-dev libpixman-1-dev flex bison python3-venv
 set -euo pipefail
 WORK=$(realpath -m "$1"); OVERLAY_GIT=$(realpath "$2"); ORIG=${3:-}
@@ -51,6 +52,7 @@ MAP
 cp "$HERE/pie_ops.c.inc" "$Q/target/xtensa/"
 cd "$Q" && patch -p1 < "$HERE/qemu-pie.patch" && cd "$WORK"
 sed -i 's|^    .isa_internal = &xtensa_modules,|&\n    .opcode_translators = (const XtensaOpcodeTranslators *[]){\n        \&xtensa_core_opcodes, \&xtensa_fpu_opcodes, \&xtensa_pie_opcodes, NULL,\n    },|' "$Q/target/xtensa/core-esp32s3.c"
+[ "${PREPARE_ONLY:-0}" = 1 ] && { echo "prepared: $Q"; exit 0; }
 mkdir -p qemu-build && cd qemu-build
 [ -f build.ninja ] || "$Q/configure" --target-list=xtensa-softmmu --disable-docs --disable-werror \
   --without-default-features --disable-install-blobs --disable-tools --disable-guest-agent --disable-slirp --disable-fdt
