@@ -1,8 +1,7 @@
 // The "pie" kernel table for the ESP32-S3 (Xtensa LX7 with the PIE SIMD unit): the integer inner
 // loops of the q4g64, q4e (int8 activations) and i2_s matvecs and of the int8 attention scores run
-// in pie_kernels.S, every
-// float step here in the scalar reference's order (kernels.h), so the results are the reference's
-// bits. Everything else, and any call whose pointers are not 16-byte aligned where the assembly
+// in pie_kernels.S, every float step here in the scalar reference's order (kernels.h), so the
+// results are the reference's bits (docs/pie.md). Everything else, and any call whose pointers are not 16-byte aligned where the assembly
 // needs it, takes the reference. Compiled only for Xtensa builds that define MCULLM_PIE (and link
 // pie_kernels.S); empty elsewhere.
 #if defined(__XTENSA__) && defined(MCULLM_PIE)
