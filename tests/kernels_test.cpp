@@ -567,6 +567,8 @@ TEST(KernelsDispatch, TablesByName) {
   EXPECT_EQ(kernels_by_name("avx2"), kernels_avx2());
   EXPECT_EQ(kernels_by_name("auto"), &kernels_best());
   EXPECT_EQ(kernels_by_name("neon"), nullptr);
+  EXPECT_EQ(kernels_by_name("pie"), nullptr);  // ESP32-S3 builds only
+  EXPECT_EQ(kernels_pie(), nullptr);
   EXPECT_EQ(kernels_by_name(""), nullptr);
   EXPECT_EQ(kernels_by_name("avx512"), kernels_avx512());
   EXPECT_EQ(kernels_by_name("amx"), kernels_amx());

@@ -96,7 +96,20 @@ const KernelSet* kernels_neon() {
 #endif
 }
 
+#if defined(__XTENSA__) && defined(MCULLM_PIE)
+const KernelSet* kernels_pie_table();  // kernels/esp32s3/pie_table.cpp
+#endif
+
+const KernelSet* kernels_pie() {
+#if defined(__XTENSA__) && defined(MCULLM_PIE)
+  return kernels_pie_table();
+#else
+  return nullptr;
+#endif
+}
+
 const KernelSet& kernels_best() {
+  if (const KernelSet* k = kernels_pie()) return *k;
   if (const KernelSet* k = kernels_amx()) return *k;
   if (const KernelSet* k = kernels_avx512()) return *k;
   if (const KernelSet* k = kernels_avx2()) return *k;
@@ -110,6 +123,7 @@ const KernelSet* kernels_by_name(const char* name) {
   if (strcmp(name, "avx512") == 0) return kernels_avx512();
   if (strcmp(name, "amx") == 0) return kernels_amx();
   if (strcmp(name, "neon") == 0) return kernels_neon();
+  if (strcmp(name, "pie") == 0) return kernels_pie();
   if (strcmp(name, "auto") == 0) return &kernels_best();
   return nullptr;
 }

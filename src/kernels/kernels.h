@@ -221,7 +221,10 @@ const KernelSet* kernels_avx512();
 const KernelSet* kernels_amx();
 // The NEON table (kernels/arm/ + the reference for the rest; aarch64 builds only, nullptr elsewhere).
 const KernelSet* kernels_neon();
-// "ref", "avx2", "avx512", "amx", "neon" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
+// The ESP32-S3 PIE table (kernels/esp32s3/: the reference with PIE integer loops for q4g64, q4e, i2_s
+// and the int8 attention scores); only in Xtensa builds with MCULLM_PIE, nullptr elsewhere.
+const KernelSet* kernels_pie();
+// "ref", "avx2", "avx512", "amx", "neon", "pie" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
 const KernelSet* kernels_by_name(const char* name);
 const KernelSet& kernels_best();
 

@@ -1,0 +1,151 @@
+// The "pie" kernel table for the ESP32-S3 (Xtensa LX7 with the PIE SIMD unit): the integer inner
+// loops of the q4g64, q4e (int8 activations) and i2_s matvecs and of the int8 attention scores run
+// in pie_kernels.S, every float step here in the scalar reference's order (kernels.h), so the
+// results are the reference's bits (docs/pie.md). Everything else, and any call whose pointers are not 16-byte aligned where the assembly
+// needs it, takes the reference. Compiled only for Xtensa builds that define MCULLM_PIE (and link
+// pie_kernels.S); empty elsewhere.
+#if defined(__XTENSA__) && defined(MCULLM_PIE)
+#include "kernels/kernels.h"
+#include "kernels/matmat_rows.h"
+#include "kernels/ref/dot_order.h"
+#include "quant/blocks.h"
+#include "quant/f16.h"
+#include "quant/q4e.h"
+
+extern "C" {
+int32_t mcullm_pie_dot_s8(const int8_t* a, const int8_t* b, int n16);
+int32_t mcullm_pie_dot_s8_ub(const int8_t* a, const int8_t* b, int n16);
+int32_t mcullm_pie_i2s_codes(const uint8_t* row, const int8_t* xq, int ngroups, const uint8_t* m03);
+void mcullm_pie_q4g64_isums(const uint8_t* blocks, const int8_t* xq, int nb, int32_t* isum, const int8_t* consts);
+void mcullm_pie_q4e_isums(const uint8_t* codes, const int8_t* x2, int ngroups, int n16, int32_t* isum,
+                          const int8_t* consts);
+}
+
+namespace mcullm {
+namespace {
+
+alignas(16) const uint8_t kMask03[16] = {3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
+alignas(16) const int8_t kQ4Consts[32] = {15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+                                          -8, -8, -8, -8, -8, -8, -8, -8, -8, -8, -8, -8, -8, -8, -8, -8};
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// Exact int32 dot product of n int8 values; a 16-byte aligned, b any alignment.
+int32_t dot_s8(const int8_t* a, const int8_t* b, int n) {
+  const int n16 = n / 16;
+  int32_t isum = 0;
+  if (n16 > 0) isum = aligned16(b) ? mcullm_pie_dot_s8(a, b, n16) : mcullm_pie_dot_s8_ub(a, b, n16);
+  for (int i = 16 * n16; i < n; ++i) isum += a[i] * b[i];
+  return isum;
+}
+
+void attn_scores_q8_pie(const int8_t* q, float qs, const int8_t* keys, const float* kscales, size_t stride,
+                        size_t s_stride, int n, int hs, float scale, float* scores) {
+  if (!aligned16(q)) {
+    kernels_ref().attn_scores_q8(q, qs, keys, kscales, stride, s_stride, n, hs, scale, scores);
+    return;
+  }
+  for (int t = 0; t < n; ++t) {
+    const int32_t isum = dot_s8(q, keys + static_cast<size_t>(t) * stride, hs);
+    scores[t] = static_cast<float>(isum) * (qs * kscales[static_cast<size_t>(t) * s_stride]) / scale;
+  }
+}
+
+void matvec_i2s_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  const int groups = w.cols / 128;
+  if (!aligned16(w.data) || (w.row_bytes & 15) != 0 || !aligned16(xq) || groups == 0) {
+    kernels_ref().matvec_i2s(w, xq, xs, y, r0, r1);
+    return;
+  }
+  int32_t xsum = 0;  // sum(code * q) - sum(q) = sum((code - 1) * q)
+  for (int j = 0; j < groups * 128; ++j) xsum += xq[j];
+  const float scale = w.scale * xs[0];
+  for (int r = r0; r < r1; ++r) {
+    const int32_t isum = mcullm_pie_i2s_codes(w.row(r), xq, groups, kMask03) - xsum;
+    y[r] = static_cast<float>(isum) * scale;
+  }
+}
+
+void matvec_q4g64_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  if (!aligned16(xq)) {
+    kernels_ref().matvec_q4g64(w, xq, xs, y, r0, r1);
+    return;
+  }
+  constexpr int kChunk = 64;  // blocks per assembly call (int32 sums on the stack)
+  const int nb = (w.cols + 63) / 64;
+  int32_t isum[kChunk];
+  for (int r = r0; r < r1; ++r) {
+    const BlockQ4G64* blocks = reinterpret_cast<const BlockQ4G64*>(w.row(r));
+    float acc[kBlockLanes] = {};
+    for (int b0 = 0; b0 < nb; b0 += kChunk) {
+      const int n = nb - b0 < kChunk ? nb - b0 : kChunk;
+      mcullm_pie_q4g64_isums(reinterpret_cast<const uint8_t*>(blocks + b0), xq + 64 * b0, n, isum, kQ4Consts);
+      for (int i = 0; i < n; ++i) {
+        const int b = b0 + i;
+        acc[b % kBlockLanes] += static_cast<float>(isum[i]) * (f16_to_f32(blocks[b].d) * xs[b]);
+      }
+    }
+    y[r] = fold_lanes8(acc);
+  }
+}
+
+// esp32-ai int4 rows with int8 activations: y[r] accumulates the groups in increasing order exactly
+// as the reference's acc does (it starts at +0 and holds a float between chunks), then y[r] *= xs[0].
+// Columns go in chunks of whole groups, at most 512 columns: the chunk's activations deinterleaved
+// (even / odd columns) into x2 for the assembly. Groups that are not a multiple of 32 columns, or
+// the last partial group, are summed here.
+void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  constexpr int kHalf = 256;  // x2: even columns at [0, 256), odd ones at [256, 512)
+  if (w.group <= 0 || w.group % 32 != 0 || w.group > 2 * kHalf) {
+    kernels_ref().matvec_q4e_q8(w, xq, xs, y, r0, r1);
+    return;
+  }
+  const int ng = q4e_groups(w.cols, w.group);
+  const int gpc = 2 * kHalf / w.group;  // groups per chunk
+  alignas(16) int8_t x2[2 * kHalf];
+  int32_t isum[2 * kHalf / 32];
+  for (int r = r0; r < r1; ++r) y[r] = 0.0f;
+  for (int g0 = 0; g0 < ng; g0 += gpc) {
+    const int g1 = ng - g0 < gpc ? ng : g0 + gpc;
+    const int c0 = g0 * w.group, c1 = g1 * w.group < w.cols ? g1 * w.group : w.cols;
+    for (int j = c0; j < c1; ++j) x2[(j - c0) / 2 + ((j & 1) ? kHalf : 0)] = xq[j];
+    const int full = (c1 - c0) / w.group;  // whole groups in this chunk
+    for (int r = r0; r < r1; ++r) {
+      const uint8_t* row = w.row(r);
+      if (full > 0) mcullm_pie_q4e_isums(row + c0 / 2, x2, full, w.group / 32, isum, kQ4Consts);
+      float acc = y[r];
+      for (int g = g0; g < g0 + full; ++g) acc += static_cast<float>(isum[g - g0]) * q4e_scale(w, r, g);
+      if (g0 + full < g1) {  // the last, partial group
+        int32_t tail = 0;
+        for (int j = c0 + full * w.group; j < c1; ++j) tail += q4e_weight(w, r, j) * xq[j];
+        acc += static_cast<float>(tail) * q4e_scale(w, r, g0 + full);
+      }
+      y[r] = acc;
+    }
+  }
+  for (int r = r0; r < r1; ++r) y[r] = y[r] * xs[0];
+}
+
+// Filled on first use from the reference table (its functions are not visible here; the MCU builds
+// have no C++ runtime for guarded statics). The first call comes from one thread (model load).
+KernelSet g_pie;
+bool g_pie_ready = false;
+
+}  // namespace
+
+const KernelSet* kernels_pie_table() {
+  if (!g_pie_ready) {
+    g_pie = kernels_ref();
+    g_pie.name = "pie";
+    g_pie.matvec_q4g64 = matvec_q4g64_pie;
+    g_pie.matvec_i2s = matvec_i2s_pie;
+    g_pie.matmat_i2s = matmat_i2s_by_rows<matvec_i2s_pie>;
+    g_pie.attn_scores_q8 = attn_scores_q8_pie;
+    g_pie.matvec_q4e_q8 = matvec_q4e_q8_pie;
+    g_pie_ready = true;
+  }
+  return &g_pie;
+}
+
+}  // namespace mcullm
+#endif

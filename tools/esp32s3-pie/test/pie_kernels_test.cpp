@@ -1,0 +1,262 @@
+// The PIE kernel table against the scalar reference, on the emulated ESP32-S3 (QEMU -M sim -cpu
+// esp32s3 with our PIE subset, tools/esp32s3-qemu): random inputs, every length class (whole
+// chunks, tails, more blocks than one assembly call takes), aligned and unaligned rows, keys and
+// activations (the unaligned activations take the reference fallback), extreme values. Every output
+// must have the reference's bits. Prints one line per case group and the instruction counts of a
+// few products (CCOUNT counts executed instructions with -icount shift=0 and the 1 GHz core clock
+// of build.sh); exits with the number of failures.
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "platform.h"
+#include "quant/blocks.h"
+
+namespace {
+
+using namespace mcullm;
+
+uint32_t g_rng = 0x12345678u;
+uint32_t rnd() {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 17;
+  g_rng ^= g_rng << 5;
+  return g_rng;
+}
+// A positive float in [2^-8, 2^8) with random mantissa bits (no NaN, no subnormal).
+float rnd_scale() {
+  const uint32_t bits = ((119u + rnd() % 16u) << 23) | (rnd() & 0x7fffffu);
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t rnd_f16() { return static_cast<uint16_t>(((8u + rnd() % 14u) << 10) | (rnd() & 0x3ffu)); }
+
+// Buffers with room for offset views; 16-byte aligned bases.
+alignas(16) uint8_t g_w[64 * 1024 + 64];
+alignas(16) int8_t g_x[16 * 1024 + 64];
+alignas(16) float g_s[1024];
+alignas(16) float g_y0[512];
+alignas(16) float g_y1[512];
+
+const int kWoffQ4e[] = {0, 1, 7};
+const int kXoff1[] = {0, 16, 3};
+const int kWoff2[] = {0, 16, 1};
+const int kXoff3[] = {0, 5};
+const int kExtra4[] = {0, 1, 16, 13};
+const int kQoff5[] = {0, 2};
+
+int g_checks = 0, g_fail = 0;
+
+void compare(const char* what, int a, int b, int c, int n) {
+  ++g_checks;
+  if (memcmp(g_y0, g_y1, static_cast<size_t>(n) * sizeof(float)) != 0) {
+    ++g_fail;
+    printf("FAIL %s %d %d %d\n", what, a, b, c);
+  }
+}
+
+void fill_x(int8_t* x, int n, bool extreme) {
+  for (int i = 0; i < n; ++i) x[i] = extreme ? static_cast<int8_t>(-128) : static_cast<int8_t>(rnd());
+}
+
+void test_q4g64(const KernelSet& pie, const KernelSet& ref) {
+  const int cols_list[] = {64, 128, 192, 640, 64 * 65, 64 * 130};
+  for (int cols : cols_list) {
+    for (int woff = 0; woff < 3; ++woff) {
+      for (int xoff : kXoff1) {
+        for (int extreme = 0; extreme < 2; ++extreme) {
+          const int nb = (cols + 63) / 64;
+          const int rows = 5;
+          MatRef w;
+          w.type = DType::kQ4G64;
+          w.rows = rows;
+          w.cols = cols;
+          w.row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4G64);
+          w.data = g_w + woff;
+          for (int r = 0; r < rows; ++r)
+            for (int b = 0; b < nb; ++b) {
+              uint8_t* blk = g_w + woff + r * w.row_bytes + b * sizeof(BlockQ4G64);
+              const uint16_t d = rnd_f16();
+              memcpy(blk, &d, 2);
+              for (int j = 0; j < 32; ++j) blk[2 + j] = extreme ? 0x00 : static_cast<uint8_t>(rnd());
+            }
+          int8_t* x = g_x + xoff;
+          fill_x(x, nb * 64, extreme);
+          for (int b = 0; b < nb; ++b) g_s[b] = rnd_scale();
+          ref.matvec_q4g64(w, x, g_s, g_y0, 0, rows);
+          pie.matvec_q4g64(w, x, g_s, g_y1, 0, rows);
+          compare("q4g64 cols/woff/xoff", cols, woff, xoff, rows);
+        }
+      }
+    }
+  }
+}
+
+void test_i2s(const KernelSet& pie, const KernelSet& ref) {
+  const int cols_list[] = {128, 256, 384, 1024, 200, 4096};
+  for (int cols : cols_list) {
+    for (int woff : kWoff2) {
+      for (int xoff : kXoff3) {
+        for (int extreme = 0; extreme < 2; ++extreme) {
+          const int rows = 7;
+          MatRef w;
+          w.type = DType::kI2_S;
+          w.rows = rows;
+          w.cols = cols;
+          w.row_bytes = static_cast<size_t>(cols) / 4;
+          w.data = g_w + woff;
+          w.scale = rnd_scale();
+          for (size_t i = 0; i < rows * w.row_bytes; ++i) {
+            uint8_t byte = 0;
+            for (int k = 0; k < 4; ++k) byte = static_cast<uint8_t>(byte << 2 | (extreme ? 2 : rnd() % 3));
+            g_w[woff + i] = byte;
+          }
+          int8_t* x = g_x + xoff;
+          fill_x(x, cols, extreme);
+          const float xs = rnd_scale();
+          ref.matvec_i2s(w, x, &xs, g_y0, 0, rows);
+          pie.matvec_i2s(w, x, &xs, g_y1, 0, rows);
+          compare("i2s cols/woff/xoff", cols, woff, xoff, rows);
+          // The batched form: 3 columns, every output with matvec_i2s's bits.
+          const float xs3[3] = {xs, rnd_scale(), rnd_scale()};
+          ref.matmat_i2s(w, x, 0, xs3, 3, g_y0, rows, 0, rows);
+          pie.matmat_i2s(w, x, 0, xs3, 3, g_y1, rows, 0, rows);
+          compare("i2s matmat cols/woff/xoff", cols, woff, xoff, 3 * rows);
+        }
+      }
+    }
+  }
+}
+
+void test_q4e(const KernelSet& pie, const KernelSet& ref) {
+  struct Shape { int cols, group; };
+  const Shape shapes[] = {{128, 128}, {415, 128}, {1000, 128}, {256, 32}, {300, 64}, {96, 96}, {2048, 512},
+                          {2048, 1024}, {31, 32}};
+  for (const Shape& sh : shapes) {
+    for (int woff : kWoffQ4e) {
+      for (int extreme = 0; extreme < 2; ++extreme) {
+        const int rows = 6, ng = (sh.cols + sh.group - 1) / sh.group;
+        MatRef w;
+        w.type = DType::kQ4E;
+        w.rows = rows;
+        w.cols = sh.cols;
+        w.group = sh.group;
+        w.row_bytes = static_cast<size_t>(sh.cols + 1) / 2;
+        w.data = g_w + woff;
+        for (size_t i = 0; i < rows * w.row_bytes; ++i) g_w[woff + i] = extreme ? 0x00 : static_cast<uint8_t>(rnd());
+        uint8_t* scales = g_w + woff + rows * w.row_bytes + 1;  // unaligned, as in the files
+        for (int i = 0; i < rows * ng; ++i) {
+          const uint16_t d = rnd_f16();
+          memcpy(scales + 2 * i, &d, 2);
+        }
+        w.scales = scales;
+        fill_x(g_x, sh.cols, extreme);
+        const float xs = rnd_scale();
+        ref.matvec_q4e_q8(w, g_x, &xs, g_y0, 0, rows);
+        pie.matvec_q4e_q8(w, g_x, &xs, g_y1, 0, rows);
+        compare("q4e cols/group/woff", sh.cols, sh.group, woff, rows);
+      }
+    }
+  }
+}
+
+void test_attn(const KernelSet& pie, const KernelSet& ref) {
+  const int hs_list[] = {16, 32, 48, 64, 7, 67, 100, 128};
+  for (int hs : hs_list) {
+    for (int extra : kExtra4) {
+      for (int qoff : kQoff5) {
+        for (int extreme = 0; extreme < 2; ++extreme) {
+          const int n = 9;
+          const size_t stride = static_cast<size_t>(hs + extra);
+          int8_t* keys = reinterpret_cast<int8_t*>(g_w) + 3 * extra;  // various key alignments
+          fill_x(keys, static_cast<int>(stride) * n, extreme);
+          int8_t* q = g_x + qoff;
+          fill_x(q, hs, extreme);
+          for (int t = 0; t < 2 * n; ++t) g_s[t] = rnd_scale();
+          const float qs = rnd_scale(), scale = rnd_scale();
+          ref.attn_scores_q8(q, qs, keys, g_s, stride, 2, n, hs, scale, g_y0);
+          pie.attn_scores_q8(q, qs, keys, g_s, stride, 2, n, hs, scale, g_y1);
+          compare("attn_scores_q8 hs/extra/qoff", hs, extra, qoff, n);
+        }
+      }
+    }
+  }
+}
+
+// Executed instructions of one call: the board counter (CCOUNT) times the instructions per count
+// under -icount shift=0 (25 for the 40 MHz core).
+template <typename F>
+uint64_t count(F&& f) {
+  const uint64_t t0 = board_counter();
+  f();
+  return (board_counter() - t0) * board_instructions_per_count();
+}
+
+void report(const char* what, uint64_t ref_n, uint64_t pie_n) {
+  printf("instructions %s: ref %lu pie %lu (%.2fx)\n", what, static_cast<unsigned long>(ref_n),
+         static_cast<unsigned long>(pie_n), static_cast<double>(ref_n) / static_cast<double>(pie_n));
+}
+
+void measure(const KernelSet& pie, const KernelSet& ref) {
+  {
+    MatRef w;
+    w.type = DType::kQ4G64;
+    w.rows = 64;
+    w.cols = 256;
+    w.row_bytes = 4 * sizeof(BlockQ4G64);
+    w.data = g_w;
+    report("q4g64 matvec 64x256", count([&] { ref.matvec_q4g64(w, g_x, g_s, g_y0, 0, 64); }),
+           count([&] { pie.matvec_q4g64(w, g_x, g_s, g_y1, 0, 64); }));
+  }
+  {
+    MatRef w;
+    w.type = DType::kI2_S;
+    w.rows = 64;
+    w.cols = 1024;
+    w.row_bytes = 256;
+    w.data = g_w;
+    w.scale = 1.0f;
+    const float xs = 1.0f;
+    report("i2s matvec 64x1024", count([&] { ref.matvec_i2s(w, g_x, &xs, g_y0, 0, 64); }),
+           count([&] { pie.matvec_i2s(w, g_x, &xs, g_y1, 0, 64); }));
+  }
+  {
+    MatRef w;
+    w.type = DType::kQ4E;
+    w.rows = 64;
+    w.cols = 512;
+    w.group = 128;
+    w.row_bytes = 256;
+    w.data = g_w;
+    w.scales = g_w + 64 * 256;
+    const float xs = 1.0f;
+    report("q4e matvec 64x512 group 128", count([&] { ref.matvec_q4e_q8(w, g_x, &xs, g_y0, 0, 64); }),
+           count([&] { pie.matvec_q4e_q8(w, g_x, &xs, g_y1, 0, 64); }));
+  }
+  {
+    const int8_t* keys = reinterpret_cast<const int8_t*>(g_w);
+    report("attn_scores_q8 hs=64 n=64", count([&] { ref.attn_scores_q8(g_x, 1.0f, keys, g_s, 64, 1, 64, 64, 8.0f, g_y0); }),
+           count([&] { pie.attn_scores_q8(g_x, 1.0f, keys, g_s, 64, 1, 64, 64, 8.0f, g_y1); }));
+  }
+}
+
+}  // namespace
+
+int main(int, char**) {
+  const KernelSet* pie = kernels_by_name("pie");
+  const KernelSet& ref = kernels_ref();
+  ++g_checks;
+  if (!pie || strcmp(pie->name, "pie") != 0 || &kernels_best() != pie) {
+    printf("FAIL: no pie table, or not the best one\n");
+    return 1;
+  }
+  test_q4g64(*pie, ref);
+  test_i2s(*pie, ref);
+  test_q4e(*pie, ref);
+  test_attn(*pie, ref);
+  measure(*pie, ref);
+  printf("pie kernels: %d checks, %d failures\n", g_checks, g_fail);
+  return g_fail;
+}
