@@ -97,7 +97,7 @@ Status parse_args(int argc, char** argv, Args* a) {
     else return Status::Error(Code::kInvalidArgument, "unknown argument '%s'", arg);
     if (!ok) return Status::Error(Code::kInvalidArgument, "bad value in '%s'", arg);
   }
-  if (!a->image || !a->prompt) return Status::Error(Code::kInvalidArgument, "usage: image=PATH prompt=PATH [n=16 temp=0 seed=42 ...]");
+  if (!a->image || !a->prompt) return Status::Error(Code::kInvalidArgument, "usage: image=PATH prompt=PATH [n=16 temp=0.8 seed=42 ...] (mcullm run's sampler defaults)");
   return Status::Ok();
 }
 

@@ -28,9 +28,9 @@ function fail(e) {
   process.exit(1);
 }
 
-// `mcullm serve --port 0` (10 ms per token, so that streaming is visible part-way); resolves its port.
+// `mcullm serve --port 0` (40 ms per token, so that streaming is visible part-way even when a loaded machine slows the polling); resolves its port.
 function startServer() {
-  const child = spawn(bin, ['serve', '-m', model, '--port', '0', '--token-delay-ms', '10', '--chat-template', 'chatml'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(bin, ['serve', '-m', model, '--port', '0', '--token-delay-ms', '40', '--chat-template', 'chatml'], { stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(child);
   return new Promise((resolve, reject) => {
     let err = '';
