@@ -64,8 +64,8 @@ Status bad(const char* what, const char* field, size_t n) {
 Status parse_generate_fields(FieldCursor c, size_t n_fields, GenerateHead* g, int* ids, uint32_t cap, uint32_t* n_ids) {
   if (n_fields < 7)
     return Status::Error(Code::kInvalidArgument, "G needs n_predict temp_x1000 top_k seed flags prompt_len ids (got %zu fields)", n_fields);
-  const char* f[7];
-  size_t len[7];
+  const char* f[7] = {};
+  size_t len[7] = {};
   for (int k = 0; k < 7; ++k) c.next(&f[k], &len[k]);
   if (!parse_u32(f[1], len[1], kMaxNPredict, &g->n_predict)) return bad("G: n_predict is not a whole number in 0..1000000", f[1], len[1]);
   if (!parse_u32(f[2], len[2], kMaxTempX1000, &g->temp_x1000)) return bad("G: temp_x1000 is not a whole number in 0..100000", f[2], len[2]);
@@ -78,8 +78,8 @@ Status parse_generate_fields(FieldCursor c, size_t n_fields, GenerateHead* g, in
   if (n_fields - 7 != n) return Status::Error(Code::kInvalidArgument, "G: prompt_len says %u ids but %zu follow", n, n_fields - 7);
   if (n > cap) return Status::Error(Code::kOutOfRange, "G: %u ids do not fit the %u this reader holds", n, cap);
   for (uint32_t i = 0; i < n; ++i) {
-    const char* s;
-    size_t l;
+    const char* s = nullptr;
+    size_t l = 0;
     c.next(&s, &l);
     uint32_t id = 0;
     if (!parse_u32(s, l, 0x7fffffffu, &id)) return bad("G: a prompt id is not a whole number", s, l);

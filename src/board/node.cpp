@@ -85,9 +85,8 @@ Status Node::on_hidden(const Frame& f) {
     stream_ = stream;
   }
   if (Status st = slice_.run_layers(hidden_, static_cast<int>(pos)); !st.ok()) return reply_error(f.header, st);
-  MC_TRY(link_->send_hidden(assembler_.encoding(), stream, pos, hidden_, dim, opt_.send_timeout_ms));
-  ++served_;
-  return Status::Ok();
+  ++served_;  // before the answer goes out: once the master has it, the count is final
+  return link_->send_hidden(assembler_.encoding(), stream, pos, hidden_, dim, opt_.send_timeout_ms);
 }
 
 Status Node::on_frame(const Frame& f) {

@@ -32,7 +32,7 @@ class Node {
   // (a send that timed out): the caller decides whether to go on.
   Status poll(int timeout_ms);
   const SliceRange& range() const { return range_; }
-  uint32_t hidden_served() const { return served_; }
+  uint32_t hidden_served() const { return served_; }  // hidden states computed and answered
   uint32_t errors_sent() const { return errors_sent_; }
 
  private:
