@@ -170,6 +170,8 @@ TEST(BoardLineServer, AnswersAsServeSerialDoes) {
   EXPECT_GE(std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l[0] == 'X'; }), 6);
   EXPECT_NE(board.find("X line too long (at most 16384 bytes)\n"), std::string::npos);
   EXPECT_NE(board.find("E 60 "), std::string::npos);  // ignore_eos ran to its length
+  EXPECT_EQ(b.hal->bus().activity_edges.load(), 5u);  // the LED lit once per generation, and is off
+  EXPECT_FALSE(b.hal->gpio_read(Gpio::kActivity));
 }
 
 TEST(BoardLineServer, HostileBytesGetAnswersAndLoseNothing) {

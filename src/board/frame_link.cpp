@@ -39,7 +39,7 @@ Status FrameLink::send_error(const Status& why, uint32_t stream, uint32_t pos, i
 Status FrameLink::send_hidden(HiddenEncoding e, uint32_t stream, uint32_t pos, const float* x, uint32_t dim, int timeout_ms) {
   const uint32_t frames = hidden_frame_count(e, dim);
   if (frames == 0 || dim > kMaxHiddenDim)
-    return Status::Error(Code::kInvalidArgument, "link: cannot send a hidden state of %u values in encoding %u", dim, static_cast<unsigned>(e));
+    return Status::Error(Code::kInvalidArgument, "link: cannot send a hidden state of %u values in encoding %u", static_cast<unsigned>(dim), static_cast<unsigned>(e));
   for (uint32_t c = 0; c < frames; ++c) {
     size_t len = 0;  // encoded in place: encode_frame then copies nothing
     MC_TRY(encode_hidden_chunk(e, x, dim, c, tx_ + kFrameHeaderBytes, kMaxPayloadBytes, &len));

@@ -123,14 +123,27 @@ void make_host_spi_wire(std::unique_ptr<HostSpiEnd>* a, std::unique_ptr<HostSpiE
 
 // ---- the second core ----
 
+// Spins a while (the board's hand-off), then sleeps on the flag (C++20 atomic wait), so that idle host
+// boards do not burn this machine's shared cores.
+namespace {
+constexpr int kSpins = 4096;
+void await_change(std::atomic<int>& flag, int from) {
+  for (int i = 0; i < kSpins; ++i) {
+    if (flag.load(std::memory_order_acquire) != from) return;
+    std::this_thread::yield();
+  }
+  while (flag.load(std::memory_order_acquire) == from) flag.wait(from, std::memory_order_acquire);
+}
+}  // namespace
+
 HostWorker::HostWorker() {
   thread_ = std::thread([this] {
     for (;;) {
-      int f;
-      while ((f = flag_.load(std::memory_order_acquire)) == 0) std::this_thread::yield();
-      if (f == 2) return;
+      await_change(flag_, 0);
+      if (flag_.load(std::memory_order_acquire) == 2) return;
       job_(arg_);
       flag_.store(0, std::memory_order_release);
+      flag_.notify_all();
     }
   });
 }
@@ -138,6 +151,7 @@ HostWorker::HostWorker() {
 HostWorker::~HostWorker() {
   wait();
   flag_.store(2, std::memory_order_release);
+  flag_.notify_all();
   thread_.join();
 }
 
@@ -146,11 +160,10 @@ void HostWorker::start(Job job, void* arg) {
   arg_ = arg;
   ++jobs_;
   flag_.store(1, std::memory_order_release);
+  flag_.notify_all();
 }
 
-void HostWorker::wait() {
-  while (flag_.load(std::memory_order_acquire) == 1) std::this_thread::yield();
-}
+void HostWorker::wait() { await_change(flag_, 1); }
 
 // ---- the board ----
 

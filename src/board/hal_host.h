@@ -7,7 +7,7 @@
 //               that may tamper with transfers (tests: flipped bits, cut frames, garbage)
 //   GPIO        HostGpioBus: lines shared by the boards on one bus (reset, ready, activity)
 //   cycles      steady_clock nanoseconds (cycles_per_us 1000)
-//   worker      a std::thread spinning on an atomic flag (yielding: this machine's cores are shared)
+//   worker      a std::thread spinning on an atomic flag, then sleeping on it (this machine's cores are shared)
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -131,6 +131,7 @@ class HostBoard final : public Hal {
   Worker& worker() override { return worker_; }
   void log(const char* message) override;
   const std::vector<std::string>& logged() const { return log_; }
+  HostGpioBus& bus() { return *bus_; }
 
  private:
   HostBoardConfig cfg_;

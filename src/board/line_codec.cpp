@@ -72,11 +72,11 @@ Status parse_generate_fields(FieldCursor c, size_t n_fields, GenerateHead* g, in
   if (!parse_u32(f[3], len[3], 0x7fffffffu, &g->top_k)) return bad("G: top_k is not a whole number in 0..2147483647", f[3], len[3]);
   if (!parse_u32(f[4], len[4], 0xffffffffu, &g->seed) || g->seed == 0) return bad("G: seed is not a whole number in 1..4294967295", f[4], len[4]);
   if (!parse_u32(f[5], len[5], 0xffffffffu, &g->flags)) return bad("G: flags is not a whole number", f[5], len[5]);
-  if (g->flags & ~kKnownFlags) return Status::Error(Code::kInvalidArgument, "G: unknown flag bits 0x%x", g->flags & ~kKnownFlags);
+  if (g->flags & ~kKnownFlags) return Status::Error(Code::kInvalidArgument, "G: unknown flag bits 0x%x", static_cast<unsigned>(g->flags & ~kKnownFlags));
   uint32_t n = 0;
   if (!parse_u32(f[6], len[6], kMaxPromptTokens, &n) || n == 0) return bad("G: prompt_len is not a whole number in 1..4096", f[6], len[6]);
-  if (n_fields - 7 != n) return Status::Error(Code::kInvalidArgument, "G: prompt_len says %u ids but %zu follow", n, n_fields - 7);
-  if (n > cap) return Status::Error(Code::kOutOfRange, "G: %u ids do not fit the %u this reader holds", n, cap);
+  if (n_fields - 7 != n) return Status::Error(Code::kInvalidArgument, "G: prompt_len says %u ids but %zu follow", static_cast<unsigned>(n), n_fields - 7);
+  if (n > cap) return Status::Error(Code::kOutOfRange, "G: %u ids do not fit the %u this reader holds", static_cast<unsigned>(n), static_cast<unsigned>(cap));
   for (uint32_t i = 0; i < n; ++i) {
     const char* s = nullptr;
     size_t l = 0;

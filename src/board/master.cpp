@@ -54,7 +54,8 @@ Status Master::connect() {
   MC_TRY(decode_hello(f.payload, f.header.payload_len, &in));
   if (in.role != NodeRole::kNode || static_cast<int>(in.first_layer) != node_range_.first ||
       static_cast<int>(in.end_layer) != node_range_.end)
-    return Status::Error(Code::kCorrupt, "the node answered for layers %u:%u, not %d:%d", in.first_layer, in.end_layer,
+    return Status::Error(Code::kCorrupt, "the node answered for layers %u:%u, not %d:%d", static_cast<unsigned>(in.first_layer),
+                         static_cast<unsigned>(in.end_layer),
                          node_range_.first, node_range_.end);
   const uint64_t want = llama_slice_hash(*model_, node_range_);
   if (in.slice_hash != want)

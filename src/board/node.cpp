@@ -50,7 +50,7 @@ Status Node::on_hello(const Frame& f) {
   const LlamaConfig& c = model_->cfg;
   if (static_cast<int>(in.n_layers) != c.n_layers || static_cast<int>(in.dim) != c.dim)
     return reply_error(h, Status::Error(Code::kInvalidArgument, "the master's model has %u layers of width %u, this node's %d of %d",
-                                        in.n_layers, in.dim, c.n_layers, c.dim));
+                                        static_cast<unsigned>(in.n_layers), static_cast<unsigned>(in.dim), c.n_layers, c.dim));
   const SliceRange want{static_cast<int>(in.first_layer), static_cast<int>(in.end_layer), false};
   const int ctx = in.ctx_len > 0 ? static_cast<int>(in.ctx_len) : ctx_len_;
   if (want.first != range_.first || want.end != range_.end || ctx != ctx_len_)
@@ -80,7 +80,8 @@ Status Node::on_hidden(const Frame& f) {
   if (!have_stream_ || stream != stream_) {
     if (pos != 0)
       return reply_error(f.header, Status::Error(Code::kOutOfRange,
-                                                 "stream %u at pos %u: this board keeps one stream, a new one starts at pos 0", stream, pos));
+                                                 "stream %u at pos %u: this board keeps one stream, a new one starts at pos 0",
+                                                 static_cast<unsigned>(stream), static_cast<unsigned>(pos)));
     have_stream_ = true;
     stream_ = stream;
   }
