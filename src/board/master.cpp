@@ -16,7 +16,15 @@ Status Master::init(const LlamaModel* model, FrameLink& link, Arena& work, Threa
   ctx_len_ = opt.ctx_len > 0 ? opt.ctx_len : model->cfg.seq_len;
   MC_TRY(local_.init(model, SliceRange{0, 0, true}, ctx_len_, work, pool, kernels));
   MC_TRY(work.alloc_array(static_cast<size_t>(model->cfg.dim), TensorClass::kActivations, &hidden_));
-  node_range_ = SliceRange{0, model->cfg.n_layers, false};
+  const int n = model->cfg.n_layers;
+  if (opt.nodes < 1 || opt.nodes > kMaxNodes || opt.nodes > n)
+    return Status::Error(Code::kInvalidArgument, "%d nodes for %d layers (1..%d nodes, at most one per layer)", opt.nodes, n,
+                         kMaxNodes);
+  for (int k = 0, first = 0; k < opt.nodes; ++k) {  // as even as possible, earlier nodes take the remainder
+    const int count = n / opt.nodes + (k < n % opt.nodes ? 1 : 0);
+    ranges_[k] = SliceRange{first, first + count, false};
+    first += count;
+  }
   return Status::Ok();
 }
 
@@ -43,28 +51,34 @@ Status Master::await(FrameType type, Frame* out) {
 }
 
 Status Master::connect() {
-  Hello h = slice_hello(NodeRole::kMaster, model_->cfg, node_range_, ctx_len_);
   uint8_t buf[kHelloBytes];
   size_t len = 0;
-  MC_TRY(encode_hello(h, buf, sizeof buf, &len));
-  MC_TRY(link_->send(FrameType::kHello, 0, 0, buf, len, opt_.timeout_ms));
-  Frame f;
-  if (Status st = await(FrameType::kHello, &f); !st.ok()) return st.prefix("connecting to the node: ");
-  Hello in;
-  MC_TRY(decode_hello(f.payload, f.header.payload_len, &in));
-  if (in.role != NodeRole::kNode || static_cast<int>(in.first_layer) != node_range_.first ||
-      static_cast<int>(in.end_layer) != node_range_.end)
-    return Status::Error(Code::kCorrupt, "the node answered for layers %u:%u, not %d:%d", static_cast<unsigned>(in.first_layer),
-                         static_cast<unsigned>(in.end_layer),
-                         node_range_.first, node_range_.end);
-  const uint64_t want = llama_slice_hash(*model_, node_range_);
-  if (in.slice_hash != want)
-    return Status::Error(Code::kCorrupt, "the node's layers %d:%d are other weights than the master's (slice hash %08lx%08lx, expected %08lx%08lx)",
-                         node_range_.first, node_range_.end, static_cast<unsigned long>(in.slice_hash >> 32),
-                         static_cast<unsigned long>(in.slice_hash & 0xffffffffu), static_cast<unsigned long>(want >> 32),
-                         static_cast<unsigned long>(want & 0xffffffffu));
+  for (int k = 0; k < opt_.nodes; ++k) {  // node k + 1 takes the hello that has k hops left
+    MC_TRY(encode_hello(slice_hello(NodeRole::kMaster, model_->cfg, ranges_[k], ctx_len_), buf, sizeof buf, &len));
+    MC_TRY(link_->send(FrameType::kHello, 0, static_cast<uint32_t>(k), buf, len, opt_.timeout_ms));
+  }
+  bool answered[kMaxNodes] = {};
+  for (int got = 0; got < opt_.nodes; ++got) {
+    Frame f;
+    if (Status st = await(FrameType::kHello, &f); !st.ok()) return st.prefix("connecting to the nodes (%d of %d answered): ", got, opt_.nodes);
+    Hello in;
+    MC_TRY(decode_hello(f.payload, f.header.payload_len, &in));
+    int k = 0;
+    while (k < opt_.nodes && !(static_cast<int>(in.first_layer) == ranges_[k].first && static_cast<int>(in.end_layer) == ranges_[k].end)) ++k;
+    if (in.role != NodeRole::kNode || k == opt_.nodes || answered[k])
+      return Status::Error(Code::kCorrupt, "a node answered for layers %u:%u, which no node was given (or twice)",
+                           static_cast<unsigned>(in.first_layer), static_cast<unsigned>(in.end_layer));
+    answered[k] = true;
+    const uint64_t want = llama_slice_hash(*model_, ranges_[k]);
+    if (in.slice_hash != want)
+      return Status::Error(Code::kCorrupt, "node %d's layers %d:%d are other weights than the master's (slice hash %08lx%08lx, expected %08lx%08lx)",
+                           k + 1, ranges_[k].first, ranges_[k].end, static_cast<unsigned long>(in.slice_hash >> 32),
+                           static_cast<unsigned long>(in.slice_hash & 0xffffffffu), static_cast<unsigned long>(want >> 32),
+                           static_cast<unsigned long>(want & 0xffffffffu));
+  }
   MC_TRY(link_->send(FrameType::kReset, kAllStreams, 0, nullptr, 0, opt_.timeout_ms));
-  return await(FrameType::kReady, &f);
+  Frame f;
+  return await(FrameType::kReset, &f);  // back round the ring: every node has cleared its cache
 }
 
 Status Master::exchange(int pos) {

@@ -46,7 +46,8 @@ Status Node::on_hello(const Frame& f) {
   const FrameHeader& h = f.header;
   Hello in;
   if (Status st = decode_hello(f.payload, h.payload_len, &in); !st.ok()) return reply_error(h, st);
-  if (in.role != NodeRole::kMaster) return reply_error(h, Status::Error(Code::kInvalidArgument, "hello from a node, not a master"));
+  if (in.role != NodeRole::kMaster) return pass_on(f, h.pos);  // an upstream node's answer, for the master
+  if (h.pos > 0) return pass_on(f, h.pos - 1);                  // for a node further down the ring
   const LlamaConfig& c = model_->cfg;
   if (static_cast<int>(in.n_layers) != c.n_layers || static_cast<int>(in.dim) != c.dim)
     return reply_error(h, Status::Error(Code::kInvalidArgument, "the master's model has %u layers of width %u, this node's %d of %d",
@@ -90,22 +91,25 @@ Status Node::on_hidden(const Frame& f) {
   return link_->send_hidden(assembler_.encoding(), stream, pos, hidden_, dim, opt_.send_timeout_ms);
 }
 
+Status Node::pass_on(const Frame& f, uint32_t pos) {
+  return link_->send(f.header.type, f.header.stream, pos, f.payload, f.header.payload_len, opt_.send_timeout_ms);
+}
+
 Status Node::on_frame(const Frame& f) {
   const FrameHeader& h = f.header;
   switch (h.type) {
     case FrameType::kHidden:
       return on_hidden(f);
-    case FrameType::kHeartbeat:
-      return link_->send(FrameType::kHeartbeat, h.stream, h.pos, nullptr, 0, opt_.send_timeout_ms);
     case FrameType::kReset:
       if (h.stream == kAllStreams || (have_stream_ && h.stream == stream_)) have_stream_ = false;
-      return link_->send(FrameType::kReady, h.stream, 0, nullptr, 0, opt_.send_timeout_ms);
+      return pass_on(f, h.pos);
     case FrameType::kHello:
       return on_hello(f);
+    case FrameType::kHeartbeat:
     case FrameType::kReady:
     case FrameType::kAck:
-    case FrameType::kError:  // the master's complaint: nothing to answer
-      return Status::Ok();
+    case FrameType::kError:
+      return pass_on(f, h.pos);
   }
   return reply_error(h, Status::Error(Code::kInvalidArgument, "unexpected frame type %u", static_cast<unsigned>(h.type)));
 }

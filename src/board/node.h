@@ -1,8 +1,11 @@
-// The cluster node's firmware (docs/cluster.md's node, on a board): it answers the master over the
-// HAL's SPI link (board/frame_link.h) with the frames of cluster/frame.h, as `mcullm node` does:
-//   hello (role master, the layer range it assigns) -> hello (role node, range, ctx_len, slice hash)
-//   reset -> ready;   heartbeat -> heartbeat
-//   hidden (one vector, one or more frames) -> runs its layers at pos, answers hidden in the same encoding
+// The cluster node's firmware: one board of the ring (board/master.h). It receives frames
+// (cluster/frame.h) from the previous board on its SPI RX and sends downstream on its SPI TX (to the
+// next node, or back to the master for the last one); it does not know its place in the ring:
+//   hello from the master with pos 0 -> takes the layer range it assigns, sends its own hello (role
+//     node, range, ctx_len, slice hash); with pos > 0 -> passes it on with pos - 1
+//   hidden (one vector, one or more frames) -> runs its layers at pos, sends the result on
+//   reset -> clears its cache and passes the reset on (it comes back to the master when all did)
+//   a node's hello, heartbeat, error, ready, ack -> passed on as they are (they are for the master)
 //   anything corrupt or out of place -> an error frame saying what; the node keeps serving.
 // A board keeps one stream (one KV cache): a hidden state of another stream must start at pos 0
 // (it then takes the cache over), else it is refused. The model is the board image's llama model
@@ -41,6 +44,7 @@ class Node {
   Status on_hidden(const cluster::Frame& f);
   Status on_hello(const cluster::Frame& f);
   Status reply_error(const cluster::FrameHeader& about, const Status& why);
+  Status pass_on(const cluster::Frame& f, uint32_t pos);
 
   const LlamaModel* model_ = nullptr;
   FrameLink* link_ = nullptr;

@@ -120,6 +120,9 @@ extern "C" void app_main(void) {
   o.work_tier = work_tier();
   if (kRole == Role::kMaster) {
     o.cluster_master = true;
+#if CONFIG_MCULLM_ROLE_MASTER
+    o.master.nodes = CONFIG_MCULLM_CLUSTER_NODES;
+#endif
     if (Status st = reset_nodes(); !st.ok()) refuse_forever(st);
   }
   if (Status st = g_server.init(g_hal, o); !st.ok()) refuse_forever(st);
