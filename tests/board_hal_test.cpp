@@ -264,38 +264,54 @@ TEST(BoardWorker, SecondCoreGivesWhatInlineGives) {
 
 // ---- the cluster over the virtual SPI wire ----
 
+// A node board: its model from the image, its frame link over `spi`.
+struct NodeBoard {
+  std::unique_ptr<HostBoard> hal;
+  MappedModel model;
+  FrameLink link;
+  Node node;
+  SerialPool pool;
+  Status init(const std::string& image, SpiLink* spi, HostGpioBus* bus) {
+    hal = std::make_unique<HostBoard>(HostBoardConfig{{{"model", image}}}, nullptr, spi, bus);
+    MC_TRY(model.init(*hal, "model"));
+    const LlamaModel* llama = nullptr;
+    MC_TRY(model.llama(&llama));
+    MC_TRY(link.init(hal->spi(), model.arena(Tier::kPsram)));
+    NodeOptions no;
+    no.send_timeout_ms = 500;
+    MC_TRY(node.init(llama, link, model.arena(Tier::kPsram), &pool, kernels_by_name("auto"), no));
+    hal->gpio_write(Gpio::kReady, true);
+    return Status::Ok();
+  }
+};
+
+// Node boards polling on threads until the object goes (a failed assertion included).
+struct NodeThreads {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  void start(NodeBoard* b) {
+    threads.emplace_back([this, b] {
+      while (!stop) (void)b->node.poll(20);  // a failed send (the master gone) is the master's to notice
+    });
+  }
+  ~NodeThreads() {
+    stop = true;
+    for (auto& t : threads) t.join();
+  }
+};
+
+// A master and one node on one SPI wire and one GPIO bus.
 struct ClusterPair {
   std::unique_ptr<HostSpiEnd> master_spi, node_spi;
   HostGpioBus bus;
-  std::unique_ptr<HostBoard> node_hal;
-  MappedModel node_model;
-  FrameLink node_link;
-  Node node;
-  SerialPool node_pool;
-  std::atomic<bool> stop{false};
-  std::thread node_thread;
-
+  NodeBoard board;
+  Node& node = board.node;
+  NodeThreads threads;  // last: stops before the board goes
   Status start_node(const std::string& image) {
     make_host_spi_wire(&master_spi, &node_spi);
-    HostBoardConfig cfg;
-    cfg.partitions["model"] = image;
-    node_hal = std::make_unique<HostBoard>(cfg, nullptr, node_spi.get(), &bus);
-    MC_TRY(node_model.init(*node_hal, "model"));
-    const LlamaModel* llama = nullptr;
-    MC_TRY(node_model.llama(&llama));
-    MC_TRY(node_link.init(node_hal->spi(), node_model.arena(Tier::kPsram)));
-    NodeOptions no;
-    no.send_timeout_ms = 500;
-    MC_TRY(node.init(llama, node_link, node_model.arena(Tier::kPsram), &node_pool, kernels_by_name("auto"), no));
-    node_hal->gpio_write(Gpio::kReady, true);
-    node_thread = std::thread([this] {
-      while (!stop) (void)node.poll(20);  // a failed send (the master gone) is the master's to notice
-    });
+    MC_TRY(board.init(image, node_spi.get(), &bus));
+    threads.start(&board);
     return Status::Ok();
-  }
-  ~ClusterPair() {
-    stop = true;
-    if (node_thread.joinable()) node_thread.join();
   }
 };
 
@@ -381,39 +397,13 @@ TEST(BoardCluster, ARingOfThreeNodesGivesTheTokensOfOneProcess) {
   std::shared_ptr<HostSpiChannel> wire[kNodes + 1];  // wire[k]: board k's TX -> board k + 1's RX (board 0: master)
   for (auto& w : wire) w = std::make_shared<HostSpiChannel>();
   HostSpiEnd master_spi(wire[0], wire[kNodes]);
-  struct NodeBoard {
-    std::unique_ptr<HostSpiEnd> spi;
-    std::unique_ptr<HostBoard> hal;
-    MappedModel model;
-    FrameLink link;
-    Node node;
-    SerialPool pool;
-  };
+  std::unique_ptr<HostSpiEnd> node_spi[kNodes];
   NodeBoard nodes[kNodes];
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  struct Joiner {  // stops the nodes on every way out, a failed assertion included
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& threads;
-    ~Joiner() {
-      stop = true;
-      for (auto& t : threads) t.join();
-    }
-  } joiner{stop, threads};
+  NodeThreads threads;  // after the boards: stops before they go
   for (int k = 0; k < kNodes; ++k) {
-    NodeBoard& b = nodes[k];
-    b.spi = std::make_unique<HostSpiEnd>(wire[k + 1], wire[k]);
-    b.hal = std::make_unique<HostBoard>(HostBoardConfig{{{"model", f.image}}}, nullptr, b.spi.get(), nullptr);
-    ASSERT_OK(b.model.init(*b.hal, "model"));
-    const LlamaModel* llama = nullptr;
-    ASSERT_OK(b.model.llama(&llama));
-    ASSERT_OK(b.link.init(b.hal->spi(), b.model.arena(Tier::kPsram)));
-    NodeOptions no;
-    no.send_timeout_ms = 500;
-    ASSERT_OK(b.node.init(llama, b.link, b.model.arena(Tier::kPsram), &b.pool, kernels_by_name("auto"), no));
-    threads.emplace_back([&b, &stop] {
-      while (!stop) (void)b.node.poll(20);
-    });
+    node_spi[k] = std::make_unique<HostSpiEnd>(wire[k + 1], wire[k]);
+    ASSERT_OK(nodes[k].init(f.image, node_spi[k].get(), nullptr));
+    threads.start(&nodes[k]);
   }
   MasterOptions mo;
   mo.nodes = kNodes;
