@@ -193,7 +193,7 @@ void EspWorker::task(void* self) {
 
 Status EspWorker::init() {
   // Highest priority on core 1: nothing else is scheduled there (its idle task is not watched).
-  if (xTaskCreatePinnedToCore(&EspWorker::task, "mcullm_core1", 4096, this, configMAX_PRIORITIES - 1, nullptr, 1) != pdPASS)
+  if (xTaskCreatePinnedToCore(&EspWorker::task, "mcullm_core1", 8192, this, configMAX_PRIORITIES - 1, nullptr, 1) != pdPASS)
     return Status::Error(Code::kOutOfMemory, "cannot start the worker task on core 1");
   return Status::Ok();
 }
