@@ -156,6 +156,8 @@ TEST(BoardLineServer, AnswersAsServeSerialDoes) {
   input += g_line(0, 800, 40, 3, 0, prompt);            // nothing to generate: P then E 0
   input += g_line(8, 800, 40, 0, 0, prompt);            // seed 0: refused
   input += g_line(8, 800, 40, 5, 0, {1, 600});          // an id outside the vocabulary
+  input += g_line(5, 800, 40, 5, 0, std::vector<int>(600, 1));   // longer than the context (512)
+  input += g_line(5, 800, 40, 5, 0, std::vector<int>(4097, 1));  // longer than the protocol allows
   input += "T 1 2\n";                                    // a board's line, not a command
   input += "G 5 800 40 5 0 3 1 2\n";                     // fewer ids than prompt_len says
   input += "Q\n" + std::string(20000, 'A') + "\n";      // unknown command, a line too long
@@ -168,7 +170,8 @@ TEST(BoardLineServer, AnswersAsServeSerialDoes) {
   // The property has content: stories, errors, and every reply's count equals its T lines.
   const std::vector<std::string> lines = untimed(board);
   EXPECT_EQ(std::count(lines.begin(), lines.end(), "P"), 5);
-  EXPECT_GE(std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l[0] == 'X'; }), 6);
+  EXPECT_GE(std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l[0] == 'X'; }), 8);
+  EXPECT_NE(board.find("X the prompt has 600 tokens, the context holds 512\n"), std::string::npos);
   EXPECT_NE(board.find("X line too long (at most 16384 bytes)\n"), std::string::npos);
   EXPECT_NE(board.find("E 60 "), std::string::npos);  // ignore_eos ran to its length
   EXPECT_EQ(b.hal->bus().activity_edges.load(), 5u);  // the LED lit once per generation, and is off
