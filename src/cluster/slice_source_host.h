@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cluster/frame.h"
+#include "cluster/slice_hello.h"
 #include "core/thread_pool.h"
 #include "host/layer_slice_loader.h"
 #include "host/model_loader.h"
@@ -57,11 +58,6 @@ class SliceSource {
   KvType kv_ = KvType::kF32;
   std::map<std::pair<int, int>, uint64_t> hashes_;  // by (first, end); master slices keyed (-1, -1)
 };
-
-// The hello a master or node sends about range r of a model of config c: its layers, the model's
-// size, ctx_len (<= 0: the model's own) and every capability; the caller adds what only one side says
-// (a node's max_streams and slice hash).
-cluster::Hello slice_hello(cluster::NodeRole role, const LlamaConfig& c, const SliceRange& r, int ctx_len);
 
 // "A:B" -> layers [A, B); an error naming `what` otherwise.
 Status parse_layer_range(const std::string& text, const char* what, SliceRange* out);

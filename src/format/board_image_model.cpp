@@ -46,9 +46,14 @@ Status vector(const BoardImage& img, BoardRole role, int layer, int n, const flo
   return Status::Ok();
 }
 
+// The arena's bytes are not zeroed (a board's RAM holds whatever was there): every layer starts from
+// its defaults, so fields an architecture does not set (a q4e scale pointer of an f32 matrix) are
+// null, not garbage.
 template <typename Layer>
 Status layer_table(Arena& tables, int n, Layer** out) {
-  return tables.alloc_array(static_cast<size_t>(n), TensorClass::kOther, out);
+  MC_TRY(tables.alloc_array(static_cast<size_t>(n), TensorClass::kOther, out));
+  for (int i = 0; i < n; ++i) (*out)[i] = Layer();
+  return Status::Ok();
 }
 
 // The seven matrices of layer l (as gguf_layer_matrices, format/gguf_model.h): wq wk wv wo w1 w2 w3.

@@ -5,6 +5,7 @@
 #include <climits>
 #include <thread>
 
+#include "board/line_codec.h"
 #include "kernels/kernels.h"
 #include "model/generate.h"
 
@@ -137,12 +138,7 @@ Status Engine::encode_prompt(const std::string& text, std::vector<int>* ids) con
 }
 
 Status Engine::check_prompt(const std::vector<int>& ids) const {
-  if (ids.empty()) return Status::Error(Code::kInvalidArgument, "the prompt has no tokens");
-  for (const int id : ids)
-    if (id < 0 || id >= vocab_) return Status::Error(Code::kInvalidArgument, "token id %d is not in the vocabulary (0..%d)", id, vocab_ - 1);
-  if (static_cast<int>(ids.size()) > ctx_len_)
-    return Status::Error(Code::kOutOfRange, "the prompt has %zu tokens, the context holds %d", ids.size(), ctx_len_);
-  return Status::Ok();
+  return lineproto::check_prompt(ids.data(), ids.size(), vocab_, ctx_len_);  // the board's checks and messages
 }
 
 std::unique_ptr<Admission> Engine::admit() {
@@ -238,10 +234,8 @@ struct StepState {
   bool cancelled = false, word_stop = false, prompt_done = false, token_stop = false;
 };
 
-// New tokens a request may get: its n_predict, capped by the context (the prompt's last step samples one).
 int predict_budget(const CompletionParams& p, int ctx_len) {
-  const int max_new = ctx_len - static_cast<int>(p.prompt.size()) + 1;
-  return p.n_predict < 0 ? max_new : std::min(p.n_predict, max_new);
+  return lineproto::predict_budget(p.n_predict, static_cast<int>(p.prompt.size()), ctx_len);
 }
 
 // The per-request state the step hooks read, for a local slot or a board behind the bridge.

@@ -9,16 +9,13 @@
 #include <string_view>
 #include <vector>
 
+#include "board/line_codec.h"
 #include "mcullm/status.h"
 
 namespace mcullm::lineproto {
 
-constexpr size_t kMaxLineBytes = 16384;       // without the terminating '\n'
-constexpr uint32_t kMaxPromptTokens = 4096;
-constexpr uint32_t kMaxNPredict = 1000000;
-constexpr uint32_t kMaxTempX1000 = 100000;    // temperature 100
-constexpr uint32_t kFlagIgnoreEos = 1u << 0;  // do not stop at the end tokens (BOS / EOS)
-constexpr uint32_t kKnownFlags = kFlagIgnoreEos;
+// The limits and the codec's core are in board/line_codec.h (shared with the firmware); these are
+// the PC's std::string / std::vector wrappers around it.
 
 // PC -> board: G n_predict temp_x1000 top_k seed flags prompt_len id_1 ... id_prompt_len
 struct GenerateCommand {
@@ -29,8 +26,6 @@ struct GenerateCommand {
   uint32_t flags = 0;
   std::vector<int32_t> prompt;
 };
-
-enum class Kind { kGenerate, kPromptDone, kToken, kEnd, kError };
 
 // One parsed line of either direction.
 struct Message {
@@ -56,7 +51,7 @@ std::string format_end(uint32_t n_tokens, double ms_per_token);
 // Control characters become spaces and the text is cut to 200 bytes, so that it stays one line.
 std::string format_error(std::string_view message);
 
-// Splits a byte stream into lines. A line longer than kMaxLineBytes is reported once as too long
+// Splits a byte stream into lines (LineSplitter). A line longer than kMaxLineBytes is reported once as too long
 // (its bytes up to the next '\n' are dropped), so a hostile peer cannot grow memory without bound.
 class LineReader {
  public:
@@ -66,11 +61,10 @@ class LineReader {
   };
   // Appends bytes and moves every completed line to *lines.
   void push(std::string_view bytes, std::vector<Line>* lines);
-  size_t pending() const { return buf_.size(); }
+  size_t pending() const { return splitter_.pending(); }
 
  private:
-  std::string buf_;
-  bool discarding_ = false;
+  LineSplitter splitter_;
 };
 
 }  // namespace mcullm::lineproto

@@ -78,9 +78,10 @@ Status open_serial(const std::string& path, int baud, int* fd) {
 namespace {
 
 // Runs one G command; false when the output is gone.
-bool run_generate(Engine& engine, const lineproto::GenerateCommand& g, int out_fd, const std::atomic<bool>& stop) {
+bool run_generate(Engine& engine, const lineproto::GenerateHead& g, const int* ids, uint32_t n_ids, int out_fd,
+                  const std::atomic<bool>& stop) {
   CompletionParams p;
-  p.prompt.assign(g.prompt.begin(), g.prompt.end());
+  p.prompt.assign(ids, ids + n_ids);
   if (Status st = engine.check_prompt(p.prompt); !st.ok()) return write_all(out_fd, lineproto::format_error(st.message()));
   p.n_predict = static_cast<int>(g.n_predict);
   p.sampler.temperature = static_cast<float>(g.temp_x1000) / 1000.0f;
@@ -119,6 +120,7 @@ bool run_generate(Engine& engine, const lineproto::GenerateCommand& g, int out_f
 Status serve_lines(Engine& engine, int in_fd, int out_fd, const std::atomic<bool>& stop) {
   lineproto::LineReader reader;
   std::vector<lineproto::LineReader::Line> lines;
+  std::vector<int> ids(lineproto::kMaxPromptTokens);
   char buf[4096];
   while (!stop.load()) {
     pollfd p{in_fd, POLLIN, 0};
@@ -139,20 +141,16 @@ Status serve_lines(Engine& engine, int in_fd, int out_fd, const std::atomic<bool
     for (const auto& line : lines) {
       if (stop.load()) break;
       bool ok = true;
-      if (line.too_long) {
-        ok = write_all(out_fd, lineproto::format_error("line too long (at most 16384 bytes)"));
-      } else {
-        std::string_view text = line.text;
-        if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-        if (text.find_first_not_of(' ') == std::string_view::npos) continue;  // blank lines are ignored
-        lineproto::Message m;
-        if (Status st = lineproto::parse_line(text, &m); !st.ok()) {
-          ok = write_all(out_fd, lineproto::format_error(st.message()));
-        } else if (m.kind != lineproto::Kind::kGenerate) {
-          ok = write_all(out_fd, lineproto::format_error("the board takes G lines only"));
-        } else {
-          ok = run_generate(engine, m.generate, out_fd, stop);
-        }
+      // The answer to a line is board/line_codec.h's, as on a board.
+      lineproto::GenerateHead head;
+      uint32_t n_ids = 0;
+      char reply[lineproto::kMaxFormattedLine];
+      size_t reply_len = 0;
+      switch (lineproto::answer_line(line.text.data(), line.text.size(), line.too_long, &head, ids.data(), lineproto::kMaxPromptTokens,
+                                     &n_ids, reply, &reply_len)) {
+        case lineproto::LineAction::kIgnore: break;
+        case lineproto::LineAction::kReply: ok = write_all(out_fd, std::string(reply, reply_len)); break;
+        case lineproto::LineAction::kGenerate: ok = run_generate(engine, head, ids.data(), n_ids, out_fd, stop); break;
       }
       if (!ok) return Status::Ok();  // the other end is gone
     }

@@ -1,0 +1,66 @@
+// The single board's firmware: the board image mapped from the model partition, its SRAM / PSRAM
+// sections placed in the tiers' arenas (the placement the image carries: `mcullm convert --image`'s
+// budgets, the planner's rule), and the line protocol (docs/protocol.md) answered on the serial
+// stream, byte for byte as `mcullm serve --serial` answers (board/line_codec.h is shared; only the
+// times differ: the board's come from its cycle counter). Written against the HAL only (board/hal.h).
+#pragma once
+#include "board/frame_link.h"
+#include "board/hal.h"
+#include "board/line_codec.h"
+#include "board/mapped_model.h"
+#include "board/master.h"
+#include "core/thread_pool.h"
+#include "kernels/kernels.h"
+#include "model/sampler.h"
+
+namespace mcullm::board {
+
+struct LineServerOptions {
+  const char* partition = "model";   // the partition holding the board image
+  int ctx_len = 0;                   // 0: the model's
+  Tier work_tier = Tier::kSram;      // KV cache, activations, sampler scratch: kSram or kPsram
+  const KernelSet* kernels = nullptr;
+  ThreadPool* pool = nullptr;        // e.g. a DualCorePool over the HAL's worker (board/dual_core_pool.h)
+  // The cluster master role: the layers run on a node board over the HAL's SPI link (board/master.h);
+  // init() connects to it. Otherwise the board runs the whole model.
+  bool cluster_master = false;
+  MasterOptions master;
+};
+
+class LineServer {
+ public:
+  // Maps and validates the image, places its sections, builds the model, its decoder (KV cache of
+  // ctx_len positions) and the buffers of one request. Errors name the step and the tier that did
+  // not fit.
+  Status init(Hal& hal, const LineServerOptions& opt);
+  // Answers lines until the serial stream closes (Ok) or stop_after_ms of silence (< 0: never).
+  Status serve(int stop_after_ms = -1);
+  // Feeds bytes as if read from the serial stream (serve() calls it); false when the output is gone.
+  bool feed(const uint8_t* bytes, size_t n);
+
+  MappedModel& mapped() { return mapped_; }
+  const Master* master() const { return opt_.cluster_master ? &master_ : nullptr; }
+  int ctx_len() const { return ctx_len_; }
+  uint32_t requests() const { return requests_; }
+
+ private:
+  bool write(const char* s, size_t n);
+  // Runs one G command and writes P, T..., E (or one X); false when the output is gone.
+  bool generate(const lineproto::GenerateHead& g, uint32_t n_ids);
+  bool error_line(const Status& st);
+
+  Hal* hal_ = nullptr;
+  LineServerOptions opt_;
+  MappedModel mapped_;
+  BoardDecoder local_;
+  FrameLink link_;
+  Master master_;
+  Decoder* decoder_ = nullptr;  // local_'s or master_
+  int ctx_len_ = 0;
+  int* ids_ = nullptr;      // kMaxPromptTokens
+  int* history_ = nullptr;  // ctx_len + 2
+  lineproto::LineSplitter splitter_;
+  uint32_t requests_ = 0;
+};
+
+}  // namespace mcullm::board

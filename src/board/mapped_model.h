@@ -1,0 +1,27 @@
+// A board's model: the board image mapped from its partition (read in place), the SRAM and PSRAM
+// sections copied into the tiers' arenas (the placement the image carries), the model built over
+// it. The single board, the cluster master and the node all start here.
+#pragma once
+#include "board/hal.h"
+#include "format/board_image.h"
+#include "format/board_image_model.h"
+
+namespace mcullm::board {
+
+class MappedModel {
+ public:
+  // Errors name the partition, the step and the tier that did not fit.
+  Status init(Hal& hal, const char* partition);
+  const BoardImage& image() const { return image_; }
+  const BoardModel& model() const { return model_; }
+  Arena& arena(Tier t) { return arenas_[static_cast<int>(t)]; }
+  // The llama model, for the cluster roles (other architectures are refused with a message).
+  Status llama(const LlamaModel** out) const;
+
+ private:
+  Arena arenas_[kTierCount];
+  BoardImage image_;
+  BoardModel model_;
+};
+
+}  // namespace mcullm::board

@@ -1,0 +1,111 @@
+#include "board/master.h"
+
+#include "cluster/slice_hello.h"
+
+namespace mcullm::board {
+
+using namespace cluster;
+
+Status Master::init(const LlamaModel* model, FrameLink& link, Arena& work, ThreadPool* pool, const KernelSet* kernels,
+                    const MasterOptions& opt) {
+  model_ = model;
+  link_ = &link;
+  opt_ = opt;
+  if (opt.ctx_len < 0 || opt.ctx_len > model->cfg.seq_len)
+    return Status::Error(Code::kInvalidArgument, "context %d is not in 1..%d (the model's)", opt.ctx_len, model->cfg.seq_len);
+  ctx_len_ = opt.ctx_len > 0 ? opt.ctx_len : model->cfg.seq_len;
+  MC_TRY(local_.init(model, SliceRange{0, 0, true}, ctx_len_, work, pool, kernels));
+  MC_TRY(work.alloc_array(static_cast<size_t>(model->cfg.dim), TensorClass::kActivations, &hidden_));
+  const int n = model->cfg.n_layers;
+  if (opt.nodes < 1 || opt.nodes > kMaxNodes || opt.nodes > n)
+    return Status::Error(Code::kInvalidArgument, "%d nodes for %d layers (1..%d nodes, at most one per layer)", opt.nodes, n,
+                         kMaxNodes);
+  for (int k = 0, first = 0; k < opt.nodes; ++k) {  // as even as possible, earlier nodes take the remainder
+    const int count = n / opt.nodes + (k < n % opt.nodes ? 1 : 0);
+    ranges_[k] = SliceRange{first, first + count, false};
+    first += count;
+  }
+  return Status::Ok();
+}
+
+Status Master::await(FrameType type, Frame* out) {
+  int waited = 0;
+  const int step = 50;
+  while (waited < opt_.timeout_ms) {
+    bool got = false;
+    MC_TRY(link_->receive(out, &got, step));
+    if (!got) {
+      waited += step;
+      continue;
+    }
+    if (out->header.type == FrameType::kError) {
+      Status remote;
+      if (Status st = decode_error(out->payload, out->header.payload_len, &remote); !st.ok()) return st;
+      return Status::Error(Code::kCorrupt, "the node reports: %s", remote.message());
+    }
+    if (out->header.type == type) return Status::Ok();
+    // a heartbeat or a late answer to an earlier exchange: not what we wait for
+  }
+  return Status::Error(Code::kOutOfRange, "the node did not answer within %d ms (waiting for %s)", opt_.timeout_ms,
+                       frame_type_name(type));
+}
+
+Status Master::connect() {
+  uint8_t buf[kHelloBytes];
+  size_t len = 0;
+  for (int k = 0; k < opt_.nodes; ++k) {  // node k + 1 takes the hello that has k hops left
+    MC_TRY(encode_hello(slice_hello(NodeRole::kMaster, model_->cfg, ranges_[k], ctx_len_), buf, sizeof buf, &len));
+    MC_TRY(link_->send(FrameType::kHello, 0, static_cast<uint32_t>(k), buf, len, opt_.timeout_ms));
+  }
+  bool answered[kMaxNodes] = {};
+  for (int got = 0; got < opt_.nodes; ++got) {
+    Frame f;
+    if (Status st = await(FrameType::kHello, &f); !st.ok()) return st.prefix("connecting to the nodes (%d of %d answered): ", got, opt_.nodes);
+    Hello in;
+    MC_TRY(decode_hello(f.payload, f.header.payload_len, &in));
+    int k = 0;
+    while (k < opt_.nodes && !(static_cast<int>(in.first_layer) == ranges_[k].first && static_cast<int>(in.end_layer) == ranges_[k].end)) ++k;
+    if (in.role != NodeRole::kNode || k == opt_.nodes || answered[k])
+      return Status::Error(Code::kCorrupt, "a node answered for layers %u:%u, which no node was given (or twice)",
+                           static_cast<unsigned>(in.first_layer), static_cast<unsigned>(in.end_layer));
+    answered[k] = true;
+    const uint64_t want = llama_slice_hash(*model_, ranges_[k]);
+    if (in.slice_hash != want)
+      return Status::Error(Code::kCorrupt, "node %d's layers %d:%d are other weights than the master's (slice hash %08lx%08lx, expected %08lx%08lx)",
+                           k + 1, ranges_[k].first, ranges_[k].end, static_cast<unsigned long>(in.slice_hash >> 32),
+                           static_cast<unsigned long>(in.slice_hash & 0xffffffffu), static_cast<unsigned long>(want >> 32),
+                           static_cast<unsigned long>(want & 0xffffffffu));
+  }
+  MC_TRY(link_->send(FrameType::kReset, kAllStreams, 0, nullptr, 0, opt_.timeout_ms));
+  Frame f;
+  return await(FrameType::kReset, &f);  // back round the ring: every node has cleared its cache
+}
+
+Status Master::exchange(int pos) {
+  const uint32_t dim = static_cast<uint32_t>(model_->cfg.dim);
+  MC_TRY(link_->send_hidden(opt_.encoding, stream_, static_cast<uint32_t>(pos), hidden_, dim, opt_.timeout_ms));
+  HiddenAssembler as;
+  as.start(hidden_, dim);
+  while (!as.complete()) {
+    Frame f;
+    MC_TRY(await(FrameType::kHidden, &f));
+    if (f.header.stream != stream_ || f.header.pos != static_cast<uint32_t>(pos)) continue;  // stale
+    if (Status st = as.add(f); !st.ok()) return Status::Error(Code::kCorrupt, "the node's hidden state: %s", st.message());
+  }
+  return Status::Ok();
+}
+
+Status Master::forward(int token, int pos, const float** logits) {
+  if (pos < 0 || pos >= ctx_len_) return Status::Error(Code::kOutOfRange, "position %d is outside the context of %d", pos, ctx_len_);
+  Status last;
+  for (int attempt = 0; attempt <= opt_.retries; ++attempt) {
+    MC_TRY(local_.embed(token, hidden_));  // again on a retry: the last attempt may have half-overwritten it
+    last = exchange(pos);
+    if (last.ok()) return local_.head(hidden_, logits);
+    if (last.code() != Code::kCorrupt) break;
+    ++resends_;
+  }
+  return last.prefix("token at pos %d: ", pos);
+}
+
+}  // namespace mcullm::board

@@ -1,0 +1,130 @@
+#include "board/node.h"
+
+#include "cluster/slice_hello.h"
+
+namespace mcullm::board {
+
+using namespace cluster;
+
+Status Node::init(const LlamaModel* model, FrameLink& link, Arena& work, ThreadPool* pool, const KernelSet* kernels,
+                  const NodeOptions& opt) {
+  model_ = model;
+  link_ = &link;
+  work_ = &work;
+  pool_ = pool;
+  kernels_ = kernels;
+  opt_ = opt;
+  MC_TRY(work.alloc_array(static_cast<size_t>(model->cfg.dim), TensorClass::kActivations, &hidden_));
+  base_ = work.mark();
+  return assign(SliceRange{0, model->cfg.n_layers, false}, opt.ctx_len);
+}
+
+Status Node::assign(const SliceRange& r, int ctx_len) {
+  MC_TRY(check_slice_range(model_->cfg, r));
+  if (r.master) return Status::Error(Code::kInvalidArgument, "a node does not hold the embedding and head");
+  if (opt_.max_layers > 0 && r.end - r.first > opt_.max_layers)
+    return Status::Error(Code::kOutOfRange, "layers %d:%d are %d layers, this node holds at most %d", r.first, r.end, r.end - r.first,
+                         opt_.max_layers);
+  if (ctx_len < 0 || ctx_len > model_->cfg.seq_len)
+    return Status::Error(Code::kOutOfRange, "context %d is longer than the model's %d", ctx_len, model_->cfg.seq_len);
+  work_->rollback(base_);
+  MC_TRY(slice_.init(model_, r, ctx_len, *work_, pool_, kernels_));
+  range_ = r;
+  ctx_len_ = ctx_len;
+  hash_ = llama_slice_hash(*model_, r);
+  have_stream_ = false;
+  assembling_ = false;
+  return Status::Ok();
+}
+
+Status Node::reply_error(const FrameHeader& about, const Status& why) {
+  ++errors_sent_;
+  return link_->send_error(why, about.stream, about.pos, opt_.send_timeout_ms);
+}
+
+Status Node::on_hello(const Frame& f) {
+  const FrameHeader& h = f.header;
+  Hello in;
+  if (Status st = decode_hello(f.payload, h.payload_len, &in); !st.ok()) return reply_error(h, st);
+  if (in.role != NodeRole::kMaster) return pass_on(f, h.pos);  // an upstream node's answer, for the master
+  if (h.pos > 0) return pass_on(f, h.pos - 1);                  // for a node further down the ring
+  const LlamaConfig& c = model_->cfg;
+  if (static_cast<int>(in.n_layers) != c.n_layers || static_cast<int>(in.dim) != c.dim)
+    return reply_error(h, Status::Error(Code::kInvalidArgument, "the master's model has %u layers of width %u, this node's %d of %d",
+                                        static_cast<unsigned>(in.n_layers), static_cast<unsigned>(in.dim), c.n_layers, c.dim));
+  const SliceRange want{static_cast<int>(in.first_layer), static_cast<int>(in.end_layer), false};
+  const int ctx = in.ctx_len > 0 ? static_cast<int>(in.ctx_len) : ctx_len_;
+  if (want.first != range_.first || want.end != range_.end || ctx != ctx_len_)
+    if (Status st = assign(want, ctx); !st.ok()) return reply_error(h, st);
+  Hello out = slice_hello(NodeRole::kNode, c, range_, ctx_len_);
+  out.max_streams = 1;
+  out.slice_hash = hash_;
+  uint8_t buf[kHelloBytes];
+  size_t len = 0;
+  MC_TRY(encode_hello(out, buf, sizeof buf, &len));
+  return link_->send(FrameType::kHello, 0, 0, buf, len, opt_.send_timeout_ms);
+}
+
+Status Node::on_hidden(const Frame& f) {
+  const uint32_t dim = static_cast<uint32_t>(model_->cfg.dim);
+  if (!assembling_) {
+    assembler_.start(hidden_, dim);
+    assembling_ = true;
+  }
+  if (Status st = assembler_.add(f); !st.ok()) {
+    assembling_ = false;
+    return reply_error(f.header, st);
+  }
+  if (!assembler_.complete()) return Status::Ok();
+  assembling_ = false;
+  const uint32_t stream = assembler_.stream(), pos = assembler_.pos();
+  if (!have_stream_ || stream != stream_) {
+    if (pos != 0)
+      return reply_error(f.header, Status::Error(Code::kOutOfRange,
+                                                 "stream %u at pos %u: this board keeps one stream, a new one starts at pos 0",
+                                                 static_cast<unsigned>(stream), static_cast<unsigned>(pos)));
+    have_stream_ = true;
+    stream_ = stream;
+  }
+  if (Status st = slice_.run_layers(hidden_, static_cast<int>(pos)); !st.ok()) return reply_error(f.header, st);
+  ++served_;  // before the answer goes out: once the master has it, the count is final
+  return link_->send_hidden(assembler_.encoding(), stream, pos, hidden_, dim, opt_.send_timeout_ms);
+}
+
+Status Node::pass_on(const Frame& f, uint32_t pos) {
+  return link_->send(f.header.type, f.header.stream, pos, f.payload, f.header.payload_len, opt_.send_timeout_ms);
+}
+
+Status Node::on_frame(const Frame& f) {
+  const FrameHeader& h = f.header;
+  switch (h.type) {
+    case FrameType::kHidden:
+      return on_hidden(f);
+    case FrameType::kReset:
+      if (h.stream == kAllStreams || (have_stream_ && h.stream == stream_)) have_stream_ = false;
+      return pass_on(f, h.pos);
+    case FrameType::kHello:
+      return on_hello(f);
+    case FrameType::kHeartbeat:
+    case FrameType::kReady:
+    case FrameType::kAck:
+    case FrameType::kError:
+      return pass_on(f, h.pos);
+  }
+  return reply_error(h, Status::Error(Code::kInvalidArgument, "unexpected frame type %u", static_cast<unsigned>(h.type)));
+}
+
+Status Node::poll(int timeout_ms) {
+  Frame f;
+  bool got = false;
+  const Status st = link_->receive(&f, &got, timeout_ms);
+  if (!st.ok()) {
+    if (st.code() != Code::kCorrupt) return st;
+    assembling_ = false;  // tell the master; it decides what a lost frame means
+    return reply_error(FrameHeader{}, Status::Error(Code::kCorrupt, "node received a corrupt frame: %s", st.message()));
+  }
+  if (!got) return Status::Ok();
+  return on_frame(f);
+}
+
+}  // namespace mcullm::board

@@ -1,0 +1,69 @@
+// The cluster node's firmware: one board of the ring (board/master.h). It receives frames
+// (cluster/frame.h) from the previous board on its SPI RX and sends downstream on its SPI TX (to the
+// next node, or back to the master for the last one); it does not know its place in the ring:
+//   hello from the master with pos 0 -> takes the layer range it assigns, sends its own hello (role
+//     node, range, ctx_len, slice hash); with pos > 0 -> passes it on with pos - 1
+//   hidden (one vector, one or more frames) -> runs its layers at pos, sends the result on
+//   reset -> clears its cache and passes the reset on (it comes back to the master when all did)
+//   a node's hello, heartbeat, error, ready, ack -> passed on as they are (they are for the master)
+//   anything corrupt or out of place -> an error frame saying what; the node keeps serving.
+// A board keeps one stream (one KV cache): a hidden state of another stream must start at pos 0
+// (it then takes the cache over), else it is refused. The model is the board image's llama model
+// (the whole model is mapped; only the assigned range's weights are read).
+#pragma once
+#include "board/frame_link.h"
+#include "cluster/frame.h"
+#include "core/thread_pool.h"
+#include "kernels/kernels.h"
+#include "model/llama_slice.h"
+
+namespace mcullm::board {
+
+struct NodeOptions {
+  int ctx_len = 0;          // 0: the model's
+  int max_layers = 0;       // refuse assignments of more layers (0: no limit)
+  int send_timeout_ms = 2000;
+};
+
+class Node {
+ public:
+  // work: the KV cache of the assigned range and the hidden buffer (marked here, rolled back on
+  // every new assignment). The starting range is every layer.
+  Status init(const LlamaModel* model, FrameLink& link, Arena& work, ThreadPool* pool, const KernelSet* kernels,
+              const NodeOptions& opt);
+  // Waits at most timeout_ms for one transfer and answers it. Errors only for a link that failed
+  // (a send that timed out): the caller decides whether to go on.
+  Status poll(int timeout_ms);
+  const SliceRange& range() const { return range_; }
+  uint32_t hidden_served() const { return served_; }  // hidden states computed and answered
+  uint32_t errors_sent() const { return errors_sent_; }
+
+ private:
+  Status assign(const SliceRange& r, int ctx_len);
+  Status on_frame(const cluster::Frame& f);
+  Status on_hidden(const cluster::Frame& f);
+  Status on_hello(const cluster::Frame& f);
+  Status reply_error(const cluster::FrameHeader& about, const Status& why);
+  Status pass_on(const cluster::Frame& f, uint32_t pos);
+
+  const LlamaModel* model_ = nullptr;
+  FrameLink* link_ = nullptr;
+  Arena* work_ = nullptr;
+  Arena::Mark base_{};
+  ThreadPool* pool_ = nullptr;
+  const KernelSet* kernels_ = nullptr;
+  NodeOptions opt_;
+  SliceRange range_;
+  int ctx_len_ = 0;
+  uint64_t hash_ = 0;
+  LlamaSlice slice_;
+  float* hidden_ = nullptr;
+  cluster::HiddenAssembler assembler_;
+  bool assembling_ = false;
+  bool have_stream_ = false;
+  uint32_t stream_ = 0;
+  uint32_t served_ = 0;
+  uint32_t errors_sent_ = 0;
+};
+
+}  // namespace mcullm::board

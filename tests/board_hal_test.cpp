@@ -1,0 +1,566 @@
+// The firmware's logic (src/board) driven through the host HAL (board/hal_host.h): the line server
+// answers as `mcullm serve --serial` does (same bytes but the times), hostile serial input and
+// corrupt SPI transfers get clear errors and lose nothing, a master / node pair over the virtual SPI
+// wire gives the tokens one process gives, and the second-core worker gives what inline runs give.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "board/dual_core_pool.h"
+#include "board/hal_host.h"
+#include "board/line_server.h"
+#include "board/mapped_model.h"
+#include "board/master.h"
+#include "board/node.h"
+#include "core/fingerprint.h"
+#include "host/board_image_export.h"
+#include "host/model_loader.h"
+#include "model/generate.h"
+#include "serve/engine.h"
+#include "serve/serial_server.h"
+#include "test_support.h"
+
+namespace mcullm::board {
+namespace {
+
+using test::shared_path;
+
+#define ASSERT_OK(expr)                          \
+  do {                                           \
+    const ::mcullm::Status st_ = (expr);         \
+    ASSERT_TRUE(st_.ok()) << st_.message();      \
+  } while (0)
+
+struct Files {
+  std::string model, tokenizer, image;
+};
+
+// stories260K and its board image (stop tokens: the tokenizer's BOS / EOS, as `mcullm convert --image`).
+Files stories_image(uint64_t sram_budget = 64 * 1024) {
+  Files f;
+  f.model = shared_path("models/stories260K/stories260K.bin");
+  f.tokenizer = shared_path("models/stories260K/tok512.bin");
+  f.image = test::temp_dir() + "/stories260K.img";
+  std::unique_ptr<LoadedModel> lm;
+  EXPECT_TRUE(load_model(f.model, &lm).ok());
+  BoardImageOptions opt;
+  opt.sram_budget = sram_budget;
+  opt.psram_budget = 2 * 1024 * 1024;
+  opt.bos_id = 1;  // tok512: BOS 1, EOS 2
+  opt.eos_id = 2;
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  const Status st = export_board_image(*lm, opt, &bytes, &rep);
+  EXPECT_TRUE(st.ok()) << st.message();
+  std::ofstream(f.image, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+  return f;
+}
+
+// Lines with the times masked: "P", "T id", "E n"; X lines as they are.
+std::vector<std::string> untimed(const std::string& out) {
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  std::string l;
+  while (std::getline(in, l)) {
+    if (l.rfind("P ", 0) == 0) l = "P";
+    else if (l.rfind("T ", 0) == 0 || l.rfind("E ", 0) == 0) l = l.substr(0, l.rfind(' '));
+    lines.push_back(l);
+  }
+  return lines;
+}
+
+// What `mcullm serve --serial` (serve_lines over the Engine) answers to `input`.
+std::string serve_serial(const Files& f, const std::string& input) {
+  serve::EngineOptions eo;
+  eo.model = f.model;
+  eo.tokenizer = f.tokenizer;
+  std::unique_ptr<serve::Engine> engine;
+  const Status st = serve::Engine::create(eo, &engine);
+  EXPECT_TRUE(st.ok()) << st.message();
+  const std::string dir = test::temp_dir();
+  std::ofstream(dir + "/in", std::ios::binary) << input;
+  const int in_fd = ::open((dir + "/in").c_str(), O_RDONLY);
+  const int out_fd = ::open((dir + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::atomic<bool> stop{false};
+  EXPECT_TRUE(serve::serve_lines(*engine, in_fd, out_fd, stop).ok());
+  ::close(in_fd);
+  ::close(out_fd);
+  const std::vector<uint8_t> out = test::read_file(dir + "/out");
+  return std::string(out.begin(), out.end());
+}
+
+// A board running the line server over an in-memory serial line.
+struct SerialBoard {
+  std::unique_ptr<HostPipeEnd> pc, port;
+  std::unique_ptr<HostBoard> hal;
+  SerialPool serial_pool;
+  std::unique_ptr<DualCorePool> dual;
+  LineServer server;
+  Status init(const std::string& image, size_t sram = 320 * 1024, bool two_cores = false) {
+    make_host_pipe(&pc, &port);
+    HostBoardConfig cfg;
+    cfg.partitions["model"] = image;
+    cfg.sram_bytes = sram;
+    hal = std::make_unique<HostBoard>(cfg, port.get(), nullptr, nullptr);
+    dual = std::make_unique<DualCorePool>(hal->worker());
+    LineServerOptions o;
+    o.kernels = kernels_by_name("auto");
+    o.pool = two_cores ? static_cast<ThreadPool*>(dual.get()) : &serial_pool;
+    o.work_tier = Tier::kPsram;  // as the firmware's default (a 512-token f32 KV cache is 320 KB)
+    return server.init(*hal, o);
+  }
+  // Sends input, closes the PC's side and runs the server to the end of it.
+  std::string run(const std::string& input) {
+    pc->write(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+    pc->close_writer();
+    EXPECT_TRUE(server.serve().ok());
+    return pc->read_all_available();
+  }
+};
+
+std::string g_line(int n, int temp, int top_k, uint32_t seed, int flags, const std::vector<int>& ids) {
+  std::ostringstream s;
+  s << "G " << n << ' ' << temp << ' ' << top_k << ' ' << seed << ' ' << flags << ' ' << ids.size();
+  for (int id : ids) s << ' ' << id;
+  s << '\n';
+  return s.str();
+}
+
+std::vector<int> story_prompt(const Files& f) {
+  std::unique_ptr<LoadedModel> lm;
+  EXPECT_TRUE(load_model(f.model, &lm).ok());
+  Llama2cTokenizer tok;
+  std::string source;
+  EXPECT_TRUE(load_tokenizer(*lm, f.tokenizer, &tok, &source).ok());
+  std::vector<int> ids;
+  EXPECT_TRUE(tok.encode("Once upon a time, there was a little", true, false, &ids).ok());
+  return ids;
+}
+
+TEST(BoardLineServer, AnswersAsServeSerialDoes) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  const std::vector<int> prompt = story_prompt(f);
+  std::string input;
+  input += g_line(40, 800, 40, 12345, 0, prompt);       // a seeded story
+  input += g_line(40, 0, 0, 1, 0, prompt);              // greedy
+  input += "\r\n   \n";                                  // blank lines are ignored
+  input += g_line(60, 1000, 0, 7, 1, {1});              // ignore_eos, BOS alone, every token
+  input += g_line(0, 800, 40, 3, 0, prompt);            // nothing to generate: P then E 0
+  input += g_line(8, 800, 40, 0, 0, prompt);            // seed 0: refused
+  input += g_line(8, 800, 40, 5, 0, {1, 600});          // an id outside the vocabulary
+  input += g_line(5, 800, 40, 5, 0, std::vector<int>(600, 1));   // longer than the context (512)
+  input += g_line(5, 800, 40, 5, 0, std::vector<int>(4097, 1));  // longer than the protocol allows
+  input += "T 1 2\n";                                    // a board's line, not a command
+  input += "G 5 800 40 5 0 3 1 2\n";                     // fewer ids than prompt_len says
+  input += "Q\n" + std::string(20000, 'A') + "\n";      // unknown command, a line too long
+  input += g_line(20, 800, 40, 99, 0, prompt);           // still in step after all that
+  const std::string pc = serve_serial(f, input);
+  SerialBoard b;
+  ASSERT_OK(b.init(f.image));
+  const std::string board = b.run(input);
+  EXPECT_EQ(untimed(board), untimed(pc)) << "board:\n" << board << "\npc:\n" << pc;
+  // The property has content: stories, errors, and every reply's count equals its T lines.
+  const std::vector<std::string> lines = untimed(board);
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), "P"), 5);
+  EXPECT_GE(std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l[0] == 'X'; }), 8);
+  EXPECT_NE(board.find("X the prompt has 600 tokens, the context holds 512\n"), std::string::npos);
+  EXPECT_NE(board.find("X line too long (at most 16384 bytes)\n"), std::string::npos);
+  EXPECT_NE(board.find("E 60 "), std::string::npos);  // ignore_eos ran to its length
+  EXPECT_EQ(b.hal->bus().activity_edges.load(), 5u);  // the LED lit once per generation, and is off
+  EXPECT_FALSE(b.hal->gpio_read(Gpio::kActivity));
+}
+
+TEST(BoardLineServer, HostileBytesGetAnswersAndLoseNothing) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  const std::string good = g_line(12, 800, 40, 4242, 0, {1, 403, 407});
+  SerialBoard clean;
+  ASSERT_OK(clean.init(f.image));
+  const std::vector<std::string> want = untimed(clean.run(good));
+  ASSERT_EQ(want.back().substr(0, 4), "E 12");
+
+  std::mt19937 rng(7);
+  std::string noise;
+  for (int i = 0; i < 300; ++i) {
+    std::string line = g_line(3, 800, 40, 1 + rng() % 100, 0, {1, static_cast<int>(rng() % 700)});
+    line.pop_back();
+    for (int k = 0, flips = static_cast<int>(rng() % 4); k < flips; ++k) line[rng() % line.size()] = static_cast<char>(rng());
+    noise += line + "\n";
+  }
+  SerialBoard b;
+  ASSERT_OK(b.init(f.image));
+  const std::string out = b.run(noise + good);
+  const std::vector<std::string> lines = untimed(out);
+  // Every input line that is not blank got exactly one answer (an X line or an E line).
+  size_t answers = 0;
+  for (const auto& l : lines) answers += (l[0] == 'X' || l[0] == 'E');
+  size_t asked = 0;
+  std::istringstream in(noise + good);
+  for (std::string l; std::getline(in, l);) {
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    asked += l.find_first_not_of(' ') != std::string::npos;
+  }
+  EXPECT_EQ(answers, asked);
+  // The good request at the end is answered as on a fresh board.
+  ASSERT_GE(lines.size(), want.size());
+  EXPECT_EQ(std::vector<std::string>(lines.end() - static_cast<long>(want.size()), lines.end()), want);
+}
+
+TEST(BoardLineServer, RefusesImagesThatDoNotFitOrAreDamaged) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image(/*sram_budget=*/512 * 1024);
+  SerialBoard small;
+  const Status st = small.init(f.image, /*sram=*/32 * 1024);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::strstr(st.message(), "sram"), nullptr) << st.message();
+
+  std::vector<uint8_t> bytes = test::read_file(f.image);
+  bytes.resize(bytes.size() / 2);
+  const std::string cut = test::temp_dir() + "/cut.img";
+  std::ofstream(cut, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+  SerialBoard damaged;
+  const Status st2 = damaged.init(cut);
+  ASSERT_FALSE(st2.ok());
+  EXPECT_NE(std::strstr(st2.message(), "partition 'model' holds no usable board image"), nullptr) << st2.message();
+
+  SerialBoard missing;
+  HostBoardConfig cfg;  // no partition at all
+  make_host_pipe(&missing.pc, &missing.port);
+  HostBoard hal(cfg, missing.port.get(), nullptr, nullptr);
+  LineServerOptions o;
+  o.kernels = kernels_by_name("auto");
+  o.pool = &missing.serial_pool;
+  const Status st3 = missing.server.init(hal, o);
+  ASSERT_FALSE(st3.ok());
+  EXPECT_NE(std::strstr(st3.message(), "no partition labelled 'model'"), nullptr) << st3.message();
+}
+
+TEST(BoardWorker, SecondCoreGivesWhatInlineGives) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  const std::string req = g_line(24, 900, 30, 31337, 1, story_prompt(f));
+  SerialBoard one, two;
+  ASSERT_OK(one.init(f.image));
+  ASSERT_OK(two.init(f.image, 320 * 1024, /*two_cores=*/true));
+  const std::vector<std::string> a = untimed(one.run(req)), b = untimed(two.run(req));
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.back(), "E 24");
+  EXPECT_GT(static_cast<HostWorker&>(two.hal->worker()).jobs(), 100u);  // the worker did take shares
+  // Hand-offs alone: every job runs once, in order, and wait() sees its result.
+  HostWorker w;
+  int sum = 0;
+  for (int i = 1; i <= 1000; ++i) {
+    struct Arg { int* sum; int v; } arg{&sum, i};
+    w.start([](void* p) { auto* x = static_cast<Arg*>(p); *x->sum += x->v; }, &arg);
+    w.wait();
+  }
+  EXPECT_EQ(sum, 500500);
+}
+
+// ---- the cluster over the virtual SPI wire ----
+
+// A node board: its model from the image, its frame link over `spi`.
+struct NodeBoard {
+  std::unique_ptr<HostBoard> hal;
+  MappedModel model;
+  FrameLink link;
+  Node node;
+  SerialPool pool;
+  Status init(const std::string& image, SpiLink* spi, HostGpioBus* bus) {
+    hal = std::make_unique<HostBoard>(HostBoardConfig{{{"model", image}}}, nullptr, spi, bus);
+    MC_TRY(model.init(*hal, "model"));
+    const LlamaModel* llama = nullptr;
+    MC_TRY(model.llama(&llama));
+    MC_TRY(link.init(hal->spi(), model.arena(Tier::kPsram)));
+    NodeOptions no;
+    no.send_timeout_ms = 500;
+    MC_TRY(node.init(llama, link, model.arena(Tier::kPsram), &pool, kernels_by_name("auto"), no));
+    hal->gpio_write(Gpio::kReady, true);
+    return Status::Ok();
+  }
+};
+
+// Node boards polling on threads until the object goes (a failed assertion included).
+struct NodeThreads {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  void start(NodeBoard* b) {
+    threads.emplace_back([this, b] {
+      while (!stop) (void)b->node.poll(20);  // a failed send (the master gone) is the master's to notice
+    });
+  }
+  ~NodeThreads() {
+    stop = true;
+    for (auto& t : threads) t.join();
+  }
+};
+
+// A master and one node on one SPI wire and one GPIO bus.
+struct ClusterPair {
+  std::unique_ptr<HostSpiEnd> master_spi, node_spi;
+  HostGpioBus bus;
+  NodeBoard board;
+  Node& node = board.node;
+  NodeThreads threads;  // last: stops before the board goes
+  Status start_node(const std::string& image) {
+    make_host_spi_wire(&master_spi, &node_spi);
+    MC_TRY(board.init(image, node_spi.get(), &bus));
+    threads.start(&board);
+    return Status::Ok();
+  }
+};
+
+// The tokens and logits of n steps of a decoder (fingerprint of generate()).
+uint64_t run_fingerprint(Decoder& d, Arena& work, const std::vector<int>& prompt, int n, std::vector<int>* tokens) {
+  SamplerConfig sc;
+  sc.seed = 77;
+  Sampler s;
+  EXPECT_TRUE(s.init(sc, d.vocab_size(), work).ok());
+  std::vector<int> history(prompt.size() + n + 1);
+  GenerateOptions go;
+  go.n_predict = n;
+  Fingerprint fp;
+  struct Log { std::vector<int>* t; } log{tokens};
+  GenerateHooks hooks{&log, nullptr, [](void* u, const GenerateStep& st) {
+                        if (st.sampled) static_cast<Log*>(u)->t->push_back(st.next);
+                        return true;
+                      }};
+  GenerateResult r;
+  const Status st = generate(d, s, prompt.data(), static_cast<int>(prompt.size()), go, history.data(), &fp, hooks, &r);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return fp.combined();
+}
+
+struct MasterBoard {
+  std::unique_ptr<HostBoard> hal;
+  MappedModel model;
+  FrameLink link;
+  Master master;
+  SerialPool pool;
+  Status init(const std::string& image, SpiLink* spi, HostGpioBus* bus, const MasterOptions& mo) {
+    HostBoardConfig cfg;
+    cfg.partitions["model"] = image;
+    hal = std::make_unique<HostBoard>(cfg, nullptr, spi, bus);
+    MC_TRY(model.init(*hal, "model"));
+    const LlamaModel* llama = nullptr;
+    MC_TRY(model.llama(&llama));
+    MC_TRY(link.init(hal->spi(), model.arena(Tier::kPsram)));
+    MC_TRY(master.init(llama, link, model.arena(Tier::kPsram), &pool, kernels_by_name("auto"), mo));
+    return master.connect();
+  }
+};
+
+// One process: the board decoder over the same image.
+uint64_t local_fingerprint(const std::string& image, const std::vector<int>& prompt, int n, std::vector<int>* tokens) {
+  HostBoard hal(HostBoardConfig{{{"model", image}}}, nullptr, nullptr, nullptr);
+  MappedModel m;
+  EXPECT_TRUE(m.init(hal, "model").ok());
+  SerialPool pool;
+  BoardDecoder dec;
+  EXPECT_TRUE(dec.init(m.model(), 0, m.arena(Tier::kPsram), &pool, kernels_by_name("auto")).ok());
+  return run_fingerprint(dec.decoder(), m.arena(Tier::kPsram), prompt, n, tokens);
+}
+
+TEST(BoardCluster, MasterAndNodeOverSpiGiveTheTokensOfOneProcess) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  const std::vector<int> prompt = story_prompt(f);
+  std::vector<int> want, got;
+  const uint64_t fp_local = local_fingerprint(f.image, prompt, 30, &want);
+  ClusterPair pair;
+  ASSERT_TRUE(pair.start_node(f.image).ok());
+  MasterBoard m;
+  const Status st = m.init(f.image, pair.master_spi.get(), &pair.bus, MasterOptions());
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(m.hal->gpio_read(Gpio::kReady));
+  const uint64_t fp_cluster = run_fingerprint(m.master, m.model.arena(Tier::kPsram), prompt, 30, &got);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(fp_cluster, fp_local);  // f32 hidden states: the logits too, bit for bit
+  EXPECT_EQ(m.master.resends(), 0u);
+  EXPECT_EQ(pair.node.hidden_served(), prompt.size() + 30 - 1);
+}
+
+// The reference design's ring: master -> node 1 -> node 2 -> node 3 -> master, one SPI TX and one RX
+// per board; stories260K's 5 layers split 2 / 2 / 1.
+TEST(BoardCluster, ARingOfThreeNodesGivesTheTokensOfOneProcess) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  const std::vector<int> prompt = story_prompt(f);
+  std::vector<int> want, got;
+  const uint64_t fp_local = local_fingerprint(f.image, prompt, 20, &want);
+  constexpr int kNodes = 3;
+  std::shared_ptr<HostSpiChannel> wire[kNodes + 1];  // wire[k]: board k's TX -> board k + 1's RX (board 0: master)
+  for (auto& w : wire) w = std::make_shared<HostSpiChannel>();
+  HostSpiEnd master_spi(wire[0], wire[kNodes]);
+  std::unique_ptr<HostSpiEnd> node_spi[kNodes];
+  NodeBoard nodes[kNodes];
+  NodeThreads threads;  // after the boards: stops before they go
+  for (int k = 0; k < kNodes; ++k) {
+    node_spi[k] = std::make_unique<HostSpiEnd>(wire[k + 1], wire[k]);
+    ASSERT_OK(nodes[k].init(f.image, node_spi[k].get(), nullptr));
+    threads.start(&nodes[k]);
+  }
+  MasterOptions mo;
+  mo.nodes = kNodes;
+  MasterBoard m;
+  ASSERT_OK(m.init(f.image, &master_spi, nullptr, mo));
+  const uint64_t fp_ring = run_fingerprint(m.master, m.model.arena(Tier::kPsram), prompt, 20, &got);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(fp_ring, fp_local);
+  const int layers[kNodes][2] = {{0, 2}, {2, 4}, {4, 5}};
+  for (int k = 0; k < kNodes; ++k) {
+    EXPECT_EQ(nodes[k].node.range().first, layers[k][0]);
+    EXPECT_EQ(nodes[k].node.range().end, layers[k][1]);
+    EXPECT_EQ(nodes[k].node.hidden_served(), prompt.size() + 20 - 1);
+  }
+}
+
+TEST(BoardCluster, CorruptTransfersAreResentAndLoseNothing) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  const std::vector<int> prompt = story_prompt(f);
+  std::vector<int> want, got;
+  const uint64_t fp_local = local_fingerprint(f.image, prompt, 20, &want);
+  ClusterPair pair;
+  ASSERT_TRUE(pair.start_node(f.image).ok());
+  MasterBoard m;
+  ASSERT_OK(m.init(f.image, pair.master_spi.get(), &pair.bus, MasterOptions()));
+  // Every 7th transfer each way is damaged: a flipped bit, a cut, garbage, in turn.
+  std::atomic<int> n_master{0}, n_node{0};
+  auto damage = [](std::atomic<int>* count) {
+    return [count](std::vector<uint8_t>* t) {
+      const int k = ++*count;
+      if (k % 7 != 0) return;
+      switch ((k / 7) % 3) {
+        case 0: (*t)[t->size() / 2] ^= 0x04; break;
+        case 1: t->resize(t->size() - 4); break;
+        default: for (auto& b : *t) b = static_cast<uint8_t>(b * 31 + 7); break;
+      }
+    };
+  };
+  pair.master_spi->tx().set_tamper(damage(&n_master));
+  pair.node_spi->tx().set_tamper(damage(&n_node));
+  const uint64_t fp_cluster = run_fingerprint(m.master, m.model.arena(Tier::kPsram), prompt, 20, &got);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(fp_cluster, fp_local);
+  EXPECT_GT(m.master.resends(), 2u);
+  EXPECT_GT(pair.node.errors_sent(), 0u);           // it told the master about the damaged ones
+  EXPECT_GT(m.link.corrupt_received(), 0u);
+}
+
+TEST(BoardCluster, HostileFramesGetErrorFramesAndTheNodeKeepsServing) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  ClusterPair pair;
+  ASSERT_TRUE(pair.start_node(f.image).ok());
+  HostBoard probe_hal(HostBoardConfig(), nullptr, pair.master_spi.get(), &pair.bus);
+  uint8_t mem[2 * cluster::kMaxFrameBytes + 64];
+  Arena a(Tier::kSram, mem, sizeof mem);
+  FrameLink probe;
+  ASSERT_OK(probe.init(probe_hal.spi(), a));
+  auto expect_error = [&](const char* fragment) {
+    cluster::Frame fr;
+    bool got = false;
+    for (int i = 0; i < 100 && !got; ++i) ASSERT_TRUE(probe.receive(&fr, &got, 50).ok());
+    ASSERT_TRUE(got);
+    ASSERT_EQ(fr.header.type, cluster::FrameType::kError);
+    Status remote;
+    ASSERT_TRUE(cluster::decode_error(fr.payload, fr.header.payload_len, &remote).ok());
+    EXPECT_NE(std::strstr(remote.message(), fragment), nullptr) << remote.message();
+  };
+  // Garbage that is no frame at all.
+  uint8_t junk[64];
+  for (int i = 0; i < 64; ++i) junk[i] = static_cast<uint8_t>(i * 37);
+  ASSERT_TRUE(pair.master_spi->transmit(junk, sizeof junk, 1000).ok());
+  expect_error("corrupt frame");
+  // A node's hello is for the master: passed on as it is (here: back to the probe).
+  cluster::Hello h;
+  h.role = cluster::NodeRole::kNode;
+  h.n_layers = 5;
+  h.end_layer = 5;
+  h.dim = 64;
+  uint8_t buf[cluster::kHelloBytes];
+  size_t len = 0;
+  ASSERT_TRUE(cluster::encode_hello(h, buf, sizeof buf, &len).ok());
+  ASSERT_TRUE(probe.send(cluster::FrameType::kHello, 0, 0, buf, len, 1000).ok());
+  {
+    cluster::Frame fr;
+    bool got = false;
+    for (int i = 0; i < 100 && !got; ++i) ASSERT_TRUE(probe.receive(&fr, &got, 50).ok());
+    ASSERT_TRUE(got);
+    EXPECT_EQ(fr.header.type, cluster::FrameType::kHello);
+    EXPECT_EQ(std::memcmp(fr.payload, buf, len), 0);
+  }
+  // A master's hello for another model.
+  h.role = cluster::NodeRole::kMaster;
+  h.n_layers = h.end_layer = 99;
+  ASSERT_TRUE(cluster::encode_hello(h, buf, sizeof buf, &len).ok());
+  ASSERT_TRUE(probe.send(cluster::FrameType::kHello, 0, 0, buf, len, 1000).ok());
+  expect_error("layers");
+  // A hidden state of a new stream that does not start at 0, and one of the wrong width.
+  std::vector<float> x(64, 0.5f);
+  ASSERT_TRUE(probe.send_hidden(cluster::HiddenEncoding::kF32, 3, 9, x.data(), 64, 1000).ok());
+  expect_error("starts at pos 0");
+  ASSERT_TRUE(probe.send_hidden(cluster::HiddenEncoding::kF32, 3, 0, x.data(), 32, 1000).ok());
+  expect_error("");
+  // Then a real master connects and gets the right tokens.
+  const std::vector<int> prompt = {1, 403, 407};
+  std::vector<int> want, got;
+  local_fingerprint(f.image, prompt, 10, &want);
+  MasterBoard m;
+  ASSERT_OK(m.init(f.image, pair.master_spi.get(), &pair.bus, MasterOptions()));
+  run_fingerprint(m.master, m.model.arena(Tier::kPsram), prompt, 10, &got);
+  EXPECT_EQ(got, want);
+}
+
+TEST(BoardCluster, ASilentNodeIsAClearError) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  std::unique_ptr<HostSpiEnd> a, b;
+  make_host_spi_wire(&a, &b);  // nobody at the other end
+  MasterOptions mo;
+  mo.timeout_ms = 200;
+  MasterBoard m;
+  const Status st = m.init(f.image, a.get(), nullptr, mo);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::strstr(st.message(), "handshake stayed low"), nullptr) << st.message();
+}
+
+TEST(BoardCluster, LineServerAsMasterAnswersAsTheSingleBoard) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  const std::string req = g_line(16, 800, 40, 2024, 0, story_prompt(f));
+  SerialBoard single;
+  ASSERT_OK(single.init(f.image));
+  const std::vector<std::string> want = untimed(single.run(req));
+
+  ClusterPair pair;
+  ASSERT_TRUE(pair.start_node(f.image).ok());
+  std::unique_ptr<HostPipeEnd> pc, port;
+  make_host_pipe(&pc, &port);
+  HostBoard hal(HostBoardConfig{{{"model", f.image}}}, port.get(), pair.master_spi.get(), &pair.bus);
+  SerialPool pool;
+  LineServerOptions o;
+  o.kernels = kernels_by_name("auto");
+  o.pool = &pool;
+  o.cluster_master = true;
+  o.work_tier = Tier::kPsram;
+  LineServer server;
+  const Status st = server.init(hal, o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  pc->write(reinterpret_cast<const uint8_t*>(req.data()), req.size());
+  pc->close_writer();
+  ASSERT_TRUE(server.serve().ok());
+  EXPECT_EQ(untimed(pc->read_all_available()), want);
+}
+
+}  // namespace
+}  // namespace mcullm::board
