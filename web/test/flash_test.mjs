@@ -10,7 +10,7 @@
 //     a busy port, a silent port, another chip (ESP32-C3), a FLASH_DATA error reply, Cancel while
 //     writing; each gives its message, and the page flashes the right board afterwards.
 // Usage: node flash_test.mjs MCULLM MODEL CHROMIUM WORK_DIR VENDOR_DIR (run.sh sets it up).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
@@ -18,6 +18,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { FakeEsp32s3 } from './fake_esp32s3.mjs';
+import { startServer as startServerOf } from './serve.mjs';
 
 const [bin, model, chromiumPath, work, vendor] = process.argv.slice(2).map((p, i) => (i === 2 ? p : path.resolve(p)));
 const { chromium } = createRequire(path.join(work, 'package.json'))('playwright-core');
@@ -32,17 +33,7 @@ function fail(e) {
 }
 
 function startServer() {
-  const child = spawn(bin, ['serve', '-m', model, '--port', '0', '--vendor-dir', vendor], { stdio: ['ignore', 'ignore', 'pipe'] });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    let err = '';
-    child.stderr.on('data', (b) => {
-      err += b;
-      const m = err.match(/http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) resolve(Number(m[1]));
-    });
-    child.on('exit', (code) => reject(new Error('mcullm serve exited with ' + code + ': ' + err)));
-  });
+  return startServerOf(bin, model, ['--vendor-dir', vendor], children);
 }
 
 // ---- files: a seeded generator, ESP-IDF's partition-table format, board images ----

@@ -13,6 +13,7 @@ import { createRequire } from 'node:module';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
+import { startServer as startServerOf } from './serve.mjs';
 
 const [bin, model, chromiumPath, work] = process.argv.slice(2).map((p, i) => (i === 2 ? p : path.resolve(p)));
 const { chromium } = createRequire(path.join(work, 'package.json'))('playwright-core');
@@ -30,17 +31,7 @@ function fail(e) {
 
 // `mcullm serve --port 0` (40 ms per token, so that streaming is visible part-way even when a loaded machine slows the polling); resolves its port.
 function startServer() {
-  const child = spawn(bin, ['serve', '-m', model, '--port', '0', '--token-delay-ms', '40', '--chat-template', 'chatml'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    let err = '';
-    child.stderr.on('data', (b) => {
-      err += b;
-      const m = err.match(/http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) resolve(Number(m[1]));
-    });
-    child.on('exit', (code) => reject(new Error('mcullm serve exited with ' + code + ': ' + err)));
-  });
+  return startServerOf(bin, model, ['--token-delay-ms', '40', '--chat-template', 'chatml'], children);
 }
 
 // `mcullm serve --serial /dev/tty` inside `script`, which gives it a pty and relays our pipes to it.
