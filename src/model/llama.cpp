@@ -17,16 +17,6 @@ bool name_is(const char* name, size_t len, const char* want) {
   return true;
 }
 
-// h = relu(g) * u in place of g (as ffn_relu_dense computes it); returns the live neurons (g > 0).
-int relu_mul(float* g, const float* u, int n) {
-  int live = 0;
-  for (int i = 0; i < n; ++i) {
-    live += g[i] > 0.0f;
-    g[i] = (g[i] > 0.0f ? g[i] : 0.0f) * u[i];
-  }
-  return live;
-}
-
 int act_block(const MatRef& m) {
   const DTypeInfo* info = dtype_info(m.type);
   return info ? info->act_block : 0;
@@ -171,7 +161,7 @@ void llama_layers(const LlamaModel& m, ThreadPool& pool, const KernelSet& k, Dec
       dense(mats, outs, 2, s.xb, dim);
     }
     if (m.ffn == LlamaFfn::kRelu) {
-      const int live = relu_mul(s.hb, s.hb2, hidden);
+      const int live = relu_mul(s.hb, s.hb2, s.hb, hidden);
       if (sparse) {
         sparse->neurons += static_cast<unsigned long long>(hidden);
         sparse->live += static_cast<unsigned long long>(live);
@@ -254,7 +244,7 @@ Status LlamaContext::prefill(const int* tokens, int n, int pos0, const float** l
     for (int i = 0; i < n; ++i) {
       if (m.ffn == LlamaFfn::kRelu) {
         ffn_.neurons += static_cast<unsigned long long>(hidden);
-        ffn_.live += static_cast<unsigned long long>(relu_mul(b_.hb + i * H, b_.hb2 + i * H, hidden));
+        ffn_.live += static_cast<unsigned long long>(relu_mul(b_.hb + i * H, b_.hb2 + i * H, b_.hb + i * H, hidden));
       } else {
         k.silu_mul(b_.hb + i * H, b_.hb2 + i * H, hidden);
       }

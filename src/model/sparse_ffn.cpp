@@ -4,16 +4,21 @@
 
 namespace mcullm {
 
+int relu_mul(const float* g, const float* u, float* h, int n) {
+  int live = 0;
+  for (int i = 0; i < n; ++i) {
+    live += g[i] > 0.0f;  // counted before h is written: h may be g
+    h[i] = (g[i] > 0.0f ? g[i] : 0.0f) * u[i];
+  }
+  return live;
+}
+
 void ffn_relu_dense(const KernelSet& k, const ReluFfn& f, const ActVec& x, float* g, float* u, float* h, float* y,
                     FfnStats* stats) {
   const int ffn = f.gate.rows;
   matvec(k, f.gate, x, g, 0, ffn);
   matvec(k, f.up, x, u, 0, ffn);
-  int live = 0;
-  for (int i = 0; i < ffn; ++i) {
-    h[i] = (g[i] > 0.0f ? g[i] : 0.0f) * u[i];
-    live += g[i] > 0.0f;
-  }
+  const int live = relu_mul(g, u, h, ffn);
   k.matvec_f32(f.down, h, y, 0, f.down.rows);
   stats->neurons = ffn;
   stats->live = live;

@@ -26,6 +26,10 @@ struct FfnStats {
   size_t bytes_read = 0;  // weight bytes of gate, up and down read
 };
 
+// h = relu(g) * u for n neurons (h may be g); returns the live ones (g > 0). The one definition the
+// dense reference and the llama model's dense ReLU path share.
+int relu_mul(const float* g, const float* u, float* h, int n);
+
 // Dense reference: g = gate . x, u = up . x, h = relu(g) * u, y = down . h (h: [ffn] scratch).
 void ffn_relu_dense(const KernelSet& k, const ReluFfn& f, const ActVec& x, float* g, float* u, float* h, float* y,
                     FfnStats* stats);
