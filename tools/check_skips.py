@@ -35,12 +35,12 @@ def read_allow(path):
 
 def skip_message(case):
     """The test's own reason: the last output line that says it skipped, else ctest's message."""
-    out = case.findtext("system-out") or ""
-    for line in reversed(out.splitlines()):
-        if "SKIPPED" in line.upper() or "skipped" in line:
-            text = line.strip()
-            if text and not text.startswith("[  SKIPPED ] 1 test") and text != "[  SKIPPED ]":
-                return text[:200]
+    lines = (case.findtext("system-out") or "").splitlines()
+    for i, line in enumerate(lines):
+        if line.rstrip().endswith(": Skipped") and i + 1 < len(lines):  # GoogleTest: the reason follows
+            return lines[i + 1].strip()[:200]
+        if line.startswith("SKIPPED: "):  # the scripts' exit-77 convention
+            return line[len("SKIPPED: "):].strip()[:200]
     skipped = case.find("skipped")
     return (skipped.get("message") if skipped is not None else "") or ""
 
@@ -63,7 +63,8 @@ def main():
     print(f"check_skips: {len(skipped)} skipped of {len(cases)} ({a.junit})")
     unlisted = []
     for c in skipped:
-        name = c.get("name", "?")
+        # a parameterised GoogleTest case's CTest name ends in "  # GetParam() = ...": matched without it
+        name = c.get("name", "?").split("  # ", 1)[0]
         reason = next((r for p, r in allow if fnmatch.fnmatchcase(name, p)), None)
         if reason is None:
             unlisted.append(name)
