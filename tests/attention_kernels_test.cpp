@@ -35,7 +35,7 @@ const KernelSet* avx2_or_skip() { return kernels_avx2(); }
 
 TEST(AttentionKernels, ScoresAndValuesMatchReferenceOverHeadSizesAndLengths) {
   const KernelSet* avx2 = avx2_or_skip();
-  if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (!avx2) MCULLM_SKIP_OR_FAIL("AVX2", "no AVX2 on this CPU");
   Rng rng;
   for (int hs : {1, 2, 3, 4, 6, 7, 8, 9, 12, 15, 16, 17, 24, 31, 32, 33, 64, 80, 128}) {
     for (int n : {1, 2, 5, 17, 64}) {
@@ -67,7 +67,7 @@ TEST(AttentionKernels, ScoresAndValuesMatchReferenceOverHeadSizesAndLengths) {
 
 TEST(AttentionKernels, SoftmaxMatchesReferenceIncludingExtremes) {
   const KernelSet* avx2 = avx2_or_skip();
-  if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (!avx2) MCULLM_SKIP_OR_FAIL("AVX2", "no AVX2 on this CPU");
   Rng rng;
   for (int n : {1, 2, 7, 8, 9, 15, 16, 17, 100, 512, 1000}) {
     for (float spread : {0.1f, 10.0f, 200.0f}) {
@@ -87,7 +87,7 @@ TEST(AttentionKernels, SoftmaxMatchesReferenceIncludingExtremes) {
 
 TEST(AttentionKernels, SwiGluMatchesReferenceAndDefinition) {
   const KernelSet* avx2 = avx2_or_skip();
-  if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (!avx2) MCULLM_SKIP_OR_FAIL("AVX2", "no AVX2 on this CPU");
   Rng rng;
   const float inf = std::numeric_limits<float>::infinity();
   for (int n : {1, 7, 8, 9, 172, 1000}) {
@@ -108,7 +108,7 @@ TEST(AttentionKernels, SwiGluMatchesReferenceAndDefinition) {
 // The vector exp inside softmax equals mc_expf on every float of a dense sweep, the specials included.
 TEST(AttentionKernels, VectorExpEqualsScalarExpEverywhere) {
   const KernelSet* avx2 = avx2_or_skip();
-  if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (!avx2) MCULLM_SKIP_OR_FAIL("AVX2", "no AVX2 on this CPU");
   // softmax of [x, -inf...] puts exp(x - x) = 1 in lane 0; use exp via silu instead: silu(g) * 1 =
   // g / (1 + exp(-g)); equal bits of silu over a sweep pin down the vector exp's bits.
   std::vector<float> g;

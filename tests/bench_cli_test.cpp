@@ -1,5 +1,7 @@
 // `mcullm bench`: llama-bench's markdown table (one row per model, thread count and test, t/s as
 // avg ± stddev), comma lists, the bytes-per-token note, and clear errors.
+#include <cstdint>
+#include <cstdio>
 #include <sstream>
 
 #include "test_support.h"
@@ -63,9 +65,24 @@ TEST(BenchCli, PleModelLabelAndBytesNote) {
   };
   const auto a = run_cli({"bench", "-m", ple, "-p", "0", "-n", "2", "-t", "1", "-r", "1"});
   ASSERT_EQ(a.exit_code, 0) << a.err;
-  EXPECT_NE(a.out.find("| ple 4M Q4E "), std::string::npos) << a.out;  // 3.6 M parameters, esp32-ai's int4
-  EXPECT_NE(a.out.find(" 3.60 M |"), std::string::npos) << a.out;
-  EXPECT_NE(a.out.find("1.01 MiB of weights read per generated token (one PLE table row"), std::string::npos) << a.out;
+  // The figures derived from FACTS section 4's layout (vocab 4096, dim 128, 6 layers, ffn 415, ple_dim 64,
+  // int4 tensors: i32 group, ceil(cols / 2) code bytes and ceil(cols / 128) f16 scales per row).
+  const int64_t V = 4096, D = 128, L = 6, F = 415, P = 64;
+  const int64_t params = V * D + L * P * D + V * L * P + L * (3 * D * D + D * D + 3 * F * D + 2 * P * D) +  // matrices
+                         P + L * 3 * D + D;  // norms: ple_proj_norm, attn / ffn / ple norm per layer, out_norm
+  char label[32];
+  std::snprintf(label, sizeof label, " %.2f M |", static_cast<double>(params) / 1e6);
+  EXPECT_NE(a.out.find("| ple 4M Q4E "), std::string::npos) << a.out;  // esp32-ai's int4
+  EXPECT_NE(a.out.find(label), std::string::npos) << label << "\n" << a.out;
+  auto q4 = [](int64_t rows, int64_t cols) { return 4 + rows * ((cols + 1) / 2) + rows * ((cols + 127) / 128) * 2; };
+  // Per token: every matrix (the tied head reads the whole embedding) and f32 norm but the PLE table,
+  // of which one row; the tolerance is the printed figure's rounding.
+  const int64_t per_token = q4(V, D) + L * (q4(3 * D, D) + q4(D, D) + 2 * q4(F, D) + q4(D, F) + q4(P, D) + q4(D, P)) +
+                            q4(L * P, D) + (L * P / 2 + (L * P + 127) / 128 * 2) + 4 * (P + L * 3 * D + D);
+  const size_t note = a.out.find(" MiB of weights read per generated token (one PLE table row");
+  ASSERT_NE(note, std::string::npos) << a.out;
+  const size_t start = a.out.find_last_of(" \n", note - 1) + 1;
+  EXPECT_NEAR(std::stod(a.out.substr(start, note - start)), static_cast<double>(per_token) / (1024.0 * 1024.0), 0.0051) << a.out;
   EXPECT_NE(a.out.find("(f32 cache)"), std::string::npos) << a.out;
   const auto b = run_cli({"bench", "-m", ple, "-p", "0", "-n", "2", "-t", "1", "-r", "1", "--kv", "int8"});
   ASSERT_EQ(b.exit_code, 0) << b.err;

@@ -3,8 +3,12 @@
 // MSB/LSB bit order (explicit and detected), the same fingerprint for every kernel table and thread
 // count, and clear errors for damaged files.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "format/bitllama2c.h"
 #include "format/gguf.h"
@@ -83,8 +87,27 @@ TEST(BitLlama2cRun, ThreeMillionModelWritesAStory) {
   MC_REQUIRE_SHARED();
   const auto r = run_cli({"run", "-m", bit("bit3M_msb.bin"), "-z", tok512(), "--temp", "0", "-n", "60"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // Its greedy story (checked by eye: fluent TinyStories English; bits/byte in slow_bitnet_eval_test).
-  EXPECT_EQ(r.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.out;
+  // No reference stream ships for the 3M model, so a property instead of a golden: its greedy text is
+  // TinyStories English, each of its words found in the held-out TinyStories text (a broken forward
+  // pass strings sub-word pieces into non-words). Bits per byte: slow_bitnet_eval_test.
+  std::set<std::string> corpus;
+  auto words_of = [](const std::string& text) {
+    std::vector<std::string> words;
+    std::string w;
+    for (const char ch : text + " ") {
+      if (std::isalpha(static_cast<unsigned char>(ch))) {
+        w += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      } else if (!w.empty()) {
+        words.push_back(w);
+        w.clear();
+      }
+    }
+    return words;
+  };
+  for (const std::string& w : words_of(test::read_text(test::shared_path("data/tinystories_val_head794k.txt")))) corpus.insert(w);
+  const std::vector<std::string> story = words_of(r.out);
+  EXPECT_GE(story.size(), 30u) << r.out;
+  for (const std::string& w : story) EXPECT_EQ(corpus.count(w), 1u) << "'" << w << "' is not a TinyStories word in: " << r.out;
 }
 
 // The same weights repacked LSB-first: the header does not say the order, so it is an option, and

@@ -31,6 +31,9 @@ class ClusterCli : public ::testing::Test {
     want_ = new std::string(fingerprint_line(r.out));
     ASSERT_FALSE(want_->empty()) << r.out;
   }
+  // An ASSERT in SetUpTestSuite only ends the set-up: each test stops here instead of reading the
+  // null fixture.
+  void SetUp() override { ASSERT_NE(want_, nullptr) << "the suite's set-up failed (see its failure above)"; }
   static std::string fingerprint_line(const std::string& out) {
     const size_t at = out.find("fingerprint ");
     if (at == std::string::npos) return "";
@@ -140,7 +143,9 @@ TEST_F(ClusterCli, KillWithThreeStreamsInFlightReplaysEveryStream) {
 }
 
 TEST_F(ClusterCli, StoppedNodeTimesOutAndIsReplannedAround) {
-  const auto r = master({"--local", "6", "--node-fault", "2:stop:10", "--timeout-ms", "400", "--heartbeat-ms", "50"});
+  // --timeout-ms is a generous hang guard (a loaded machine under ASan must not trip it for a healthy
+  // node sending heartbeats every 50 ms); the stopped node is found after it.
+  const auto r = master({"--local", "6", "--node-fault", "2:stop:10", "--timeout-ms", "5000", "--heartbeat-ms", "50"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(fingerprint_line(r.out), *want_) << r.err;
   EXPECT_NE(r.err.find("node 2 ("), std::string::npos) << r.err;

@@ -199,7 +199,7 @@ std::vector<std::pair<int, int>> row_ranges(int rows) {
 // The sweep for one type: counts shapes checked, reports the first mismatches in detail.
 void sweep_type(DType type) {
   const KernelSet* avx = kernels_avx2();
-  if (avx == nullptr) GTEST_SKIP() << "AVX2 kernels not compiled in or the CPU lacks AVX2";
+  if (avx == nullptr) MCULLM_SKIP_OR_FAIL("AVX2", "AVX2 kernels not compiled in or the CPU lacks AVX2");
   const DTypeInfo* info = dtype_info(type);
   std::mt19937_64 rng(0x5EED0000u + static_cast<uint32_t>(type));
   int shapes = 0, failures = 0, outputs = 0, finite_nonzero = 0;
@@ -243,7 +243,7 @@ TEST(KernelsAvx2, MatvecQ4G64EqualsRefBitForBit) { sweep_type(DType::kQ4G64); }
 
 TEST(KernelsAvx2, DotF32EqualsRefBitForBit) {
   const KernelSet* avx = kernels_avx2();
-  if (avx == nullptr) GTEST_SKIP() << "AVX2 kernels not compiled in or the CPU lacks AVX2";
+  if (avx == nullptr) MCULLM_SKIP_OR_FAIL("AVX2", "AVX2 kernels not compiled in or the CPU lacks AVX2");
   std::mt19937_64 rng(7);
   int failures = 0, cases = 0;
   for (int n : sweep_cols()) {
@@ -270,7 +270,7 @@ TEST(KernelsAvx2, DotF32EqualsRefBitForBit) {
 // Hand-picked exact cases where a wrong order, an FMA or a lost lane shows up in the bits.
 TEST(KernelsAvx2, F32OrderSensitiveCases) {
   const KernelSet* avx = kernels_avx2();
-  if (avx == nullptr) GTEST_SKIP() << "AVX2 kernels not compiled in or the CPU lacks AVX2";
+  if (avx == nullptr) MCULLM_SKIP_OR_FAIL("AVX2", "AVX2 kernels not compiled in or the CPU lacks AVX2");
   for (const KernelSet* k : {&kernels_ref(), avx}) {
     // Lane 0 gets 1e8 then -1e8, lane 1 gets 1: the contract gives exactly 1 + (1e8 - 1e8) = 1.
     std::vector<float> a(33, 0.0f), b(33, 1.0f);
@@ -599,6 +599,23 @@ TEST(KernelsDispatch, TablesByName) {
     }
   }
 }
+
+// The tests above loop over the SIMD tables present on this CPU, so a table that is absent would
+// pass unseen: each x86 table shows up here as run or as skipped with the reason (CI's allow-list,
+// tests/allowed_skips.txt, names the ones its CPU lacks).
+class KernelTable : public testing::TestWithParam<const char*> {};
+
+TEST_P(KernelTable, PresentOnThisCpu) {
+  const std::string name = GetParam();
+  const KernelSet* k = name == "avx2" ? kernels_avx2() : name == "avx512" ? kernels_avx512() : kernels_amx();
+  if (k == nullptr) MCULLM_SKIP_OR_FAIL(name, "the " << name << " table is not available on this CPU/build: its kernels are not tested here");
+  EXPECT_STREQ(k->name, name.c_str());
+  EXPECT_EQ(kernels_by_name(name.c_str()), k);
+  EXPECT_NE(k, &kernels_ref());
+}
+
+INSTANTIATE_TEST_SUITE_P(X86, KernelTable, testing::Values("avx2", "avx512", "amx"),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace mcullm

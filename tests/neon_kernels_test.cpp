@@ -16,13 +16,14 @@
 #include "quant/blocks.h"
 #include "quant/f16.h"
 #include "quant/q4e.h"
+#include "test_support.h"
 
 namespace mcullm {
 namespace {
 
 #define NEON_OR_SKIP()                                                                          \
   const KernelSet* neon = kernels_neon();                                                       \
-  if (neon == nullptr) GTEST_SKIP() << "no NEON table here (aarch64 builds only: tests/cross)"; \
+  if (neon == nullptr) MCULLM_SKIP_OR_FAIL("NEON", "no NEON table here (aarch64 builds only: tests/cross)"); \
   const KernelSet& ref = kernels_ref()
 
 uint32_t bits(float f) {

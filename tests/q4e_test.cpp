@@ -142,7 +142,7 @@ TEST(Q4E, ReferenceFollowsTheContractOrder) {
 
 TEST(Q4E, Avx2EqualsReferenceBitForBit) {
   const KernelSet* avx2 = kernels_avx2();
-  if (!avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (!avx2) MCULLM_SKIP_OR_FAIL("AVX2", "no AVX2 on this CPU");
   for (int cols : {1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 415, 1000, 4099}) {
     for (int group : {1, 3, 32, 64, 128, 100000}) {
       const int rows = 17;

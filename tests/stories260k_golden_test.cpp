@@ -41,7 +41,7 @@ TEST_P(Stories260K, GreedyMatchesRunCTokensAndLogits) {
   MC_REQUIRE_SHARED();
   const auto [kernel_name, threads] = GetParam();
   const KernelSet* kernels = kernels_by_name(kernel_name);
-  if (!kernels) GTEST_SKIP() << kernel_name << " kernels are not available on this CPU";
+  if (!kernels) MCULLM_SKIP_OR_FAIL(kernel_name, kernel_name << " kernels are not available on this CPU");
   const std::vector<uint8_t> bytes = test::read_file(test::shared_path("models/stories260K/stories260K.bin"));
   const RefSteps ref = read_tokens(test::shared_path("models/stories260K/ref/greedy_noprompt.tokens"));
   const std::vector<uint8_t> ref_logits_bytes = test::read_file(test::shared_path("models/stories260K/ref/greedy_noprompt.logits.f32"));

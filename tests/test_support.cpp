@@ -3,13 +3,16 @@
 #include <cstring>
 
 #include <fcntl.h>
-#include <sys/select.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -131,25 +134,34 @@ CommandResult run_cli(const std::vector<std::string>& args, const std::string& i
   close(in_pipe[1]);
   close(out_pipe[1]);
   close(err_pipe[1]);
-  // Drain both pipes together so that neither can fill up and block the child.
+  // Drain both pipes together so that neither can fill up and block the child; past the limit the
+  // child is killed (its pipes then close).
   std::string out, err;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kCliLimitSeconds);
+  bool killed = false;
   {
-    fd_set fds;
-    bool out_open = true, err_open = true;
+    pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+    std::string* sinks[2] = {&out, &err};
     char buf[65536];
-    while (out_open || err_open) {
-      FD_ZERO(&fds);
-      if (out_open) FD_SET(out_pipe[0], &fds);
-      if (err_open) FD_SET(err_pipe[0], &fds);
-      const int maxfd = std::max(out_pipe[0], err_pipe[0]) + 1;
-      if (select(maxfd, &fds, nullptr, nullptr, nullptr) < 0) break;
-      if (out_open && FD_ISSET(out_pipe[0], &fds)) {
-        const ssize_t n = read(out_pipe[0], buf, sizeof buf);
-        if (n <= 0) out_open = false; else out.append(buf, static_cast<size_t>(n));
+    while (fds[0].fd >= 0 || fds[1].fd >= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 && !killed) {
+        kill(pid, SIGKILL);
+        killed = true;
       }
-      if (err_open && FD_ISSET(err_pipe[0], &fds)) {
-        const ssize_t n = read(err_pipe[0], buf, sizeof buf);
-        if (n <= 0) err_open = false; else err.append(buf, static_cast<size_t>(n));
+      const int n = poll(fds, 2, killed ? 1000 : static_cast<int>(std::min<int64_t>(left.count(), 60000)));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (n == 0) {
+        if (killed) break;  // killed, yet a grandchild holds the pipes open: stop reading
+        continue;
+      }
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+        const ssize_t got = read(fds[i].fd, buf, sizeof buf);
+        if (got <= 0) fds[i].fd = -1; else sinks[i]->append(buf, static_cast<size_t>(got));
       }
     }
   }
@@ -158,6 +170,12 @@ CommandResult run_cli(const std::vector<std::string>& args, const std::string& i
   int status = 0;
   waitpid(pid, &status, 0);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (killed) {
+    std::string cmd = "mcullm";
+    for (const auto& a : args) cmd += " " + a;
+    ADD_FAILURE() << cmd << ": still running after " << kCliLimitSeconds << " s, killed (a hang?)";
+    r.exit_code = -1;
+  }
   r.out = std::move(out);
   r.err = std::move(err);
   return r;

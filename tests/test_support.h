@@ -4,7 +4,9 @@
 
 #include <sys/types.h>
 
+#include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,27 @@ std::string shared_path(const std::string& relative);
                 "this test reads the shared models and data";                                \
   } while (0)
 
+// An optional part that is missing here (a CPU's SIMD table, a tool): the test is skipped with the
+// reason, unless the environment sets MCULLM_REQUIRE_<requirement>=1 (CI does for what its machine
+// has), when it fails instead. tools/check_skips.py counts the skips; tests/allowed_skips.txt lists
+// those CI accepts. `reason` may be a stream chain: MCULLM_SKIP_OR_FAIL("AVX2", "no " << name).
+// Inline: tests/cross builds the NEON and LUT kernel tests without test_support.cpp.
+inline std::string requirement_variable(std::string requirement) {  // "avx512" -> MCULLM_REQUIRE_AVX512
+  for (char& ch : requirement) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return "MCULLM_REQUIRE_" + requirement;
+}
+inline bool required(const std::string& requirement) {
+  const char* v = std::getenv(requirement_variable(requirement).c_str());
+  return v != nullptr && std::string(v) == "1";
+}
+#define MCULLM_SKIP_OR_FAIL(requirement, reason)                                                          \
+  do {                                                                                                    \
+    if (::mcullm::test::required(requirement))                                                            \
+      FAIL() << reason << " (" << ::mcullm::test::requirement_variable(requirement) << "=1: a failure)"; \
+    else                                                                                                  \
+      GTEST_SKIP() << reason;                                                                             \
+  } while (0)
+
 std::string cli_path();
 // A fresh empty directory for this test's outputs.
 std::string temp_dir();
@@ -48,7 +71,9 @@ struct CommandResult {
 pid_t spawn_cli(const std::vector<std::string>& args, int in_fd, int out_fd, int err_fd);
 // spawn_cli with stderr written to the file `log` (created or truncated).
 pid_t spawn_cli_logging(const std::vector<std::string>& args, const std::string& log);
-// Runs the mcullm CLI with the given arguments (each passed as one argv entry).
+// Runs the mcullm CLI with the given arguments (each passed as one argv entry). A hang guard: a run
+// that has not finished after kCliLimitSeconds is killed and fails the test (exit_code -1).
+constexpr int kCliLimitSeconds = 480;
 CommandResult run_cli(const std::vector<std::string>& args);
 // The same with `input` on its stdin (written whole, then closed: keep it under 64 KiB).
 CommandResult run_cli(const std::vector<std::string>& args, const std::string& input);

@@ -14,6 +14,7 @@
 
 #include "core/thread_pool_host.h"
 #include "kernels/kernels.h"
+#include "test_support.h"
 
 namespace mcullm {
 namespace {
@@ -146,7 +147,7 @@ TEST(TlKernels, EveryVariantEqualsReferenceBitForBit) {
   EXPECT_EQ(&kernels_best(), kernels_neon());
 #endif
   const auto vs = variants();
-  if (vs.empty()) GTEST_SKIP() << "no SIMD LUT kernel on this CPU/build";
+  if (vs.empty()) MCULLM_SKIP_OR_FAIL("AVX2", "no SIMD LUT kernel on this CPU/build");
   uint32_t seed = 100;
   for (const Shape& s : kShapes) {
     const Packed p = make(s, seed++);

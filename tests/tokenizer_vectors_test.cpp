@@ -49,18 +49,16 @@ const VectorCase kCases[] = {
     {"bert-bge", "tokenizers/vocab-gguf/ggml-vocab-bert-bge.gguf"},
 };
 
-// One loaded tokenizer per file, shared by the tests of this executable.
-const Tokenizer& load(const std::string& relative) {
+// One loaded tokenizer per file, shared by the tests of this executable; nullptr (and a failure)
+// when it does not load.
+const Tokenizer* load(const std::string& relative) {
   static std::vector<std::pair<std::string, std::unique_ptr<Tokenizer>>> cache;
   for (auto& [name, tok] : cache)
-    if (name == relative) return *tok;
+    if (name == relative) return tok.get();
   std::unique_ptr<Tokenizer> tok;
   const Status st = load_tokenizer_file(shared_path(relative), &tok);
-  if (!st.ok()) {
-    ADD_FAILURE() << st.message();
-    return *cache.emplace_back(relative, nullptr).second;
-  }
-  return *cache.emplace_back(relative, std::move(tok)).second;
+  if (!st.ok()) ADD_FAILURE() << relative << ": " << st.message();
+  return cache.emplace_back(relative, std::move(tok)).second.get();
 }
 
 class Vectors : public testing::TestWithParam<VectorCase> {};
@@ -78,7 +76,7 @@ TEST_P(Vectors, EveryCasePasses) {
   lines.pop_back();
   ASSERT_EQ(inputs.size(), lines.size());
   ASSERT_GE(inputs.size(), 40u);
-  const Tokenizer* tok = &load(c.tokenizer);
+  const Tokenizer* tok = load(c.tokenizer);
   ASSERT_NE(tok, nullptr);
   int passed = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {

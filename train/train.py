@@ -156,6 +156,8 @@ def main():
     curve = open(os.path.join(a.out, "curve.csv"), "w")
     curve.write("step,tokens,train_loss,val_bits_per_byte\n")
     t0, seen, run_loss = time.time(), 0, None
+    bar = progress_bar(a.steps)
+    say = bar.write if bar else lambda msg: print(msg, flush=True)
     for step in range(1, a.steps + 1):
         lr = a.lr * min(1.0, step / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / a.steps)))
         for g in opt.param_groups:
@@ -174,12 +176,17 @@ def main():
         if step % a.eval_every == 0 or step == a.steps:
             val_bpb = f"{val_bits_per_byte(model, val):.4f}"
             save(model, tok, a.out)  # a usable model at every evaluation
+        if bar:
+            bar.set_postfix_str(f"loss {run_loss:.4f}", refresh=False)
+            bar.update(1)
         if step % a.log_every == 0 or val_bpb:
             dt = time.time() - t0
-            print(f"step {step}/{a.steps} loss {run_loss:.4f} lr {lr:.2e} {seen / dt:.0f} tok/s {dt:.0f} s"
-                  + (f" val {val_bpb} bits/byte" if val_bpb else ""), flush=True)
+            say(f"step {step}/{a.steps} loss {run_loss:.4f} lr {lr:.2e} {seen / dt:.0f} tok/s {dt:.0f} s"
+                + (f" val {val_bpb} bits/byte" if val_bpb else ""))
             curve.write(f"{step},{seen},{run_loss:.4f},{val_bpb}\n")
             curve.flush()
+    if bar:
+        bar.close()
     if c.ffn == "relu":
         stats = []
         val_bits_per_byte(model, val[:8], stats=stats)
@@ -187,6 +194,18 @@ def main():
     save(model, tok, a.out)
     written = "model-ple.bin" if c.ple_dim else "model-ternary.bin" if c.quant == "ternary" else "model-f32.gguf"
     print(f"wrote {a.out}/{written}" + (" and tokenizer.bin" if written != "model-f32.gguf" else ""), flush=True)
+
+
+def progress_bar(steps):
+    """A one-line bar (steps, rate, time left) on stderr when it is a terminal and Debian's python3-tqdm
+    is installed (`make train-default` installs it); None otherwise: the step lines alone."""
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=steps, file=sys.stderr, unit="step", dynamic_ncols=True, leave=False)
 
 
 def save(model, tok, out):
