@@ -8,7 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -129,13 +134,15 @@ bool eventually(F pred, double seconds = 5) {
   return pred();
 }
 
-// A streamed POST: the events' JSON (or "[DONE]"), stopping after max_events when given.
+// A streamed POST: the events' JSON (or "[DONE]"), stopping after max_events when given, or at
+// the first event after *hang_up turns true.
 struct Stream {
   int status = -1;
   std::vector<std::string> events;
   bool client_aborted = false;
 };
-Stream post_stream(const TestServer& s, const std::string& path, const json& body, int max_events = -1) {
+Stream post_stream(const TestServer& s, const std::string& path, const json& body, int max_events = -1,
+                   const std::atomic<bool>* hang_up = nullptr) {
   auto c = s.client();
   httplib::Request req;
   req.method = "POST";
@@ -151,7 +158,7 @@ Stream post_stream(const TestServer& s, const std::string& path, const json& bod
       std::string ev = buf.substr(0, at);
       buf.erase(0, at + 2);
       if (ev.rfind("data: ", 0) == 0) st.events.push_back(ev.substr(6));
-      if (max_events >= 0 && static_cast<int>(st.events.size()) >= max_events) {
+      if ((max_events >= 0 && static_cast<int>(st.events.size()) >= max_events) || (hang_up && hang_up->load())) {
         st.client_aborted = true;
         return false;  // hang up mid-stream
       }
@@ -505,36 +512,250 @@ TEST(Serve, BodyTooLargeIs413) {
   expect_error(post(s, "/v1/completions", json{{"prompt", std::string(10000, 'a')}}), 413, "invalid_request_error");
 }
 
+// A body of exactly `size` bytes: a valid request padded with an ignored field.
+std::string padded_body(size_t size) {
+  const std::string head = R"({"prompt": "Once", "max_tokens": 1, "pad": ")", tail = "\"}";
+  return head + std::string(size - head.size() - tail.size(), 'x') + tail;
+}
+
+// One limit whatever the Content-Type: curl's `-d` sends application/x-www-form-urlencoded, which
+// httplib's own body reading caps at 8 KB.
+TEST(Serve, FormEncodedBodiesHaveTheSameLimitAsJson) {
+  MC_REQUIRE_SHARED();
+  TestServer s;  // the default limit: 1 MiB
+  auto c = s.client();
+  const char* form = "application/x-www-form-urlencoded";
+  for (const size_t size : {size_t{9000}, size_t{1} << 20}) {
+    auto res = c.Post("/v1/completions", padded_body(size), form);
+    ASSERT_TRUE(res) << size;
+    EXPECT_EQ(res->status, 200) << size << ": " << res->body;
+  }
+  auto res = c.Post("/v1/completions", padded_body((size_t{1} << 20) + 1), form);
+  ASSERT_TRUE(res);
+  Reply r{res->status, json::parse(res->body, nullptr, false), res->body, ""};
+  expect_error(r, 413, "invalid_request_error", "--max-body");
+  res = c.Post("/tokenize", padded_body((size_t{1} << 20) + 1), "text/plain");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 413) << res->body;
+  // A multipart body is refused without being parsed.
+  httplib::MultipartFormDataItems items{{"prompt", "Once", "", ""}};
+  res = c.Post("/v1/completions", items);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 415) << res->body;
+  EXPECT_EQ(get(s, "/health").status, 200);
+}
+
+// Numbers out of range, or beyond a double (1e309: nlohmann's out_of_range, once a 500), are 400.
+TEST(Serve, OutOfRangeNumbersAre400) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  for (const char* body : {R"({"prompt": "a", "temperature": 1e309})", R"({"prompt": "a", "temperature": -1e309})",
+                           R"({"prompt": "a", "max_tokens": 1e400})", R"({"prompt": "a", "temperature": NaN})"})
+    expect_error(post(s, "/v1/completions", std::string(body)), 400, "invalid_request_error");
+  expect_error(post(s, "/v1/completions", std::string(R"({"prompt": "a", "temperature": 1e309})")), 400, "invalid_request_error", "out of range");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"top_p", 1.5}}), 400, "invalid_request_error", "'top_p'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"min_p", -0.1}}), 400, "invalid_request_error", "'min_p'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"n", -1}}), 400, "invalid_request_error", "'n'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"temperature", 1e300}}), 400, "invalid_request_error", "'temperature'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"top_k", 1e30}}), 400, "invalid_request_error", "'top_k'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"max_tokens", -1}}), 400, "invalid_request_error", "'max_tokens'");
+  expect_error(post(s, "/v1/completions", json{{"prompt", "a"}, {"repeat_penalty", -2}}), 400, "invalid_request_error", "'repeat_penalty'");
+  EXPECT_EQ(metric(s, "mcullm_slots_busy"), 0);
+}
+
+// A known path with a method it does not take: 405 with the methods it does take; unknown paths 404.
+TEST(Serve, WrongMethodOnAKnownPathIs405) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  auto c = s.client();
+  const auto check = [](const httplib::Result& res, const std::string& allow) {
+    ASSERT_TRUE(res);
+    Reply r{res->status, json::parse(res->body, nullptr, false), res->body, ""};
+    expect_error(r, 405, "invalid_request_error", "not allowed");
+    EXPECT_EQ(res->get_header_value("Allow"), allow);
+  };
+  check(c.Get("/v1/completions"), "POST, OPTIONS");
+  check(c.Get("/tokenize"), "POST, OPTIONS");
+  check(c.Post("/health", "{}", "application/json"), "GET, HEAD, OPTIONS");
+  check(c.Post("/v1/models", "{}", "application/json"), "GET, HEAD, OPTIONS");
+  check(c.Delete("/metrics"), "GET, HEAD, OPTIONS");
+  check(c.Put("/completion", "{}", "application/json"), "POST, OPTIONS");
+  expect_error(get(s, "/no/such/endpoint"), 404, "not_found_error");
+  expect_error(post(s, "/no/such/endpoint", json{{"prompt", "a"}}), 404, "not_found_error");
+}
+
+// A raw loopback connection to the test server (-1 on failure).
+int connect_raw(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+// Reads until the server closes the connection; "" plus a failure if it has not within `seconds` (a hang guard).
+std::string read_until_closed(int fd, double seconds = 30) {
+  std::string got;
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  ADD_FAILURE() << "the server did not close the connection within " << seconds << " s; got: " << got;
+  return got;
+}
+
+// Clients that trickle their headers a byte at a time (each byte well within --timeout) are dropped
+// with 408 once --header-timeout has passed, and meanwhile they hold no thread that /health needs
+// (with httplib's pool, 25 of them made /health wait for ever).
+TEST(Serve, SlowHeaderClientsAreDroppedWhileHealthAnswers) {
+  MC_REQUIRE_SHARED();
+  serve::HttpOptions ho;
+  ho.header_timeout_s = 3;
+  TestServer s({}, ho);
+  constexpr int kSlow = 30;
+  std::vector<int> fds;
+  for (int i = 0; i < kSlow; ++i) {
+    fds.push_back(connect_raw(s.port));
+    ASSERT_GE(fds.back(), 0);
+    const std::string start = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    ASSERT_EQ(send(fds.back(), start.data(), start.size(), MSG_NOSIGNAL), static_cast<ssize_t>(start.size()));
+  }
+  // One byte to each, every 100 ms, until the server closes them (hang guard: 60 s).
+  std::vector<std::string> replies(kSlow);
+  std::atomic<int> rounds{0};
+  std::thread trickle([&] {
+    std::vector<bool> open(kSlow, true);
+    const auto end = Clock::now() + std::chrono::seconds(60);
+    for (int left = kSlow; left > 0 && Clock::now() < end; ++rounds) {
+      for (int i = 0; i < kSlow; ++i) {
+        if (!open[i]) continue;
+        pollfd p{fds[i], POLLIN, 0};
+        char buf[1024];
+        ssize_t n = 1;
+        if (poll(&p, 1, 0) > 0) {
+          n = recv(fds[i], buf, sizeof buf, 0);
+          if (n > 0) replies[i].append(buf, static_cast<size_t>(n));
+        }
+        if (n <= 0) {
+          open[i] = false;
+          --left;
+        } else {
+          send(fds[i], "a", 1, MSG_NOSIGNAL);
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  eventually([&] { return rounds.load() >= 2; }, 30);
+  const Reply h = get(s, "/health");  // the client's read timeout is the hang guard
+  EXPECT_EQ(h.status, 200) << h.raw;
+  trickle.join();
+  for (int i = 0; i < kSlow; ++i) {
+    EXPECT_EQ(replies[i].rfind("HTTP/1.1 408", 0), 0u) << "client " << i << " got: " << replies[i];
+    EXPECT_NE(replies[i].find("--header-timeout"), std::string::npos) << replies[i];
+    close(fds[i]);
+  }
+  EXPECT_EQ(metric(s, "mcullm_http_requests_timed_out_total"), kSlow);
+  // A client that sends nothing at all is closed at the same deadline, without a reply.
+  const int idle = connect_raw(s.port);
+  ASSERT_GE(idle, 0);
+  EXPECT_EQ(read_until_closed(idle), "");
+  close(idle);
+  EXPECT_EQ(get(s, "/health").status, 200);
+}
+
+// Connections beyond --max-connections get 503 from the accept loop at once; a closed one frees its place.
+TEST(Serve, ConnectionsOverTheCapGet503AtOnce) {
+  MC_REQUIRE_SHARED();
+  serve::EngineOptions eo;
+  eo.queue = 0;
+  serve::HttpOptions ho;
+  ho.max_connections = 2;
+  ho.header_timeout_s = 600;  // the two idle connections stay until the test closes them
+  ho.read_timeout_s = 600;
+  TestServer s(eo, ho);
+  const int a = connect_raw(s.port), b = connect_raw(s.port);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  const int c = connect_raw(s.port);  // accepted after a and b (the kernel's accept queue is in order)
+  ASSERT_GE(c, 0);
+  const std::string reply = read_until_closed(c);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 503", 0), 0u) << reply;
+  EXPECT_NE(reply.find("Retry-After: 1"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("--max-connections"), std::string::npos) << reply;
+  close(c);
+  close(a);
+  EXPECT_TRUE(eventually([&] {
+    auto cl = s.client();
+    auto res = cl.Get("/health");
+    return res && res->status == 200;
+  }, 30));
+  close(b);
+  EXPECT_GE(metric(s, "mcullm_http_connections_refused_total"), 1);
+}
+
+// Event-driven: a streamed request holds the one slot until the test hangs it up, a second one waits
+// in the one queue place; only then do four more arrive, and each gets 503 at once.
 TEST(Serve, MoreRequestsThanTheQueueHoldsGet503) {
   MC_REQUIRE_SHARED();
   serve::EngineOptions eo;
   eo.parallel = 1;
   eo.queue = 1;
-  eo.token_delay_ms = 25;  // each request holds its slot for about 0.5 s
+  eo.token_delay_ms = 50;  // the holder's 500 tokens would take 25 s: it ends when the test hangs up
   TestServer s(eo);
-  const json body{{"prompt", "Once"}, {"max_tokens", 20}, {"ignore_eos", true}};
-  constexpr int kClients = 6;
-  std::vector<std::future<Reply>> replies;
-  for (int i = 0; i < kClients; ++i) replies.push_back(std::async(std::launch::async, [&] { return post(s, "/v1/completions", body); }));
-  int ok = 0, busy = 0;
-  for (auto& f : replies) {
-    ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
-    const Reply r = f.get();
-    if (r.status == 200) {
-      ++ok;
-    } else {
-      expect_error(r, 503, "unavailable_error", "busy");
-      EXPECT_EQ(r.retry_after, "1");
-      ++busy;
-    }
+  std::atomic<bool> hang_up{false};
+  auto holder = std::async(std::launch::async, [&] {
+    return post_stream(s, "/completion", json{{"prompt", "Once"}, {"n_predict", 500}, {"ignore_eos", true}, {"stream", true}}, -1, &hang_up);
+  });
+  ASSERT_TRUE(eventually([&] { return metric(s, "mcullm_slots_busy") == 1; }, 30)) << get(s, "/metrics").raw;
+  auto queued = std::async(std::launch::async, [&] { return post(s, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 2}}); });
+  ASSERT_TRUE(eventually([&] { return metric(s, "mcullm_queue_depth") == 1; }, 30)) << get(s, "/metrics").raw;
+  constexpr int kRefused = 4;
+  for (int i = 0; i < kRefused; ++i) {
+    const Reply r = post(s, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 2}});
+    expect_error(r, 503, "unavailable_error", "busy");
+    EXPECT_EQ(r.retry_after, "1");
   }
-  EXPECT_EQ(ok, 2);  // one in the slot, one in the queue
-  EXPECT_EQ(busy, kClients - 2);
-  EXPECT_EQ(metric(s, "mcullm_requests_rejected_total"), kClients - 2);
-  EXPECT_EQ(metric(s, "mcullm_slots_busy"), 0);
-  EXPECT_EQ(metric(s, "mcullm_queue_depth"), 0);
+  EXPECT_EQ(metric(s, "mcullm_requests_rejected_total"), kRefused);
+  hang_up = true;
+  ASSERT_EQ(holder.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_TRUE(holder.get().client_aborted);
+  ASSERT_EQ(queued.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_EQ(queued.get().status, 200);  // the queued request ran once the slot was free
+  EXPECT_TRUE(eventually([&] { return metric(s, "mcullm_slots_busy") == 0 && metric(s, "mcullm_queue_depth") == 0; }, 30));
   // Once the queue drains the server takes requests again.
   EXPECT_EQ(post(s, "/v1/completions", json{{"prompt", "Once"}, {"max_tokens", 1}}).status, 200);
+}
+
+// With the defaults, a burst of 16 clients (a quarter streaming) waits for the one slot: no 503.
+TEST(Serve, SixteenConcurrentClientsSucceedWithTheDefaults) {
+  MC_REQUIRE_SHARED();
+  TestServer s;
+  constexpr int kClients = 16;
+  std::vector<std::future<int>> statuses;
+  for (int i = 0; i < kClients; ++i)
+    statuses.push_back(std::async(std::launch::async, [&s, i] {
+      const json body{{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"seed", i + 1}, {"stream", i % 4 == 3}};
+      if (i % 4 == 3) {
+        const Stream st = post_stream(s, "/v1/completions", body);
+        return st.status == 200 && !st.events.empty() && st.events.back() == "[DONE]" ? 200 : st.status == 200 ? -2 : st.status;
+      }
+      return post(s, "/v1/completions", body).status;
+    }));
+  for (int i = 0; i < kClients; ++i) {
+    ASSERT_EQ(statuses[i].wait_for(std::chrono::seconds(120)), std::future_status::ready);
+    EXPECT_EQ(statuses[i].get(), 200) << "client " << i;
+  }
+  EXPECT_EQ(metric(s, "mcullm_requests_rejected_total"), 0);
+  EXPECT_EQ(metric(s, "mcullm_requests_completed_total"), kClients);
 }
 
 TEST(Serve, ClientDisconnectMidStreamStopsGenerationAndFreesTheSlot) {
@@ -542,13 +763,12 @@ TEST(Serve, ClientDisconnectMidStreamStopsGenerationAndFreesTheSlot) {
   serve::EngineOptions eo;
   eo.token_delay_ms = 10;  // 400 tokens would take 4 s; the client leaves after 3
   TestServer s(eo);
-  const auto t0 = Clock::now();
   const Stream st = post_stream(s, "/completion", json{{"prompt", "Once"}, {"n_predict", 400}, {"ignore_eos", true}, {"stream", true}}, 3);
   EXPECT_TRUE(st.client_aborted);
   ASSERT_EQ(st.events.size(), 3u);
   EXPECT_TRUE(eventually([&] { return metric(s, "mcullm_requests_cancelled_total") == 1 && metric(s, "mcullm_slots_busy") == 0; }))
       << get(s, "/metrics").raw;
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3.0);
+  EXPECT_EQ(metric(s, "mcullm_requests_completed_total"), 0);
   EXPECT_LT(metric(s, "mcullm_tokens_predicted_total"), 100);
   // The slot serves the next request.
   EXPECT_EQ(post(s, "/completion", json{{"prompt", "Once"}, {"n_predict", 2}}).status, 200);
@@ -776,6 +996,9 @@ TEST(ServeCli, BadOptionsGiveClearErrors) {
   r = run_cli_bounded({"serve", "-m", stories(), "--port", "0", "--vendor-dir", "/nonexistent/node_modules"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--vendor-dir /nonexistent/node_modules is not a directory"), std::string::npos) << r.err;
+  r = run_cli_bounded({"serve", "-m", stories(), "--port", "0", "--parallel", "2", "--queue", "8", "--max-connections", "10"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--max-connections 10 must be more than --parallel + --queue (10)"), std::string::npos) << r.err;
 }
 
 // --- the line protocol on a pseudo-terminal ------------------------------------------------------

@@ -14,7 +14,7 @@ const ui = {
   seed: $('seed'), prompt: $('prompt'), promptIds: $('prompt-ids'), generate: $('generate'), stop: $('stop'),
   outPrompt: $('out-prompt'), continuation: $('continuation'), tokens: $('stat-tokens'), tps: $('stat-tps'),
   last: $('stat-last'), promptMs: $('stat-prompt'), chart: $('chart'), log: $('token-log'), error: $('error'),
-  tabStory: $('tab-story'), tabChat: $('tab-chat'), storyView: $('story-view'), chatView: $('chat-view'),
+  tabStory: $('tab-story'), tabChat: $('tab-chat'), storyView: $('story-view'), chatView: $('chat-view'), storyButtons: $('story-buttons'),
   messages: $('messages'), chatForm: $('chat-form'), chatInput: $('chat-input'),
 };
 
@@ -358,8 +358,8 @@ async function guarded(work) {
 }
 
 ui.generate.addEventListener('click', () => guarded(async () => {
+  resetRun(ui.prompt.value);  // the last story goes first, whether this one starts or fails
   const s = settings();
-  resetRun(ui.prompt.value);
   if (ui.mode.value === 'serial') await generateSerial(s); else await generateHttp(s);
 }));
 ui.stop.addEventListener('click', () => { if (run.abort) run.abort.abort(); });
@@ -372,7 +372,7 @@ ui.chatForm.addEventListener('submit', (e) => {
   const text = ui.chatInput.value.trim();
   if (!text) return;
   ui.chatInput.value = '';
-  guarded(() => sendChat(settings(), text));
+  guarded(() => { showError(''); return sendChat(settings(), text); });
 });
 for (const [tab, view] of [[ui.tabStory, ui.storyView], [ui.tabChat, ui.chatView]]) {
   tab.addEventListener('click', () => {
@@ -380,6 +380,9 @@ for (const [tab, view] of [[ui.tabStory, ui.storyView], [ui.tabChat, ui.chatView
       t.classList.toggle('active', t === tab);
       v.hidden = v !== view;
     }
+    // Errors show next to the view's own button.
+    if (view === ui.chatView) ui.chatForm.after(ui.error); else ui.storyButtons.appendChild(ui.error);
+    showError('');
   });
 }
 

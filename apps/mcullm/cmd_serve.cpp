@@ -112,7 +112,9 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-c,--ctx-size", o->engine.ctx, "Context length per slot (default: the model's)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("-t,--threads", o->engine.threads, "Threads per slot")->check(CLI::Range(1, 256));
   cmd->add_option("--parallel", o->engine.parallel, "Concurrent generations (slots), each with its own KV cache")->check(CLI::Range(1, 64));
-  cmd->add_option("--queue", o->engine.queue, "Requests that may wait for a slot; more get 503")->check(CLI::Range(0, 4096));
+  cmd->add_option("--queue", o->engine.queue, "Requests that may wait for a slot (a burst waits for its turn); more get 503")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--alias", o->engine.alias, "Model id in the API (default: the model file's name)");
   cmd->add_option("--chat-template", o->engine.chat_template,
                   std::string("Chat template for /v1/chat/completions: ") + ChatTemplate::known_names() + " (default: the model file's own)");
@@ -125,6 +127,17 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--timeout", o->http.read_timeout_s, "Seconds a client may stay silent (reading) or stop reading (writing)")
       ->check(CLI::Range(1, 3600))
       ->each([o](const std::string&) { o->http.write_timeout_s = o->http.read_timeout_s; });
+  cmd->add_option("--header-timeout", o->http.header_timeout_s,
+                  "Seconds a client has to send a whole request (line, headers, body), however slowly its bytes come; then 408")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  cmd->add_option("--max-connections", o->http.max_connections,
+                  "Open connections (a thread each; more than --parallel + --queue); one more gets 503 at once")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 65536));
+  cmd->add_option("--max-body", o->http.max_body_bytes, "Largest request body in bytes, whatever its Content-Type; larger gets 413")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 30));
   cmd->add_option("--vendor-dir", o->http.vendor_dir, "Serve this directory at /vendor/ (web/flash/node_modules: esptool-js for the page's flashing panel)");
   cmd->add_option("--serial", o->serial, "Speak the line protocol on this serial device or pty instead of HTTP");
   CLI::Option* bridge = cmd->add_option("--bridge", o->bridge, "Serve HTTP, but generate on a board speaking the line protocol on this serial device");

@@ -135,6 +135,8 @@ json parse_body(const std::string& body) {
     j = json::parse(body);
   } catch (const json::parse_error& e) {
     throw bad_request(std::string("the body is not valid JSON: ") + e.what());
+  } catch (const json::exception& e) {  // a number beyond a double's range (1e309): out_of_range, not parse_error
+    throw bad_request(std::string("the body holds a number out of range: ") + e.what());
   }
   if (!j.is_object()) throw bad_request(std::string("the body must be a JSON object, not ") + j.type_name());
   return j;

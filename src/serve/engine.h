@@ -26,7 +26,7 @@ struct EngineOptions {
   int ctx = 0;                          // 0 = the model's context
   int threads = 1;                      // per slot
   int parallel = 1;                     // slots (concurrent generations)
-  int queue = 8;                        // admitted requests that may wait for a slot
+  int queue = 64;                       // admitted requests that may wait for a slot (a burst waits, as llama-server's does)
   int token_delay_ms = 0;               // sleep after each generated token (demos, tests: a slow board)
   std::string kernels = "auto";
   std::string chat_template;            // "chatml" / "llama2"; empty: the model file's own, if any

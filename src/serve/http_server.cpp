@@ -5,9 +5,11 @@
 
 #include <atomic>
 #include <ctime>
+#include <map>
 #include <thread>
 
 #include "serve/api_json.h"
+#include "serve/http_connections.h"
 #include "serve/web_assets.h"
 
 namespace mcullm::serve {
@@ -29,12 +31,23 @@ bool key_matches(const std::string& given, const std::string& key) {
 
 std::string sse(const json& j) { return "data: " + dump(j) + "\n\n"; }
 
+// The reply to a connection over --max-connections, written by the accept loop as it closes it.
+std::string refusal(int max_connections) {
+  const std::string body = dump(error_json(503, "unavailable_error", "the server has " + std::to_string(max_connections) +
+                                                                          " connections open (--max-connections); retry later"));
+  return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+         "Access-Control-Allow-Origin: *\r\nConnection: close\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
   Engine& engine;
   HttpOptions opt;
-  httplib::Server srv;
+  ConnectionCounters connections;
+  GuardedServer srv;
+  std::map<std::string, std::string> allowed;  // known path -> its methods (the Allow header of a 405)
   std::thread thread;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_id{1};
@@ -42,27 +55,71 @@ struct HttpServer::Impl {
   int bound_port = -1;
   int listen_fd = -1;
 
-  Impl(Engine& e, const HttpOptions& o) : engine(e), opt(o) { setup(); }
+  Impl(Engine& e, const HttpOptions& o)
+      : engine(e), opt(o), srv(connections, o.max_connections, o.header_timeout_s * 1000, refusal(o.max_connections)) {
+    setup();
+  }
 
   // Runs a handler, turning ApiError and any other exception into an OpenAI-shaped error.
   template <typename F>
-  httplib::Server::Handler guarded(F f) {
-    return [this, f](const httplib::Request& req, httplib::Response& res) {
-      ++http_requests;
-      try {
-        f(req, res);
-      } catch (const ApiError& e) {
-        send_error(res, e.status, e.type, e.what());
-      } catch (const std::exception& e) {
-        send_error(res, 500, "server_error", e.what());
+  void guard(httplib::Response& res, F f) {
+    ++http_requests;
+    try {
+      f();
+    } catch (const ApiError& e) {
+      send_error(res, e.status, e.type, e.what());
+    } catch (const std::exception& e) {
+      send_error(res, 500, "server_error", e.what());
+    }
+    if (res.status >= 400) ++http_errors;
+  }
+
+  template <typename F>
+  void get(const std::string& path, F f) {
+    allowed[path] = "GET, HEAD, OPTIONS";
+    srv.Get(path, [this, f](const httplib::Request& req, httplib::Response& res) { guard(res, [&] { f(req, res); }); });
+  }
+
+  // f(req, res, body): the body is read here, so that one limit holds whatever its Content-Type
+  // (httplib's own reading caps form-encoded bodies at 8 KB).
+  template <typename F>
+  void post(const std::string& path, F f) {
+    allowed[path] = "POST, OPTIONS";
+    srv.Post(path, [this, f](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& content) {
+      guard(res, [&] { f(req, res, read_body(req, res, content)); });
+    });
+  }
+
+  std::string read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& content) {
+    if (req.is_multipart_form_data()) {
+      GuardedServer::close_after_reply(res);  // its body was not read
+      throw ApiError(415, "invalid_request_error", "the body must be a JSON object, not multipart/form-data");
+    }
+    std::string body;
+    bool too_large = false;
+    const bool ok = content([&](const char* data, size_t n) {
+      if (body.size() + n > opt.max_body_bytes) {  // a chunked body has no length to check first
+        too_large = true;
+        return false;
       }
-      if (res.status >= 400) ++http_errors;
-    };
+      body.append(data, n);
+      return true;
+    });
+    if (ok) return body;
+    GuardedServer::close_after_reply(res);  // the rest of the body, if any, is still on the way
+    if (too_large || res.status == 413) throw too_large_error();
+    if (GuardedServer::request_timed_out()) throw timeout_error();
+    throw ApiError(400, "invalid_request_error", "the request body was cut short");
+  }
+
+  ApiError too_large_error() const {
+    return ApiError(413, "invalid_request_error", "the request body is larger than " + std::to_string(opt.max_body_bytes) + " bytes (--max-body)");
+  }
+  ApiError timeout_error() const {
+    return ApiError(408, "timeout_error", "the request did not arrive within " + std::to_string(opt.header_timeout_s) + " s (--header-timeout)");
   }
 
   void setup() {
-    const int threads = engine.options().parallel + engine.options().queue + 16;
-    srv.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     srv.set_read_timeout(opt.read_timeout_s, 0);
     srv.set_write_timeout(opt.write_timeout_s, 0);
     srv.set_keep_alive_timeout(5);
@@ -90,15 +147,23 @@ struct HttpServer::Impl {
       if (key_matches(given, opt.api_key)) return httplib::Server::HandlerResponse::Unhandled;
       ++http_requests;
       ++http_errors;
+      GuardedServer::close_after_reply(res);  // a body, if any, was not read
       send_error(res, 401, "authentication_error", given.empty() ? "an API key is required (Authorization: Bearer KEY)" : "invalid API key");
       return httplib::Server::HandlerResponse::Handled;
     });
-    srv.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    srv.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      if (res.status == 404) {
+      const auto send = [&res](const ApiError& e) { send_error(res, e.status, e.type, e.what()); };
+      if (GuardedServer::request_timed_out()) {  // the headers did not arrive in time
+        send(timeout_error());
+        GuardedServer::close_after_reply(res);
+      } else if (const auto it = allowed.find(req.path); res.status == 404 && it != allowed.end()) {
+        send_error(res, 405, "invalid_request_error", req.method + " is not allowed on " + req.path + " (allowed: " + it->second + ")");
+        res.set_header("Allow", it->second);
+      } else if (res.status == 404) {
         send_error(res, 404, "not_found_error", "no endpoint " + req.method + " " + req.path);
       } else if (res.status == 413) {
-        send_error(res, 413, "invalid_request_error", "the request body is too large");
+        send(too_large_error());
       } else {
         send_error(res, res.status, res.status < 500 ? "invalid_request_error" : "server_error", "HTTP status " + std::to_string(res.status));
       }
@@ -114,24 +179,27 @@ struct HttpServer::Impl {
       res.set_header("Access-Control-Allow-Headers", "Content-Type, Authorization, X-Api-Key");
       res.set_header("Access-Control-Max-Age", "600");
     });
-    srv.Get("/", guarded([](const httplib::Request& req, httplib::Response& res) { web_asset(req, res); }));
-    for (size_t i = 0; i < kWebAssetCount; ++i)
-      srv.Get(kWebAssets[i].path, guarded([](const httplib::Request& req, httplib::Response& res) { web_asset(req, res); }));
-    srv.Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) {
+    const auto page = [](const httplib::Request& req, httplib::Response& res) { web_asset(req, res); };
+    get("/", page);
+    for (size_t i = 0; i < kWebAssetCount; ++i) get(kWebAssets[i].path, page);
+    get("/health", [this](const httplib::Request&, httplib::Response& res) {
       const EngineMetrics m = engine.metrics();
       res.set_content(dump(json{{"status", "ok"}, {"slots_idle", m.slots - m.busy_slots}, {"slots_processing", m.busy_slots}}),
                       "application/json");
-    }));
-    srv.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) { models(res); }));
-    srv.Get("/models", guarded([this](const httplib::Request&, httplib::Response& res) { models(res); }));
-    srv.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) { metrics(res); }));
-    srv.Post("/v1/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kOpenAI); }));
-    srv.Post("/completion", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kLlamaServer); }));
-    srv.Post("/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kLlamaServer); }));
-    srv.Post("/v1/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kOpenAIChat); }));
-    srv.Post("/chat/completions", guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Dialect::kOpenAIChat); }));
-    srv.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
-    srv.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); }));
+    });
+    get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models(res); });
+    get("/models", [this](const httplib::Request&, httplib::Response& res) { models(res); });
+    get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
+    const auto completions = [this](Dialect d) {
+      return [this, d](const httplib::Request&, httplib::Response& res, const std::string& body) { completion(body, res, d); };
+    };
+    post("/v1/completions", completions(Dialect::kOpenAI));
+    post("/completion", completions(Dialect::kLlamaServer));
+    post("/completions", completions(Dialect::kLlamaServer));
+    post("/v1/chat/completions", completions(Dialect::kOpenAIChat));
+    post("/chat/completions", completions(Dialect::kOpenAIChat));
+    post("/tokenize", [this](const httplib::Request&, httplib::Response& res, const std::string& body) { tokenize(body, res); });
+    post("/detokenize", [this](const httplib::Request&, httplib::Response& res, const std::string& body) { detokenize(body, res); });
   }
 
   static void web_asset(const httplib::Request& req, httplib::Response& res) {
@@ -161,6 +229,11 @@ struct HttpServer::Impl {
     };
     add("mcullm_http_requests_total", "counter", "HTTP requests handled (any endpoint)", static_cast<double>(http_requests.load()));
     add("mcullm_http_errors_total", "counter", "HTTP responses with a status of 400 or more", static_cast<double>(http_errors.load()));
+    add("mcullm_http_connections", "gauge", "Open client connections", connections.open.load());
+    add("mcullm_http_connections_refused_total", "counter", "Connections refused (503) because --max-connections were open",
+        static_cast<double>(connections.refused.load()));
+    add("mcullm_http_requests_timed_out_total", "counter", "Requests that did not arrive within --header-timeout (408, or an idle connection closed)",
+        static_cast<double>(connections.timed_out.load()));
     add("mcullm_requests_total", "counter", "Generation requests received", static_cast<double>(m.requests));
     add("mcullm_requests_rejected_total", "counter", "Generation requests refused because the slots and the queue were full (503)", static_cast<double>(m.rejected));
     add("mcullm_requests_completed_total", "counter", "Generations that ran to their end", static_cast<double>(m.completed));
@@ -177,8 +250,8 @@ struct HttpServer::Impl {
     res.set_content(s, "text/plain; version=0.0.4");
   }
 
-  void tokenize(const httplib::Request& req, httplib::Response& res) {
-    const json j = parse_body(req.body);
+  void tokenize(const std::string& body, httplib::Response& res) {
+    const json j = parse_body(body);
     const auto it = j.find("content");
     if (it == j.end() || !it->is_string()) throw ApiError(400, "invalid_request_error", "'content' (a string) is required");
     bool add_special = false, with_pieces = false;
@@ -205,8 +278,8 @@ struct HttpServer::Impl {
     res.set_content(dump(json{{"tokens", tokens}}), "application/json");
   }
 
-  void detokenize(const httplib::Request& req, httplib::Response& res) {
-    const json j = parse_body(req.body);
+  void detokenize(const std::string& body, httplib::Response& res) {
+    const json j = parse_body(body);
     const auto it = j.find("tokens");
     if (it == j.end() || !it->is_array()) throw ApiError(400, "invalid_request_error", "'tokens' (an array of token ids) is required");
     std::vector<int> ids;
@@ -255,8 +328,8 @@ struct HttpServer::Impl {
     return o;
   }
 
-  void completion(const httplib::Request& req, httplib::Response& res, Dialect d) {
-    const json body = parse_body(req.body);
+  void completion(const std::string& text, httplib::Response& res, Dialect d) {
+    const json body = parse_body(text);
     auto cr = std::make_shared<CompletionRequest>(d == Dialect::kOpenAIChat ? parse_chat(body, engine) : parse_completion(body, d, engine));
     auto adm = std::make_shared<std::unique_ptr<Admission>>(engine.admit());
     if (!*adm)
@@ -330,6 +403,12 @@ HttpServer::~HttpServer() { stop(); }
 Status HttpServer::bind() {
   Impl& s = *impl_;
   if (s.opt.port < 0 || s.opt.port > 65535) return Status::Error(Code::kInvalidArgument, "--port %d is not in 0..65535", s.opt.port);
+  const int admitted = s.engine.options().parallel + s.engine.options().queue;
+  if (s.opt.max_connections <= admitted)
+    return Status::Error(Code::kInvalidArgument,
+                         "--max-connections %d must be more than --parallel + --queue (%d): every admitted request holds a connection",
+                         s.opt.max_connections, admitted);
+  if (s.opt.header_timeout_s < 1) return Status::Error(Code::kInvalidArgument, "--header-timeout %d must be at least 1 s", s.opt.header_timeout_s);
   // httplib serves the directory's files (refusing paths with "..") before any handler.
   if (!s.opt.vendor_dir.empty() && !s.srv.set_mount_point("/vendor", s.opt.vendor_dir))
     return Status::Error(Code::kInvalidArgument, "--vendor-dir %s is not a directory", s.opt.vendor_dir.c_str());

@@ -14,7 +14,13 @@ struct HttpOptions {
   std::string api_key;         // empty = no authentication
   int read_timeout_s = 10;     // a client that sends nothing for this long is dropped
   int write_timeout_s = 10;    // a reader that takes nothing for this long is dropped (its generation stops)
-  size_t max_body_bytes = 1 << 20;
+  // A request (line, headers and body) must arrive whole within this, however its bytes trickle in
+  // (408, connection closed); a new connection's clock starts at its accept.
+  int header_timeout_s = 5;
+  // Open client connections (each has a thread); one more is answered 503 and closed at once. Must
+  // exceed the engine's parallel + queue: every admitted request holds a connection.
+  int max_connections = 256;
+  size_t max_body_bytes = 1 << 20;  // whatever the Content-Type (413 above)
   // Files under /vendor/ come from this directory when set (the page's flashing panel loads
   // esptool-js from /vendor/esptool-js/bundle.js: `npm ci` in web/flash, then web/flash/node_modules).
   std::string vendor_dir;

@@ -1,8 +1,11 @@
 // The page in headless Chromium (playwright-core driving Debian's chromium), against a real
 // `mcullm serve` with stories260K. Checks, for a seeded request:
-//  1. HTTP mode: typing a prompt and clicking Generate streams tokens (seen part-way), and the text
-//     equals /v1/completions' for the same settings; the token count, each token's time, the
-//     tokens/s figure and the chart all updated. Saves a screenshot.
+//  1. HTTP mode: typing a prompt and clicking Generate streams tokens (the test holds the stream after
+//     its first event: the page shows that token while still running), and the text equals
+//     /v1/completions' for the same settings; the token count, each token's time, the tokens/s figure
+//     and the chart all updated. Saves a screenshot.
+//  1b. A bad setting, then a request the server refuses: the error shows next to the Generate button,
+//     in view, and the last story is cleared.
 //  2. Chat view (the server runs with --chat-template chatml): a message's streamed reply equals
 //     /v1/chat/completions' for the same settings.
 //  3. WebSerial mode with a stand-in for navigator.serial whose bytes go to `mcullm serve --serial`
@@ -29,9 +32,49 @@ function fail(e) {
   process.exit(1);
 }
 
-// `mcullm serve --port 0` (40 ms per token, so that streaming is visible part-way even when a loaded machine slows the polling); resolves its port.
+// `mcullm serve --port 0` (a little delay per token, as a board would have); resolves its port.
 function startServer() {
-  return startServerOf(bin, model, ['--token-delay-ms', '40', '--chat-template', 'chatml'], children);
+  return startServerOf(bin, model, ['--token-delay-ms', '10', '--chat-template', 'chatml'], children);
+}
+
+// Wraps the page's fetch so that, once window.__holdNext is set, the next /completion stream is held
+// after its first event until window.__release(): the page must show that token while the generation
+// is still running (the test waits for events, not for time).
+function installStreamGate(page) {
+  return page.evaluate(() => {
+    const realFetch = window.fetch.bind(window);
+    const firstEventEnd = (b) => { for (let i = 1; i < b.length; i++) if (b[i - 1] === 10 && b[i] === 10) return i + 1; return -1; };
+    window.fetch = async (input, init) => {
+      const res = await realFetch(input, init);
+      if (!window.__holdNext || !String(input).endsWith('/completion') || !res.body) return res;
+      window.__holdNext = false;
+      const released = new Promise((resolve) => { window.__release = resolve; });
+      const reader = res.body.getReader();
+      const body = new ReadableStream({
+        async start(c) {
+          let head = new Uint8Array(0), held = false;
+          try {
+            for (;;) {
+              const { value, done } = await reader.read();
+              if (done) break;
+              if (held) { c.enqueue(value); continue; }
+              const all = new Uint8Array(head.length + value.length);
+              all.set(head); all.set(value, head.length);
+              const end = firstEventEnd(all);
+              if (end < 0) { head = all; continue; }
+              c.enqueue(all.slice(0, end));
+              held = window.__held = true;
+              await released;
+              if (end < all.length) c.enqueue(all.slice(end));
+            }
+            c.close();
+          } catch (e) { c.error(e); }
+        },
+        cancel(reason) { return reader.cancel(reason); },
+      });
+      return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    };
+  });
 }
 
 // `mcullm serve --serial /dev/tty` inside `script`, which gives it a pty and relays our pipes to it.
@@ -60,15 +103,17 @@ async function generate(page, mode) {
   await page.fill('#temperature', String(settings.temperature));
   await page.fill('#top_k', String(settings.top_k));
   await page.fill('#seed', String(settings.seed));
-  await page.click('#generate');
-  // Part-way: some tokens shown, not all (the continuation streams in).
   let partial = 0;
-  for (let i = 0; i < 400 && partial === 0; i++) {
-    const state = await page.getAttribute('body', 'data-state');
-    const n = Number(await page.textContent('#stat-tokens'));
-    if (n > 0 && state === 'running') partial = n;
-    if (state !== 'running') break;
-    await page.waitForTimeout(5);
+  if (mode === 'http') {
+    await page.evaluate(() => { window.__holdNext = true; window.__held = false; });
+    await page.click('#generate');
+    // Part-way: the stream is held after its first event; that token must show while running.
+    await page.waitForFunction(() => window.__held && Number(document.getElementById('stat-tokens').textContent) > 0, null, { timeout: 30000 });
+    partial = Number(await page.textContent('#stat-tokens'));
+    assert.equal(await page.getAttribute('body', 'data-state'), 'running', 'the page should still be running while the stream is held');
+    await page.evaluate(() => window.__release());
+  } else {
+    await page.click('#generate');
   }
   await page.waitForFunction(() => document.body.dataset.state !== 'running', null, { timeout: 30000 });
   const state = await page.getAttribute('body', 'data-state');
@@ -89,6 +134,7 @@ async function main() {
     page.on('pageerror', (e) => fail(e));
     await page.goto(`http://127.0.0.1:${port}/`);
     await page.waitForSelector('#status.ok', { timeout: 10000 });
+    await installStreamGate(page);
 
     // 1. HTTP.
     const partial = await generate(page, 'http');
@@ -114,6 +160,30 @@ async function main() {
     });
     assert.ok(inked > 100, 'the tokens/s chart has no line (' + inked + ' pixels)');
     await page.screenshot({ path: path.join(work, 'page.png'), fullPage: true });
+
+    // 1b. Errors: next to the Generate button and in view (not below the fold), the last story gone.
+    const errorShown = async (words, what) => {
+      await page.waitForSelector('#error', { state: 'visible', timeout: 30000 });
+      await page.waitForFunction(() => document.body.dataset.state === 'error', null, { timeout: 30000 });
+      assert.match(await page.textContent('#error'), words, what);
+      assert.equal(await page.textContent('#continuation'), '', what + ': the last story should be cleared');
+      assert.equal(await page.locator('#token-log li').count(), 0, what);
+      const place = await page.evaluate(() => {
+        const b = document.getElementById('generate').getBoundingClientRect(), e = document.getElementById('error').getBoundingClientRect();
+        return { sameRow: Math.abs((e.top + e.bottom) / 2 - (b.top + b.bottom) / 2) < b.height, inView: e.top >= 0 && e.bottom <= window.innerHeight,
+                 sibling: document.getElementById('error').parentElement === document.getElementById('generate').parentElement };
+      });
+      assert.ok(place.sibling && place.sameRow && place.inView, what + ': the error is not next to the Generate button: ' + JSON.stringify(place));
+    };
+    await page.fill('#temperature', '500');
+    await page.click('#generate');
+    await errorShown(/Temperature/, 'a bad setting');
+    await page.fill('#temperature', String(settings.temperature));
+    await page.check('#prompt-ids');
+    await page.fill('#prompt', '1 99999');
+    await page.click('#generate');  // the server answers 400: not a token id
+    await errorShown(/99999/, 'a refused request');
+    await page.uncheck('#prompt-ids');
 
     // 2. Chat.
     const question = 'Tell me about a cat.';
