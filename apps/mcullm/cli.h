@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mcullm/status.h"
@@ -88,6 +89,9 @@ class OutputFile {
   int err_ = 0;
 };
 
+// Writes and flushes text on stdout (streamed tokens); false once a write failed, whose errno
+// stdout_status() then reports.
+bool write_stdout(std::string_view text);
 // Standard output written so far: an Io error (with errno's text) when a write or the final flush
 // failed. main() checks it after every command; long writers may check it to stop early.
 Status stdout_status();

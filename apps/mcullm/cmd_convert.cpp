@@ -180,8 +180,8 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   CLI::Option* out = cmd->add_option("-o,--output", o->output, "File to write (GGUF unless --format esp32ai)");
   CLI::Option* image = cmd->add_option("--image", o->image, "Write a board image (format/board_image.h) instead of a GGUF");
   out->excludes(image);
-  cmd->add_option("--sram-budget", o->sram_budget, "--image: weight bytes placed in the SRAM section (default 65536)");
-  cmd->add_option("--psram-budget", o->psram_budget, "--image: weight bytes placed in the PSRAM section (default 2097152)");
+  cmd->add_option("--sram-budget", o->sram_budget, "--image: weight bytes placed in the SRAM section");
+  cmd->add_option("--psram-budget", o->psram_budget, "--image: weight bytes placed in the PSRAM section");
   cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer to embed (default: the model's own, or one beside it)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; ternary models: i2_s (default), tl1 or tl2)")

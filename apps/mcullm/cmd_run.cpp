@@ -59,12 +59,10 @@ bool on_step(void* user, const GenerateStep& s) {
   p->dump.printf("TOK %d %d %d\n", s.pos, s.token, s.next);
   const bool stop = s.sampled && (s.next == p->stop_a || s.next == p->stop_b);
   if (!p->quiet && p->tok && !stop) {
-    const std::string text = p->utf8.push(p->tok->decode_step(s.token, s.next));
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    if (!write_stdout(p->utf8.push(p->tok->decode_step(s.token, s.next)))) return false;  // main() reports it
   }
-  // A failed write ends the run (main() reports it): nobody reads the rest.
-  return !p->dump.failed() && !p->logits.failed() && !std::ferror(stdout);
+  // A failed write ends the run: nobody reads the rest.
+  return !p->dump.failed() && !p->logits.failed();
 }
 
 std::string mib(size_t bytes) {
@@ -101,11 +99,7 @@ SamplerConfig sampler_config(const RunOptions& o) {
   return sc;
 }
 
-bool print_text(void*, std::string_view text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-  return true;
-}
+bool print_text(void*, std::string_view text) { return write_stdout(text); }
 
 // -cnv: one user message per stdin line, the reply on stdout; /reset starts over, /exit (or the end
 // of stdin) quits. Per-turn figures go to stderr.
@@ -254,8 +248,7 @@ int run(RunOptions o) {
   if (!o.dump_logits.empty())
     if (Status st = printer.logits.open(o.dump_logits, "--dump-logits"); !st.ok()) return report(st);
   if (!o.quiet && have_tok && prompt[0] != tok->bos_id()) {
-    const std::string first = printer.utf8.push(tok->decode_step(-1, prompt[0]));
-    std::fwrite(first.data(), 1, first.size(), stdout);
+    write_stdout(printer.utf8.push(tok->decode_step(-1, prompt[0])));
   }
 
   GenerateOptions go;
@@ -273,10 +266,7 @@ int run(RunOptions o) {
   const double total_ms = ms_since(printer.start);
   const Status dump_st = printer.dump.close(), logits_st = printer.logits.close();
   if (!o.quiet) {
-    const std::string rest = printer.utf8.finish();
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
+    write_stdout(printer.utf8.finish() + "\n");
   }
   if (!st.ok()) return report(st);
   for (const Status& s : {dump_st, logits_st})

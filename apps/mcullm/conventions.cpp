@@ -113,10 +113,24 @@ Status OutputFile::close() {
   return Status::Ok();
 }
 
+namespace {
+int g_stdout_errno = 0;  // the first failed write_stdout's errno
+}  // namespace
+
+bool write_stdout(std::string_view text) {
+  if (std::ferror(stdout)) return false;
+  errno = 0;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+    g_stdout_errno = errno;
+    return false;
+  }
+  return true;
+}
+
 Status stdout_status() {
   errno = 0;
   const bool flush_failed = std::fflush(stdout) != 0;
-  const int err = errno;
+  const int err = errno ? errno : g_stdout_errno;
   if (flush_failed || std::ferror(stdout))
     return Status::Error(Code::kIo, "writing the standard output failed: %s",
                          err ? std::strerror(err) : "a write failed before (e.g. a full disk)");
