@@ -128,7 +128,7 @@ int eval(const EvalOptions& o) {
     return report(Status::Error(Code::kInvalidArgument, "--chunks must be at least 1 (got %lld)", o.chunks));
   std::error_code ec;
   if (!std::filesystem::exists(o.text_file, ec))
-    return report(Status::Error(Code::kNotFound, "the text file %s does not exist", o.text_file.c_str()));
+    return report(Status::Error(Code::kIo, "the text file %s does not exist", o.text_file.c_str()));
   if (!std::filesystem::is_regular_file(o.text_file, ec))
     return report(Status::Error(Code::kInvalidArgument, "the text file %s is not a regular file", o.text_file.c_str()));
   std::ifstream f(o.text_file, std::ios::binary);

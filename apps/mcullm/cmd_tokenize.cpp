@@ -28,7 +28,7 @@ Status read_whole_file(const std::string& path, std::string* out) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) {
     const int err = errno;
-    return Status::Error(err == ENOENT ? Code::kNotFound : Code::kIo, "cannot open %s: %s", path.c_str(), std::strerror(err));
+    return Status::Error(Code::kIo, "cannot open %s: %s", path.c_str(), std::strerror(err));  // exit code 4, as any unreadable file
   }
   out->clear();
   char buf[65536];
