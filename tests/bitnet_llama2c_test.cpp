@@ -303,7 +303,7 @@ TEST(BitLlama2cGguf, ConvertToTlReproducesTheReference) {
       const std::string out = dir + "/" + type + ".gguf";
       const auto c = test::run_cli({"convert", from, "-z", tok512(), "--type", type, "-o", out});
       ASSERT_EQ(c.exit_code, 0) << c.err;
-      EXPECT_NE(c.err.find("56 ternary matrices as " + std::string(type) + " (0 as i2_s"), std::string::npos) << c.err;
+      EXPECT_NE(c.err.find("56 ternary matrices as " + std::string(type) + ", "), std::string::npos) << c.err;  // none kept as i2_s
       const std::string dump = dir + "/g.tokens";
       auto r = test::run_cli({"run", "-m", out, "--temp", "0", "-n", "256", "--dump-tokens", dump, "-q", "-t", "2"});
       ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -85,8 +85,8 @@ TEST(CliDummy, IsDeterministicAndRuns) {
   EXPECT_GT(a.size(), 100000u);
   EXPECT_EQ(a, test::read_file(dir + "/b.gguf"));
   EXPECT_NE(a, test::read_file(dir + "/c.gguf"));
-  const auto r1 = run_cli({"run", "-m", dir + "/a.gguf", "-p", "Once upon a time", "-n", "32", "--fingerprint", "-t", "1"});
-  const auto r2 = run_cli({"run", "-m", dir + "/a.gguf", "-p", "Once upon a time", "-n", "32", "--fingerprint", "-t", "2", "--kernels", "ref"});
+  const auto r1 = run_cli({"run", "-m", dir + "/a.gguf", "-p", "Once upon a time", "-n", "32", "--fingerprint", "-t", "1", "-s", "42"});
+  const auto r2 = run_cli({"run", "-m", dir + "/a.gguf", "-p", "Once upon a time", "-n", "32", "--fingerprint", "-t", "2", "--kernels", "ref", "-s", "42"});
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_EQ(r1.out, r2.out);
   EXPECT_NE(r1.out.find("Once upon a time"), std::string::npos);
@@ -98,8 +98,8 @@ TEST(CliDummy, QuantizedTypesRunWithTheSameFingerprintOnEveryKernel) {
     // dim 64 and hidden 192 fill whole 32-blocks, so every matrix takes the type
     const std::string f = dir + "/" + type + ".gguf";
     ASSERT_EQ(run_cli({"dummy", "-o", f, "--type", type, "--hidden", "192"}).exit_code, 0);
-    const auto a = run_cli({"run", "-m", f, "-n", "24", "--fingerprint", "-q", "--kernels", "ref", "-t", "1"});
-    const auto b = run_cli({"run", "-m", f, "-n", "24", "--fingerprint", "-q", "--kernels", "auto", "-t", "2"});
+    const auto a = run_cli({"run", "-m", f, "-n", "24", "--fingerprint", "-q", "--kernels", "ref", "-t", "1", "-s", "42"});
+    const auto b = run_cli({"run", "-m", f, "-n", "24", "--fingerprint", "-q", "--kernels", "auto", "-t", "2", "-s", "42"});
     ASSERT_EQ(a.exit_code, 0) << a.err;
     EXPECT_EQ(a.out, b.out) << type;
   }

@@ -65,6 +65,8 @@ TEST_F(ClusterCli, SixLocalNodesAndTheMasterMatchOneProcess) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(fingerprint_line(r.out), *want_) << r.err;
   EXPECT_NE(r.err.find("node 6"), std::string::npos) << r.err;
+  // A clean run: the nodes, stopped at the end, print no error (issue 15).
+  EXPECT_EQ(r.err.find("error:"), std::string::npos) << r.err;
 }
 
 TEST_F(ClusterCli, Qwen2ThroughSixNodesMatchesOneProcess) {
@@ -158,6 +160,8 @@ TEST_F(ClusterCli, FlippedBitIsDetectedAndReplannedAround) {
   EXPECT_EQ(fingerprint_line(r.out), *want_) << r.err;
   EXPECT_NE(r.err.find("node 5 ("), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("corrupt"), std::string::npos) << r.err;
+  // The generation succeeded: the surviving nodes, whose master left, print no error (issue 15).
+  EXPECT_EQ(r.err.find("mcullm: error:"), std::string::npos) << r.err;
 }
 
 TEST_F(ClusterCli, NoRoomLeftEndsInAClearError) {
@@ -166,6 +170,8 @@ TEST_F(ClusterCli, NoRoomLeftEndsInAClearError) {
   EXPECT_EQ(fingerprint_line(r.out), "") << "no output from a failed generation";
   EXPECT_NE(r.err.find("node 4 ("), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("do not fit"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("tokens/s"), std::string::npos) << "no speed for a failed generation: " << r.err;
+  EXPECT_NE(r.err.find("1 of 1 stream failed"), std::string::npos) << r.err;
 }
 
 // Nodes the test starts itself (--nodes): node 2 dies after 5 hidden states and comes back on its

@@ -77,10 +77,10 @@ TEST(CliTokenize, BadInputGetsClearErrors) {
   MC_REQUIRE_SHARED();
   const std::string dir = temp_dir();
   auto r = run_cli({"tokenize", "-m", dir + "/missing.json", "-p", "x"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 4);  // I/O (docs/cli.md)
   EXPECT_NE(r.err.find("cannot open"), std::string::npos) << r.err;
   r = run_cli({"tokenize", "-m", gpt2(), "-f", dir + "/missing.txt"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 4);
   EXPECT_NE(r.err.find("cannot open"), std::string::npos) << r.err;
   r = run_cli({"tokenize", "-m", gpt2()});
   EXPECT_EQ(r.exit_code, 2);

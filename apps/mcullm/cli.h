@@ -2,7 +2,11 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <cstdio>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "mcullm/status.h"
 #include "model/transformer.h"
@@ -38,7 +42,58 @@ void add_cluster_command(CLI::App& app, int* exit_code);  // the cluster master 
 // --kv f32|int8 (run, eval, bench, plan): sets *kv (model/transformer.h KvType) when given.
 void add_kv_option(CLI::App* cmd, KvType* kv);
 
+// Exit codes of every command (docs/cli.md lists them).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,    // the work failed (a corrupt model, a lost cluster node, an internal error)
+  kExitUsage = 2,      // bad flags or arguments (CLI11's parse errors, an invalid value)
+  kExitDoesNotFit = 3, // the model does not fit the board's memory (plan, run --board)
+  kExitIo = 4,         // a file or stdout could not be read or written (missing file, full disk)
+};
+
 // Prints "mcullm: error: <message>" to stderr and returns the exit code for a failed status.
 int report(const Status& st);
+
+// The conventions every command shares (conventions.cpp), after llama.cpp where it has one.
+// -s,--seed: -1 (the default) draws a random seed; resolve_seed gives the seed to use (>= 1 for -1).
+void add_seed_option(CLI::App* cmd, int64_t* seed, const std::string& what = "Sampling seed");
+int64_t resolve_seed(int64_t seed);
+// -t,--threads: defaults to the physical cores; a warning when more than the logical cores.
+void add_threads_option(CLI::App* cmd, int* threads, const std::string& what = "Threads");
+int physical_cores();
+int logical_cores();
+void warn_threads(int threads);
+// --prompt-ids (run, cluster): ids below `vocab` separated by commas or spaces; an empty list is an error.
+Status parse_prompt_ids(const std::string& text, int vocab, std::vector<int>* ids);
+// Where the version comes from: CMake's project VERSION and `git describe` at configure time.
+const char* version_string();
+
+// A file written as we go (--dump-tokens, --dump-logits): the first failed write is kept and
+// reported by close(), which also catches a failed flush (a full disk shows up there).
+class OutputFile {
+ public:
+  OutputFile() = default;
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+  Status open(const std::string& path, const char* flag);
+  bool is_open() const { return f_ != nullptr; }
+  bool failed() const { return err_ != 0; }
+  void write(const void* data, size_t n);
+  void printf(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  Status close();
+
+ private:
+  std::FILE* f_ = nullptr;
+  std::string path_, flag_;
+  int err_ = 0;
+};
+
+// Writes and flushes text on stdout (streamed tokens); false once a write failed, whose errno
+// stdout_status() then reports.
+bool write_stdout(std::string_view text);
+// Standard output written so far: an Io error (with errno's text) when a write or the final flush
+// failed. main() checks it after every command; long writers may check it to stop early.
+Status stdout_status();
 
 }  // namespace mcullm::cli

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "progress.h"
 #include "core/thread_pool_host.h"
 #include "format/esp32ai.h"
 #include "quant/q4e.h"
@@ -29,7 +30,7 @@ namespace mcullm::cli {
 namespace {
 
 struct BenchOptions {
-  std::string models, n_gen = "128", n_prompt = "512", threads = "2", kernels = "auto";
+  std::string models, n_gen = "128", n_prompt = "512", threads = std::to_string(physical_cores()), kernels = "auto";
   std::string board;  // a board profile: also print the cost model's prediction for each tg test
   int reps = 5;
   KvType kv = KvType::kF32;
@@ -223,6 +224,11 @@ int bench(const BenchOptions& o) {
   const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
   if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
   const std::string backend = std::string("CPU ") + kernels->name + ", pp batch " + std::to_string(kPrefillBatch);
+  for (int t : threads) warn_threads(t);
+  long long n_runs = 0;  // the warm-up and repetitions of every test, for the progress bar
+  for (int n : prompts) n_runs += n > 0 ? 1 + o.reps : 0;
+  for (int n : gens) n_runs += n > 0 ? 1 + o.reps : 0;
+  Progress progress("bench", n_runs * static_cast<long long>(models.size() * threads.size()), "runs");
 
   std::printf("| %-24s | %10s | %10s | %-27s | %7s | %8s | %20s |\n", "model", "size", "params", "backend", "threads", "test", "t/s");
   std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", std::string(24, '-').c_str(), "---------:", "---------:",
@@ -261,11 +267,14 @@ int bench(const BenchOptions& o) {
       for (const Test& test : tests) {
         double tps = 0;
         if (Status st = timed_run(*dec.decoder, test.prompt, std::min(test.count, 16), &tps); !st.ok()) return report(st);  // warm-up
+        progress.step();
         std::vector<double> runs;
         for (int r = 0; r < o.reps; ++r) {
           if (Status st = timed_run(*dec.decoder, test.prompt, test.count, &tps); !st.ok()) return report(st);
           runs.push_back(tps);
+          progress.step();
         }
+        progress.finish();  // the table row on a clean line
         const Sample s = stats(runs);
         char name[32], tstr[48];
         std::snprintf(name, sizeof name, "%s%d", test.prompt ? "pp" : "tg", test.count);
@@ -320,7 +329,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-m,--model", o->models, "Model file(s), comma separated")->required();
   cmd->add_option("-n,--n-token,--n-gen", o->n_gen, "Generated tokens per tg test (comma list; 0 = none)");
   cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp test (comma list; 0 = none)");
-  cmd->add_option("-t,--threads", o->threads, "Threads (comma list)");
+  cmd->add_option("-t,--threads", o->threads, "Threads (comma list; default: the physical cores)");
   cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->check(CLI::Range(1, 1000));
   cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "auto"}));
   cmd->add_option("--board", o->board, "Also print the cost model's tg prediction on this board (preset or JSON file)");

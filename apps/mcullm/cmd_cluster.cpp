@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "cli.h"
+#include "progress.h"
 #include "cluster/master_host.h"
 #include "cluster/rounded_chain_host.h"
 #include "cluster/transport_host.h"
@@ -40,10 +41,10 @@ struct ClusterOptions {
   std::vector<std::string> node_faults;
   int local = 0, streams = 1, n_predict = 256, ctx = 0, threads = 1, node_threads = 1, timeout_ms = 5000,
       heartbeat_ms = 500, max_layers = 0, rejoin_ms = 0, top_k = 40, bench = 0;
-  int64_t seed = 42;
+  int64_t seed = -1;
   uint64_t rate = 0;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f;
-  bool fingerprint = false, quiet = false, simulate = false, no_bos = false;
+  bool fingerprint = false, quiet = false, simulate = false, no_bos = false, prompt_ids_given = false;
   KvType kv = KvType::kF32;
 };
 
@@ -132,7 +133,8 @@ Status local_endpoints(const ClusterOptions& o, const LlamaConfig& cfg, LocalNod
     faults.emplace_back();
     MC_TRY(parse_fault(t, &faults.back()));
   }
-  for (int i = 0; i < o.local; ++i) {
+  Progress progress("starting nodes", o.local, "nodes", o.quiet);
+  for (int i = 0; i < o.local; ++i, progress.step()) {
     std::vector<std::string> args = {"mcullm", "node", "-m", o.model, "--layers",
                                      std::to_string(plan[i].first) + ":" + std::to_string(plan[i].end), "--once",
                                      "-t", std::to_string(o.node_threads), "--kernels", o.kernels,
@@ -295,7 +297,9 @@ int bench(const ClusterOptions& o, SliceSource& source, cluster::ClusterMaster& 
   return 0;
 }
 
-int cluster_main(const ClusterOptions& o) {
+int cluster_main(ClusterOptions o) {
+  o.seed = resolve_seed(o.seed);
+  warn_threads(o.threads);
   cluster::HiddenEncoding enc;
   if (!cluster::parse_hidden_encoding(o.hidden.c_str(), &enc)) return report(Status::Error(Code::kInvalidArgument, "--hidden %s", o.hidden.c_str()));
   if (o.simulate ? !o.nodes.empty() : (o.local > 0) == !o.nodes.empty())
@@ -314,17 +318,8 @@ int cluster_main(const ClusterOptions& o) {
   std::string tok_source;
   const Status tok_status = load_tokenizer(source->loaded(), o.tokenizer, &tok, &tok_source);
   std::vector<int> prompt;
-  if (!o.prompt_ids.empty()) {
-    std::string s = o.prompt_ids;
-    for (char& c : s)
-      if (c == ',') c = ' ';
-    std::istringstream in(s);
-    long v;
-    while (in >> v) {
-      if (v < 0 || v >= cfg.vocab_size) return report(Status::Error(Code::kInvalidArgument, "--prompt-ids: %ld is not a token id", v));
-      prompt.push_back(static_cast<int>(v));
-    }
-    if (!in.eof() || prompt.empty()) return report(Status::Error(Code::kInvalidArgument, "--prompt-ids '%s' is not a list of ids", o.prompt_ids.c_str()));
+  if (o.prompt_ids_given) {
+    if (Status st = parse_prompt_ids(o.prompt_ids, cfg.vocab_size, &prompt); !st.ok()) return report(st);
   } else {
     if (!tok_status.ok()) return report(tok_status);
     EncodeOptions eo;
@@ -393,7 +388,8 @@ int cluster_main(const ClusterOptions& o) {
       continue;
     }
     if (!o.quiet && tok_status.ok()) {
-      std::string text = tok->decode_step(-1, prompt[0]);
+      // As `mcullm run` prints it: the prompt's BOS is not text.
+      std::string text = prompt[0] == tok->bos_id() ? std::string() : tok->decode_step(-1, prompt[0]);
       int prev = prompt[0];
       for (size_t k = 1; k < prompt.size(); ++k) text += tok->decode_step(prev, prompt[k]), prev = prompt[k];
       for (int id : r.out) text += tok->decode_step(prev, id), prev = id;
@@ -406,10 +402,16 @@ int cluster_main(const ClusterOptions& o) {
     }
   }
   std::fflush(stdout);
-  std::fprintf(stderr, "mcullm cluster: %d stream%s, %d tokens evaluated in %.1f ms: %.2f tokens/s (setup %.1f ms)%s\n",
+  const std::string replans = master && master->replans() ? ", " + std::to_string(master->replans()) + " re-plan(s)" : "";
+  if (failed) {  // no speed: the failed streams' tokens were not all evaluated
+    std::fprintf(stderr, "mcullm cluster: %d of %d stream%s failed (seed %lld)%s\n", failed, o.streams, o.streams == 1 ? "" : "s",
+                 static_cast<long long>(o.seed), replans.c_str());
+    return kExitFailure;
+  }
+  std::fprintf(stderr, "mcullm cluster: %d stream%s, %d tokens evaluated in %.1f ms: %.2f tokens/s (setup %.1f ms), seed %lld%s\n",
                o.streams, o.streams == 1 ? "" : "s", tokens, gen_ms, 1000.0 * tokens / gen_ms, setup_ms,
-               master && master->replans() ? (", " + std::to_string(master->replans()) + " re-plan(s)").c_str() : "");
-  return failed ? 1 : 0;
+               static_cast<long long>(o.seed), replans.c_str());
+  return 0;
 }
 
 }  // namespace
@@ -420,16 +422,16 @@ void add_cluster_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-m,--model", o->model, "Model file (the nodes' slices are checked against it by hash)")->required()->check(CLI::ExistingFile);
   cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer (default: the model's own, or one beside it)")->check(CLI::ExistingFile);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
-  cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, e.g. 1,403,407 (no BOS is added)");
+  CLI::Option* prompt_ids = cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, e.g. 1,403,407 (no BOS is added)");
   cmd->add_flag("--no-bos", o->no_bos, "Do not put BOS before the encoded prompt");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate per stream")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("-s,--seed", o->seed, "Sampling seed (stream i uses seed + i)")->check(CLI::Range(int64_t{1}, INT64_MAX / 2));
+  add_seed_option(cmd, &o->seed, "Sampling seed, stream i uses seed + i");
   cmd->add_option("--temp", o->temp, "Temperature (0 = greedy)")->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--top-k", o->top_k, "Top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", o->top_p, "Top-p (1 = off)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--min-p", o->min_p, "Min-p (0 = off)")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("-t,--threads", o->threads, "Threads of the master (embedding, head)")->check(CLI::Range(1, 256));
+  add_threads_option(cmd, &o->threads, "Threads of the master (embedding, head)");
   cmd->add_option("--node-threads", o->node_threads, "--local: threads of each node")->check(CLI::Range(1, 256));
   cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "auto"}));
   add_kv_option(cmd, &o->kv);
@@ -453,7 +455,10 @@ void add_cluster_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--bench", o->bench, "Speed: ROUNDS of one process vs the cluster with 1 .. --streams streams (medians, ratios)")
       ->check(CLI::Range(0, 1000));
   cmd->add_option("--node-fault", o->node_faults, "Test hook for --local: NODE:KIND:AFTER (kind kill, stop, flip, exit), see `mcullm node --fault`");
-  cmd->callback([o, exit_code] { *exit_code = cluster_main(*o); });
+  cmd->callback([o, exit_code, prompt_ids] {
+    o->prompt_ids_given = prompt_ids->count() > 0;
+    *exit_code = cluster_main(*o);
+  });
 }
 
 }  // namespace mcullm::cli

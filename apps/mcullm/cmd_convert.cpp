@@ -10,6 +10,7 @@
 #include "format/llama_gguf_writer_host.h"
 #include "format/ternary_gguf_host.h"
 #include "host/board_image_export.h"
+#include "host/file_io.h"
 #include "host/model_loader.h"
 
 namespace mcullm::cli {
@@ -45,10 +46,7 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
   std::vector<uint8_t> bytes;
   BoardImageReport rep;
   if (Status st = export_board_image(lm, opt, &bytes, &rep); !st.ok()) return report(st);
-  std::ofstream f(o.image, std::ios::binary);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  f.close();
-  if (!f) return report(Status::Error(Code::kIo, "cannot write %s", o.image.c_str()));
+  if (Status st = write_file_atomic(o.image, bytes.data(), bytes.size()); !st.ok()) return report(st);
   std::fprintf(stderr, "mcullm: wrote %s: %s, %d tensors, %zu bytes; weights sram %llu, psram %llu, flash %llu bytes\n",
                o.image.c_str(), lm.arch.c_str(), rep.tensors, bytes.size(),
                static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kSram)]),
@@ -64,14 +62,7 @@ int convert_ple(const ConvertOptions& o, const LoadedModel& lm) {
   if (o.format == "esp32ai") {
     std::vector<uint8_t> bytes;
     if (Status st = esp32ai_write_bytes(lm.ple, &bytes); !st.ok()) return report(st);
-    const std::string tmp = o.output + ".tmp";
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    f.close();
-    if (!f || std::rename(tmp.c_str(), o.output.c_str()) != 0) {
-      std::remove(tmp.c_str());
-      return report(Status::Error(Code::kIo, "cannot write %s", o.output.c_str()));
-    }
+    if (Status st = write_file_atomic(o.output, bytes.data(), bytes.size()); !st.ok()) return report(st);
     std::fprintf(stderr, "mcullm: wrote %s: esp32-ai v%d, %zu bytes\n", o.output.c_str(), lm.ple.cfg.version, bytes.size());
     return 0;
   }
@@ -112,8 +103,11 @@ int convert_ternary(const ConvertOptions& o, const LoadedModel& lm, const Llama2
     return report(st);
   if (Status st = writer.write_file(o.output); !st.ok()) return report(st);
   for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
-  std::fprintf(stderr, "mcullm: wrote %s: %d ternary matrices as %s (%d as i2_s: see the notes), %.2f MiB of ternary weights\n",
-               o.output.c_str(), rep.repacked, type.c_str(), rep.fell_back, rep.ternary_bytes / 1048576.0);
+  const std::string kept = rep.fell_back == 0 ? std::string()
+                            : ", " + std::to_string(rep.fell_back) + " kept as i2_s" +
+                                  (rep.notes.empty() ? std::string() : " (the notes above say why)");
+  std::fprintf(stderr, "mcullm: wrote %s: %d ternary matrices as %s%s, %.2f MiB of ternary weights\n", o.output.c_str(),
+               rep.repacked, type.c_str(), kept.c_str(), rep.ternary_bytes / 1048576.0);
   return 0;
 }
 
@@ -186,8 +180,8 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   CLI::Option* out = cmd->add_option("-o,--output", o->output, "File to write (GGUF unless --format esp32ai)");
   CLI::Option* image = cmd->add_option("--image", o->image, "Write a board image (format/board_image.h) instead of a GGUF");
   out->excludes(image);
-  cmd->add_option("--sram-budget", o->sram_budget, "--image: weight bytes placed in the SRAM section (default 65536)");
-  cmd->add_option("--psram-budget", o->psram_budget, "--image: weight bytes placed in the PSRAM section (default 2097152)");
+  cmd->add_option("--sram-budget", o->sram_budget, "--image: weight bytes placed in the SRAM section");
+  cmd->add_option("--psram-budget", o->psram_budget, "--image: weight bytes placed in the PSRAM section");
   cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer to embed (default: the model's own, or one beside it)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; ternary models: i2_s (default), tl1 or tl2)")

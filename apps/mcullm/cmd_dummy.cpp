@@ -12,6 +12,7 @@
 #include "format/esp32ai.h"
 #include "format/llama_gguf_writer_host.h"
 #include "format/qwen2_gguf_writer_host.h"
+#include "host/file_io.h"
 #include "model/sampler.h"
 #include "quant/q4e.h"
 
@@ -23,7 +24,7 @@ struct DummyOptions {
   std::string output;
   std::string type;  // "": the arch's default (llama f32, bitnet and qwen2 i2_s)
   std::string arch = "llama", layout, embd_type, chat_template;  // embd_type "": the arch's default
-  bool untied_head = false;
+  bool untied_head = false, shape_given = false;  // shape_given: one of --dim --hidden --layers ... (llama only)
   int dim = 64, hidden = 172, layers = 5, heads = 8, kv_heads = 4, seq_len = 512;
   uint64_t seed = 1234;
   PretunedOptions pretuned;
@@ -195,9 +196,7 @@ int dummy_ple(const DummyOptions& o) {
     ones(D);
   }
   ones(D);
-  std::FILE* out = std::fopen(o.output.c_str(), "wb");
-  if (!out || std::fwrite(b.data(), 1, b.size(), out) != b.size() || std::fclose(out) != 0)
-    return report(Status::Error(Code::kIo, "cannot write %s", o.output.c_str()));
+  if (Status st = write_file_atomic(o.output, b.data(), b.size()); !st.ok()) return report(st);
   std::fprintf(stderr, "mcullm: wrote %s: dummy esp32-ai PLE layout %s (vocab %d, dim %d, %d layers, ffn %d, ple %d), %.2f MiB\n",
                o.output.c_str(), lay->name, lay->vocab, D, L, F, P, b.size() / 1048576.0);
   return 0;
@@ -235,6 +234,9 @@ int dummy_qwen2(const DummyOptions& o) {
 }
 
 int dummy(const DummyOptions& o) {
+  if (o.shape_given && o.arch != "llama")
+    return report(Status::Error(Code::kInvalidArgument, "--dim, --hidden, --layers, --heads, --kv-heads and --seq-len shape the "
+                                "llama dummy; --arch %s takes its shape from --layout", o.arch.c_str()));
   if (o.arch == "esp32ai-ple") return dummy_ple(o);
   if (o.arch == "qwen2") return dummy_qwen2(o);
   if (o.untied_head) return report(Status::Error(Code::kInvalidArgument, "--untied-head needs --arch qwen2"));
@@ -320,16 +322,20 @@ void add_dummy_command(CLI::App& app, int* exit_code) {
                                                "q4_0 (default) or q4g64")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
   cmd->add_flag("--untied-head", o->untied_head, "qwen2: a separate output.weight (default: tied to the embedding)");
-  cmd->add_option("--dim", o->dim, "Model width")->check(CLI::Range(2, 8192));
-  cmd->add_option("--hidden", o->hidden, "Feed-forward width")->check(CLI::Range(1, 32768));
-  cmd->add_option("--layers", o->layers, "Layers")->check(CLI::Range(1, 256));
-  cmd->add_option("--heads", o->heads, "Attention heads")->check(CLI::Range(1, 256));
-  cmd->add_option("--kv-heads", o->kv_heads, "Key/value heads")->check(CLI::Range(1, 256));
-  cmd->add_option("--seq-len", o->seq_len, "Context length")->check(CLI::Range(1, 1 << 20));
+  const std::vector<CLI::Option*> shape = {
+      cmd->add_option("--dim", o->dim, "llama: model width")->check(CLI::Range(2, 8192)),
+      cmd->add_option("--hidden", o->hidden, "llama: feed-forward width")->check(CLI::Range(1, 32768)),
+      cmd->add_option("--layers", o->layers, "llama: layers")->check(CLI::Range(1, 256)),
+      cmd->add_option("--heads", o->heads, "llama: attention heads")->check(CLI::Range(1, 256)),
+      cmd->add_option("--kv-heads", o->kv_heads, "llama: key/value heads")->check(CLI::Range(1, 256)),
+      cmd->add_option("--seq-len", o->seq_len, "llama: context length")->check(CLI::Range(1, 1 << 20))};
   cmd->add_option("--seed", o->seed, "Weight seed");
   cmd->add_option("--chat-template", o->chat_template, "Store this text as tokenizer.chat_template (llama arch)");
   add_pretuned_options(cmd, &o->pretuned);
-  cmd->callback([o, exit_code] { *exit_code = dummy(*o); });
+  cmd->callback([o, exit_code, shape] {
+    for (const CLI::Option* opt : shape) o->shape_given = o->shape_given || opt->count() > 0;
+    *exit_code = dummy(*o);
+  });
 }
 
 }  // namespace mcullm::cli

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "progress.h"
 #include "core/fmath.h"
 #include "core/thread_pool_host.h"
 #include "host/model_loader.h"
@@ -120,13 +121,14 @@ std::string json_number(double v, const char* fmt) {
 }
 
 int eval(const EvalOptions& o) {
+  warn_threads(o.threads);
   if (o.max_chunk_bytes <= 0)
     return report(Status::Error(Code::kInvalidArgument, "--max-chunk-bytes must be at least 1 (got %lld)", o.max_chunk_bytes));
   if (o.chunks_given && o.chunks <= 0)
     return report(Status::Error(Code::kInvalidArgument, "--chunks must be at least 1 (got %lld)", o.chunks));
   std::error_code ec;
   if (!std::filesystem::exists(o.text_file, ec))
-    return report(Status::Error(Code::kNotFound, "the text file %s does not exist", o.text_file.c_str()));
+    return report(Status::Error(Code::kIo, "the text file %s does not exist", o.text_file.c_str()));
   if (!std::filesystem::is_regular_file(o.text_file, ec))
     return report(Status::Error(Code::kInvalidArgument, "the text file %s is not a regular file", o.text_file.c_str()));
   std::ifstream f(o.text_file, std::ios::binary);
@@ -170,7 +172,8 @@ int eval(const EvalOptions& o) {
   const long long n_chunks = o.chunks_given && o.chunks < t.chunks_in_text ? o.chunks : t.chunks_in_text;
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> ids;
-  for (long long c = 0; c < n_chunks; ++c) {
+  Progress progress("eval", n_chunks, "chunks");
+  for (long long c = 0; c < n_chunks; ++c, progress.step()) {
     const std::string& chunk = all_chunks[static_cast<size_t>(c)];
     EncodeOptions eo;
     eo.add_bos = true;
@@ -195,6 +198,7 @@ int eval(const EvalOptions& o) {
     t.bytes += static_cast<long long>(chunk.size());
     ++t.chunks;
   }
+  progress.finish();
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (t.tokens == 0 || t.bytes == 0)
     return report(Status::Error(Code::kInvalidArgument, "no token was scored (a context of %d tokens leaves no prediction)", ctx_len));
@@ -260,7 +264,7 @@ void add_eval_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-f,--file", o->text_file, "The text to score (UTF-8)")->required();
   CLI::Option* chunks = cmd->add_option("--chunks", o->chunks, "Score only the first N chunks (N >= 1; default: all)");
   cmd->add_option("--max-chunk-bytes", o->max_chunk_bytes, "Largest chunk in bytes, counting its closing blank line (>= 1)")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 256));
+  add_threads_option(cmd, &o->threads);
   cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "auto"}));
   add_kv_option(cmd, &o->kv);
   cmd->add_flag("--json", o->json, "Print one JSON object with the figures on stdout (the summary goes to stderr)");

@@ -34,6 +34,7 @@ Status split_host_port(const std::string& text, std::string* host, uint16_t* por
 }
 
 int node(const NodeCliOptions& o) {
+  warn_threads(o.threads);
   if (o.listen.empty() == o.serial.empty())
     return report(Status::Error(Code::kInvalidArgument, "give one of --listen HOST:PORT or --serial PATH"));
   cluster::NodeOptions no;
@@ -94,7 +95,7 @@ void add_node_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--serial", o->serial, "Serial device or pseudo-terminal the master is on");
   cmd->add_option("--rate", o->rate, "--serial: pace sending to this many bits per second (0: as fast as it goes)");
   cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's; the master's hello sets it)")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 256));
+  add_threads_option(cmd, &o->threads);
   cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "auto"}));
   cmd->add_option("--max-layers", o->max_layers, "Refuse to hold more layers than this (0: no limit)")->check(CLI::Range(0, 4096));
   cmd->add_option("--max-streams", o->max_streams, "KV caches (streams) kept at once")->check(CLI::Range(1, 4096));

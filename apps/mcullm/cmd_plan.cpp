@@ -89,7 +89,7 @@ int run_cluster(const PlanOptions& o) {
   for (const StagePlan& st : p.stages)
     if (!st.fits) {
       std::fprintf(stderr, "mcullm: error: %s does not fit: %s\n", st.name.c_str(), st.overflow.c_str());
-      return 3;
+      return kExitDoesNotFit;
     }
   return 0;
 }
@@ -108,6 +108,7 @@ int run_calibration(bool fit) {
 
 int run_plan(const PlanOptions& o) {
   if (o.calibration) return run_calibration(o.fit);
+  if (o.fit) return report(Status::Error(Code::kInvalidArgument, "plan: --fit reruns the calibration fit: it needs --calibration"));
   if (o.cluster > 0) return run_cluster(o);
   if (!o.layout.empty() || o.master_layers || !o.cuts.empty() || !o.master_board.empty())
     return report(Status::Error(Code::kInvalidArgument, "plan: --layout, --master-layers, --cuts and --master-board need --cluster N"));
@@ -133,7 +134,7 @@ int run_plan(const PlanOptions& o) {
   if (Status st = format_position_table(*lm, board, co, &table); !st.ok()) return report(st);
   std::fputs(table.c_str(), stdout);
   if (!r.fits) std::fprintf(stderr, "mcullm: error: the model does not fit on %s: %s\n", board.name.c_str(), r.overflow.c_str());
-  return r.fits ? 0 : 3;
+  return r.fits ? 0 : kExitDoesNotFit;
 }
 
 }  // namespace
@@ -143,7 +144,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("plan", "Memory tiers of a model on a board, predicted ms per stage and tokens/s (cost model)");
   cmd->add_option("-m,--model", o->model, "Model file (any format run reads)")->check(CLI::ExistingFile);
   cmd->add_option("--board", o->board, std::string("Board preset (") + board_preset_names() + ") or a JSON profile file");
-  cmd->add_option("--ctx", o->ctx, "Context length (default: the model's)")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("-c,--ctx-size,--ctx", o->ctx, "Context length (default 0: the model's)")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--pos", o->pos, "Position of the predicted token (default: the context's last)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("-t,--threads", o->threads, "Cores: 1 or 2")->check(CLI::Range(1, 2));
   cmd->add_option("--kv-bytes", o->kv_bytes, "Predict a KV cache of this many bytes per element: 4 (f32), 2, or 1 (int8; --kv int8 runs one)")

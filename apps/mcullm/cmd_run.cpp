@@ -26,10 +26,10 @@ struct RunOptions {
   std::string model, tokenizer, prompt, prompt_file, prompt_ids, dump_tokens, dump_logits, kernels = "auto", sampler = "default",
       bit_order = "auto", system, chat_template, board;
   int n_predict = 256, ctx = 0, threads = 1;
-  int64_t seed = 42;
+  int64_t seed = -1;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   int top_k = 40, repeat_last_n = 64;
-  bool fingerprint = false, no_bos = false, quiet = false, cnv = false, f32_activations = false;
+  bool fingerprint = false, no_bos = false, quiet = false, cnv = false, f32_activations = false, prompt_ids_given = false;
   PretunedOptions pretuned;
   KvType kv = KvType::kF32;
 };
@@ -37,28 +37,10 @@ struct RunOptions {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-Status parse_ids(const std::string& text, int vocab, std::vector<int>* ids) {
-  std::string s = text;
-  for (char& c : s)
-    if (c == ',') c = ' ';
-  std::istringstream in(s);
-  std::string item;
-  while (in >> item) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (*end != '\0' || v < 0 || v >= vocab)
-      return Status::Error(Code::kInvalidArgument, "--prompt-ids: '%s' is not a token id below %d", item.c_str(), vocab);
-    ids->push_back(static_cast<int>(v));
-  }
-  if (ids->empty()) return Status::Error(Code::kInvalidArgument, "--prompt-ids is empty");
-  return Status::Ok();
-}
-
 struct StepPrinter {
   const Tokenizer* tok;
   Utf8StreamDecoder utf8;
-  std::FILE* dump = nullptr;
-  std::FILE* logits = nullptr;
+  OutputFile dump, logits;
   Clock::time_point start;
   double prompt_ms = 0;
   int n_prompt = 0;
@@ -68,20 +50,19 @@ struct StepPrinter {
 
 void on_logits(void* user, int, const float* logits, int n) {
   auto* p = static_cast<StepPrinter*>(user);
-  if (p->logits) std::fwrite(logits, sizeof(float), static_cast<size_t>(n), p->logits);
+  p->logits.write(logits, sizeof(float) * static_cast<size_t>(n));
 }
 
 bool on_step(void* user, const GenerateStep& s) {
   auto* p = static_cast<StepPrinter*>(user);
   if (s.pos == p->n_prompt - 1) p->prompt_ms = ms_since(p->start);
-  if (p->dump) std::fprintf(p->dump, "TOK %d %d %d\n", s.pos, s.token, s.next);
+  p->dump.printf("TOK %d %d %d\n", s.pos, s.token, s.next);
   const bool stop = s.sampled && (s.next == p->stop_a || s.next == p->stop_b);
   if (!p->quiet && p->tok && !stop) {
-    const std::string text = p->utf8.push(p->tok->decode_step(s.token, s.next));
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
+    if (!write_stdout(p->utf8.push(p->tok->decode_step(s.token, s.next)))) return false;  // main() reports it
   }
-  return true;
+  // A failed write ends the run: nobody reads the rest.
+  return !p->dump.failed() && !p->logits.failed();
 }
 
 std::string mib(size_t bytes) {
@@ -96,12 +77,11 @@ void print_memory(const Arena& tables, const Arena& work) {
     const size_t b = tables.stats().mapped_by_class[c];
     if (b) mapped += std::string(mapped.empty() ? "" : ", ") + tensor_class_name(static_cast<TensorClass>(c)) + " " + mib(b);
   }
-  std::string used;
-  for (const Arena* a : {&tables, &work})
-    for (int c = 0; c < kClassCount; ++c) {
-      const size_t b = a->stats().by_class[c];
-      if (b) used += std::string(used.empty() ? "" : ", ") + tensor_class_name(static_cast<TensorClass>(c)) + " " + mib(b);
-    }
+  std::string used;  // each class once, over both arenas
+  for (int c = 0; c < kClassCount; ++c) {
+    const size_t b = tables.stats().by_class[c] + work.stats().by_class[c];
+    if (b) used += std::string(used.empty() ? "" : ", ") + tensor_class_name(static_cast<TensorClass>(c)) + " " + mib(b);
+  }
   std::fprintf(stderr, "mcullm: weights in place  = %s (%s)\n", mib(tables.stats().mapped_total()).c_str(), mapped.c_str());
   std::fprintf(stderr, "mcullm: arena peak        = %s (%s)\n", mib(tables.stats().peak + work.stats().peak).c_str(), used.c_str());
 }
@@ -114,21 +94,17 @@ SamplerConfig sampler_config(const RunOptions& o) {
   sc.min_p = o.min_p;
   sc.repeat_penalty = o.repeat_penalty;
   sc.repeat_last_n = o.repeat_last_n;
-  sc.seed = static_cast<uint64_t>(o.seed >= 0 ? o.seed : std::chrono::system_clock::now().time_since_epoch().count());
+  sc.seed = static_cast<uint64_t>(o.seed);  // resolved by run(): never -1 here
   sc.llama2c = o.sampler == "llama2c";
   return sc;
 }
 
-bool print_text(void*, std::string_view text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-  return true;
-}
+bool print_text(void*, std::string_view text) { return write_stdout(text); }
 
 // -cnv: one user message per stdin line, the reply on stdout; /reset starts over, /exit (or the end
 // of stdin) quits. Per-turn figures go to stderr.
 int chat(const RunOptions& o, const LoadedModel& lm, const Tokenizer& tok, const KernelSet* kernels) {
-  if (!o.prompt.empty() || !o.prompt_file.empty() || !o.prompt_ids.empty())
+  if (!o.prompt.empty() || !o.prompt_file.empty() || o.prompt_ids_given)
     return report(Status::Error(Code::kInvalidArgument, "-cnv reads the conversation from stdin: give no -p, -f or --prompt-ids (-sys sets the system prompt)"));
   ChatTemplate tmpl;
   if (Status st = ChatTemplate::choose(lm.format == "gguf" ? &lm.gguf : nullptr, o.chat_template, &tmpl); !st.ok()) return report(st);
@@ -144,7 +120,8 @@ int chat(const RunOptions& o, const LoadedModel& lm, const Tokenizer& tok, const
   if (Status st = sampler.init(sampler_config(o), cfg.vocab_size, dec.work); !st.ok()) return report(st);
   Conversation conv(*dec.decoder, sampler, tok, format);
   conv.set_system(o.system);
-  std::fprintf(stderr, "mcullm: chat template %s, context %d; /reset starts over, /exit quits\n", tmpl.name(), ctx_len);
+  std::fprintf(stderr, "mcullm: chat template %s, context %d, seed %lld; /reset starts over, /exit quits\n", tmpl.name(), ctx_len,
+               static_cast<long long>(o.seed));
 
   const bool tty = isatty(0);
   std::string line;
@@ -184,7 +161,7 @@ int check_board(const RunOptions& o, const LoadedModel& lm) {
   if (Status st = cost_model(lm, board, co, &r); !st.ok()) return report(st);
   if (!r.fits) {
     std::fprintf(stderr, "mcullm: error: the model does not fit on %s: %s\n", board.name.c_str(), r.overflow.c_str());
-    return 3;
+    return kExitDoesNotFit;
   }
   std::fprintf(stderr, "mcullm: fits on %s: sram %llu, psram %llu, flash %llu bytes placed; predicted %.1f tok/s at position %d\n",
                board.name.c_str(), static_cast<unsigned long long>(r.placed[0]), static_cast<unsigned long long>(r.placed[1]),
@@ -192,7 +169,9 @@ int check_board(const RunOptions& o, const LoadedModel& lm) {
   return 0;
 }
 
-int run(const RunOptions& o) {
+int run(RunOptions o) {
+  o.seed = resolve_seed(o.seed);
+  warn_threads(o.threads);
   if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);
   const Clock::time_point t_load = Clock::now();
   std::unique_ptr<LoadedModel> lm;
@@ -208,7 +187,7 @@ int run(const RunOptions& o) {
 
   std::unique_ptr<Tokenizer> tok;
   std::string tok_source;
-  const bool need_tokenizer = o.prompt_ids.empty() || !o.quiet;
+  const bool need_tokenizer = !o.prompt_ids_given || !o.quiet;
   Status tok_status = load_tokenizer(*lm, o.tokenizer, &tok, &tok_source);
   if (!tok_status.ok() && (need_tokenizer || !o.tokenizer.empty())) return report(tok_status);
   const bool have_tok = tok_status.ok();
@@ -221,10 +200,10 @@ int run(const RunOptions& o) {
 
   // Prompt ids: BOS + the encoded text (as llama2.c), or the ids given.
   std::vector<int> prompt;
-  if (!o.prompt_ids.empty()) {
+  if (o.prompt_ids_given) {
     if (!o.prompt.empty() || !o.prompt_file.empty())
       return report(Status::Error(Code::kInvalidArgument, "give either --prompt-ids or a text prompt (-p / -f), not both"));
-    if (Status st = parse_ids(o.prompt_ids, cfg.vocab_size, &prompt); !st.ok()) return report(st);
+    if (Status st = parse_prompt_ids(o.prompt_ids, cfg.vocab_size, &prompt); !st.ok()) return report(st);
   } else {
     std::string text = o.prompt;
     if (!o.prompt_file.empty()) {
@@ -261,19 +240,15 @@ int run(const RunOptions& o) {
   printer.quiet = o.quiet;
   printer.n_prompt = static_cast<int>(prompt.size());
   if (!o.dump_tokens.empty()) {
-    printer.dump = std::fopen(o.dump_tokens.c_str(), "w");
-    if (!printer.dump) return report(Status::Error(Code::kIo, "cannot write %s", o.dump_tokens.c_str()));
-    std::fprintf(printer.dump, "PROMPT");
-    for (int id : prompt) std::fprintf(printer.dump, " %d", id);
-    std::fprintf(printer.dump, "\n");
+    if (Status st = printer.dump.open(o.dump_tokens, "--dump-tokens"); !st.ok()) return report(st);
+    printer.dump.printf("PROMPT");
+    for (int id : prompt) printer.dump.printf(" %d", id);
+    printer.dump.printf("\n");
   }
-  if (!o.dump_logits.empty()) {
-    printer.logits = std::fopen(o.dump_logits.c_str(), "wb");
-    if (!printer.logits) return report(Status::Error(Code::kIo, "cannot write %s", o.dump_logits.c_str()));
-  }
+  if (!o.dump_logits.empty())
+    if (Status st = printer.logits.open(o.dump_logits, "--dump-logits"); !st.ok()) return report(st);
   if (!o.quiet && have_tok && prompt[0] != tok->bos_id()) {
-    const std::string first = printer.utf8.push(tok->decode_step(-1, prompt[0]));
-    std::fwrite(first.data(), 1, first.size(), stdout);
+    write_stdout(printer.utf8.push(tok->decode_step(-1, prompt[0])));
   }
 
   GenerateOptions go;
@@ -289,21 +264,20 @@ int run(const RunOptions& o) {
   printer.start = Clock::now();
   const Status st = generate(*dec.decoder, sampler, prompt.data(), static_cast<int>(prompt.size()), go, history.data(), o.fingerprint ? &fp : nullptr, hooks, &result);
   const double total_ms = ms_since(printer.start);
-  if (printer.dump) std::fclose(printer.dump);
-  if (printer.logits) std::fclose(printer.logits);
+  const Status dump_st = printer.dump.close(), logits_st = printer.logits.close();
   if (!o.quiet) {
-    const std::string rest = printer.utf8.finish();
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
+    write_stdout(printer.utf8.finish() + "\n");
   }
   if (!st.ok()) return report(st);
+  for (const Status& s : {dump_st, logits_st})
+    if (!s.ok()) return report(s);
 
   const double gen_ms = total_ms - printer.prompt_ms;
   const int gen_runs = result.n_sampled - 1;  // the first sampled token comes out of the prompt's last step
   std::fprintf(stderr, "\nmcullm: model             = %s (%s), tokenizer %s\n", o.model.c_str(), lm->format.c_str(),
                have_tok ? tok_source.c_str() : "none");
   std::fprintf(stderr, "mcullm: kernels           = %s, %d thread%s, context %d\n", kernels->name, o.threads, o.threads == 1 ? "" : "s", ctx_len);
+  std::fprintf(stderr, "mcullm: sampling          = seed %lld (-s to repeat), temp %g\n", static_cast<long long>(o.seed), o.temp);
   std::fprintf(stderr, "mcullm: load time         = %10.2f ms\n", load_ms);
   std::fprintf(stderr, "mcullm: prompt eval time  = %10.2f ms / %5d tokens (%8.3f ms per token, %10.2f tokens per second)\n",
                printer.prompt_ms, result.n_prompt, printer.prompt_ms / result.n_prompt, 1000.0 * result.n_prompt / printer.prompt_ms);
@@ -328,11 +302,11 @@ void add_run_command(CLI::App& app, int* exit_code) {
       ->check(CLI::ExistingFile);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file")->check(CLI::ExistingFile);
-  cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, e.g. 1,403,407 (no BOS is added)");
+  CLI::Option* prompt_ids = cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, e.g. 1,403,407 (no BOS is added)");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 256));
-  cmd->add_option("-s,--seed", o->seed, "Sampling seed (-1: from the clock)")->check(CLI::Range(int64_t{-1}, INT64_MAX));
+  add_threads_option(cmd, &o->threads);
+  add_seed_option(cmd, &o->seed);
   cmd->add_option("--temp", o->temp, "Temperature (0 = greedy); -temp also works")->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--top-k", o->top_k, "Top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", o->top_p, "Top-p (1 = off)")->check(CLI::Range(0.0f, 1.0f));
@@ -358,7 +332,10 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--sys", o->system, "System prompt of the conversation; -sys also works");
   cmd->add_option("--chat-template", o->chat_template, "Chat template (chatml, llama2); default: the model's tokenizer.chat_template")
       ->check(CLI::IsMember({"chatml", "qwen2", "llama2", "llama-2"}));
-  cmd->callback([o, exit_code] { *exit_code = run(*o); });
+  cmd->callback([o, exit_code, prompt_ids] {
+    o->prompt_ids_given = prompt_ids->count() > 0;
+    *exit_code = run(*o);
+  });
 }
 
 }  // namespace mcullm::cli

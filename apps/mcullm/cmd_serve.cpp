@@ -110,7 +110,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-m,--model", o->engine.model, "Model file (GGUF or llama2.c .bin)")->required()->check(CLI::ExistingFile);
   cmd->add_option("-z,--tokenizer", o->engine.tokenizer, "Tokenizer (default: the model's own, or one beside it)")->check(CLI::ExistingFile);
   cmd->add_option("-c,--ctx-size", o->engine.ctx, "Context length per slot (default: the model's)")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("-t,--threads", o->engine.threads, "Threads per slot")->check(CLI::Range(1, 256));
+  add_threads_option(cmd, &o->engine.threads, "Threads per slot");
   cmd->add_option("--parallel", o->engine.parallel, "Concurrent generations (slots), each with its own KV cache")->check(CLI::Range(1, 64));
   cmd->add_option("--queue", o->engine.queue, "Requests that may wait for a slot (a burst waits for its turn); more get 503")
       ->capture_default_str()

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "host/file_io.h"
 #include "text/pretokenizer.h"
 #include "tokenizer/image_tokenizer.h"
 #include "tokenizer/tokenizer_image_writer.h"
@@ -27,7 +28,7 @@ Status read_whole_file(const std::string& path, std::string* out) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) {
     const int err = errno;
-    return Status::Error(err == ENOENT ? Code::kNotFound : Code::kIo, "cannot open %s: %s", path.c_str(), std::strerror(err));
+    return Status::Error(Code::kIo, "cannot open %s: %s", path.c_str(), std::strerror(err));  // exit code 4, as any unreadable file
   }
   out->clear();
   char buf[65536];
@@ -172,10 +173,7 @@ int convert_tokenizer(const std::string& model, const std::string& output) {
   if (Status st = load_tokenizer_for(model, &tok, &source); !st.ok()) return report(st);
   std::vector<uint8_t> image;
   if (Status st = write_tokenizer_image(*tok, &image); !st.ok()) return report(st);
-  std::FILE* f = std::fopen(output.c_str(), "wb");
-  if (!f) return report(Status::Error(Code::kIo, "cannot write %s", output.c_str()));
-  const bool ok = std::fwrite(image.data(), 1, image.size(), f) == image.size();
-  if (std::fclose(f) != 0 || !ok) return report(Status::Error(Code::kIo, "cannot write %s", output.c_str()));
+  if (Status st = write_file_atomic(output, image.data(), image.size()); !st.ok()) return report(st);
   ImageTokenizer check;
   if (Status st = check.load(image.data(), image.size()); !st.ok()) return report(st);
   std::fprintf(stderr, "mcullm: wrote %s from %s: %s\n", output.c_str(), source.c_str(), check.describe().c_str());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "progress.h"
 #include "core/thread_pool_host.h"
 #include "kernels/kernels.h"
 #include "kernels/tl_tuning_host.h"
@@ -106,7 +107,12 @@ int tune(const TuneOptions& o) {
   if (!k) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
   const std::string path = o.output.empty() ? tl_tuning_default_path() : o.output;
   TlTuningTable table;
+  warn_threads(o.threads);
   HostThreadPool pool(o.threads);
+  long long n_candidates = 0;  // each measured once, the default tiling once more per shape
+  for (TlType type : types)
+    for (const auto& [M, K] : shapes) n_candidates += static_cast<long long>(candidates(type, M, K).size()) + 1;
+  Progress progress("tune", n_candidates, "tilings");
   std::printf("| type | shape (MxK) | best BM/BK/bm | us/call | default BM/BK/bm | us/call | default / best |\n");
   std::printf("|---|---|---|---:|---|---:|---:|\n");
   for (TlType type : types)
@@ -121,9 +127,12 @@ int tune(const TuneOptions& o) {
       for (const TlTiling& t : cands) {
         const double ns = measure(*k, type, M, K, t, o, &pool);
         if (ns < best_ns) best_ns = ns, best = t;
+        progress.step();
       }
       const TlTiling def = tl_default_tiling(type, M, K);
       const double def_ns = measure(*k, type, M, K, def, o, &pool);
+      progress.step();
+      progress.finish();  // the table row on a clean line
       tl_tuning_put(&table, type, M, K, best);
       std::printf("| %s | %dx%d | %d/%d/%d | %.1f | %d/%d/%d | %.1f | %.2f |\n", tl_type_name(type), M, K, best.BM, best.BK,
                   best.bm, best_ns / 1e3, def.BM, def.BK, def.bm, def_ns / 1e3, def_ns / best_ns);
@@ -159,7 +168,7 @@ void add_tune_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-o,--output", o->output, "Tuning file to write (default: $MCULLM_TUNING or mcullm-tuning.txt)");
   cmd->add_option("--shapes", o->shapes, "Weight shapes MxK (rows x columns), comma separated");
   cmd->add_option("--types", o->types, "tl1, tl2 or both (comma separated)");
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 256));
+  add_threads_option(cmd, &o->threads);
   cmd->add_option("--tokens", o->tokens, "Tokens per call (1 = generation)")->check(CLI::Range(1, 512));
   cmd->add_option("--time-ms", o->time_ms, "Time spent on each candidate tiling")->check(CLI::Range(0, 60000));
   cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx, neon or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "neon", "auto"}));

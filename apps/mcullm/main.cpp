@@ -9,7 +9,14 @@ namespace mcullm::cli {
 
 int report(const Status& st) {
   std::fprintf(stderr, "mcullm: error: %s (%s)\n", st.message(), code_name(st.code()));
-  return st.code() == Code::kInvalidArgument ? 2 : 1;
+  switch (st.code()) {
+    case Code::kInvalidArgument:
+      return kExitUsage;
+    case Code::kIo:
+      return kExitIo;
+    default:
+      return kExitFailure;
+  }
 }
 
 }  // namespace mcullm::cli
@@ -27,6 +34,9 @@ int main(int argc, char** argv) {
 
   CLI::App app{"mcullm: small language models on microcontrollers and PCs, bit for bit the same"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("mcullm ") + mcullm::cli::version_string());
+  app.option_defaults()->always_capture_default();  // --help shows every default
+  app.footer("Exit codes: 0 ok, 1 failure, 2 usage error, 3 the model does not fit the board, 4 I/O error (docs/cli.md).");
   int exit_code = 0;
   mcullm::cli::add_run_command(app, &exit_code);
   mcullm::cli::add_dummy_command(app, &exit_code);
@@ -43,7 +53,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(static_cast<int>(fixed.size()), fixed.data());
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every parse error is a usage error.
+    return app.exit(e) == 0 ? mcullm::cli::kExitOk : mcullm::cli::kExitUsage;
+  }
+  // Whatever a command printed must have reached stdout (a full disk, a closed pipe).
+  if (const mcullm::Status st = mcullm::cli::stdout_status(); !st.ok()) {
+    const int code = mcullm::cli::report(st);
+    if (exit_code == 0) exit_code = code;
   }
   return exit_code;
 }

@@ -35,7 +35,7 @@ Status NodeServer::load(const SliceRange& r) {
 }
 
 Status NodeServer::send(Transport& link, FrameType type, uint32_t stream, uint32_t pos, const uint8_t* payload, size_t len) {
-  return send_frame(link, &seq_, type, stream, pos, payload, len, kSendTimeoutMs, nullptr);
+  return send_frame(link, &seq_, type, stream, pos, payload, len, kSendTimeoutMs, &send_failure_);
 }
 
 Status NodeServer::reply_error(Transport& link, const FrameHeader& about, const Status& why) {
@@ -48,7 +48,7 @@ Status NodeServer::reply_error(Transport& link, const FrameHeader& about, const 
 Status NodeServer::send_hidden(Transport& link, HiddenEncoding e, uint32_t stream, uint32_t pos, const float* x) {
   const uint32_t dim = static_cast<uint32_t>(source_->config().dim);
   if (opt_.fault != "flip" || served_ != opt_.fault_after)
-    return cluster::send_hidden(link, &seq_, stream, pos, e, x, dim, kSendTimeoutMs, nullptr);
+    return cluster::send_hidden(link, &seq_, stream, pos, e, x, dim, kSendTimeoutMs, &send_failure_);
   // The flip fault: the first frame goes out with one payload bit flipped (only the CRC can tell).
   uint8_t buf[kMaxFrameBytes];
   for (uint32_t c = 0; c < hidden_frame_count(e, dim); ++c) {
@@ -62,7 +62,7 @@ Status NodeServer::send_hidden(Transport& link, HiddenEncoding e, uint32_t strea
     h.payload_len = static_cast<uint32_t>(len);
     MC_TRY(encode_frame(h, buf + kFrameHeaderBytes, buf, sizeof buf, &n));
     if (c == 0) buf[kFrameHeaderBytes + len / 2] ^= 0x10;
-    MC_TRY(link.send_bytes(buf, n, kSendTimeoutMs, nullptr));
+    MC_TRY(link.send_bytes(buf, n, kSendTimeoutMs, &send_failure_));
   }
   return Status::Ok();
 }
@@ -166,7 +166,12 @@ Status NodeServer::serve(Transport& link) {
     LinkFailure why = LinkFailure::kNone;
     Status st = link.receive(&f, kPollMs, &why);
     if (st.ok()) {
-      MC_TRY(on_frame(link, f));
+      send_failure_ = LinkFailure::kNone;
+      st = on_frame(link, f);
+      // A master that finished (or gave up on us) and closed the link while we answered: the end
+      // of its session, as a close seen on receive is; not an error.
+      if (!st.ok() && send_failure_ == LinkFailure::kClosed) return Status::Ok();
+      MC_TRY(st);
       continue;
     }
     if (why == LinkFailure::kTimeout) continue;

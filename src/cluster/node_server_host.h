@@ -73,6 +73,7 @@ class NodeServer {
   HiddenAssembler assembler_;
   bool assembling_ = false;
   uint32_t seq_ = 0;
+  LinkFailure send_failure_ = LinkFailure::kNone;  // why the last send failed: kClosed = the master left
   int served_ = 0;
   std::atomic<bool> stop_{false};
 };
