@@ -24,13 +24,6 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 mkdir -p "$OUT/config"
 cp "$ROOT/tools/firmware_sdkconfig.h" "$OUT/config/sdkconfig.h"
-cat >"$OUT/config/idf_gcc_types.h" <<'TYPES'
-#pragma clang diagnostic ignored "-Wbuiltin-macro-redefined"
-#undef __UINT32_TYPE__
-#define __UINT32_TYPE__ long unsigned int
-#undef __INT32_TYPE__
-#define __INT32_TYPE__ long int
-TYPES
 
 # The include directories of the components main/CMakeLists.txt REQUIRES and of those they pull in:
 # every include/ folder of these components but other chips' (and tests'), plus FreeRTOS's port for
@@ -62,7 +55,7 @@ FLAGS="--target=xtensa -Xclang -target-feature -Xclang +fp -fsyntax-only -std=gn
   -nostdinc -isystem $($CLANG -print-resource-dir)/include -isystem $NEWLIB -D__XTENSA__ -DESP_PLATFORM -DIDF_VER=\"v5.x\" -D_GNU_SOURCE -D_POSIX_READER_WRITER_LOCKS \
   -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Werror -Wno-error=unused-function -Wno-error=unused-variable \
   -Wno-error=deprecated-declarations -Wno-error=extra \
-  -include $OUT/config/idf_gcc_types.h"
+  -include $ROOT/tools/firmware_idf_types.h"
 # ESP-IDF builds every component with -Wall -Werror (and the -Wno-error list above), and its Xtensa GCC
 # makes uint32_t / int32_t `unsigned long` / `long` (clang's Xtensa target: int): both are imitated,
 # so a printf format that the IDF build would refuse fails here too.
@@ -94,21 +87,7 @@ for f in $(find "$ROOT/src" -name '*.cpp' | sort); do
   case "$f" in
     *_host.cpp|*/src/tokenizer/*|*/src/host/*|*/src/serve/*|*/src/kernels/x86/*|*/src/kernels/x86_512/*|*/src/kernels/arm/*) continue ;;
   esac
-  # The component builds with -Wno-format (its CMakeLists.txt says why) but src/board, the firmware's own.
-  case "$f" in
-    */src/board/*) check "$f" -I"$OUT/config" -I"$ROOT/include" -I"$ROOT/src" ;;
-    *) check "$f" -I"$OUT/config" -I"$ROOT/include" -I"$ROOT/src" -Wno-format ;;
-  esac
+  check "$f" -I"$OUT/config" -I"$ROOT/include" -I"$ROOT/src" -DMCULLM_PIE=1
 done
-# How many printf formats of the rest of the core the IDF build would refuse without -Wno-format.
-formats=0
-for f in $(find "$ROOT/src" -name '*.cpp' | sort); do
-  case "$f" in
-    *_host.cpp|*/src/tokenizer/*|*/src/host/*|*/src/serve/*|*/src/kernels/x86/*|*/src/kernels/x86_512/*|*/src/kernels/arm/*|*/src/board/*) continue ;;
-  esac
-  k=$($CLANG $FLAGS -Wno-error=format -I"$OUT/config" -I"$ROOT/include" -I"$ROOT/src" "$f" 2>&1 | grep -c "warning: format specifies" || true)
-  formats=$((formats + k))
-done
-echo "core printf formats that assume uint32_t is unsigned int (-Wno-format in the component): $formats"
 echo "checked $n files against $IDF: $((n - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]
