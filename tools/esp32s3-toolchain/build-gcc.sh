@@ -25,6 +25,12 @@ git --git-dir="$OVERLAY_GIT" cat-file -e HEAD:$S/gcc/include/xtensa-config.h || 
 overlay() { git --git-dir="$OVERLAY_GIT" show "HEAD:$S/$1" > "$2"; }
 mkdir -p "$WORK" "$PREFIX"; cd "$WORK"
 export PATH="$PREFIX/bin:$PATH"
+# Host objects through ccache (a re-run after a failed step costs little), without -g (faster).
+if command -v ccache >/dev/null; then export CC="ccache gcc" CXX="ccache g++" CCACHE_DIR=${CCACHE_DIR:-/work/.ccache}; fi
+export CFLAGS=-O2 CXXFLAGS=-O2
+# Target libraries as Espressif builds them: -mlongcalls (an ESP-IDF image calls between IRAM at
+# 0x4037xxxx and flash at 0x42xxxxxx, beyond CALL's range), sections for the linker's garbage collection.
+TFLAGS="-O2 -mlongcalls -ffunction-sections -fdata-sections"
 step() { [ -f "$WORK/stamp-$1" ] && { echo "== $1: done before"; return 1; }; echo "== $1: $(date -u +%H:%M:%S)"; }
 done_() { touch "$WORK/stamp-$1"; }
 
@@ -58,7 +64,7 @@ if step gcc; then
     --enable-newlib-io-long-long --enable-newlib-io-c99-formats --disable-newlib-supplied-syscalls \
     --enable-newlib-retargetable-locking \
     --with-pkgversion="mcullm tools/esp32s3-toolchain (Debian gcc-12.2 + xtensa_esp32s3 overlay)" > configure.log
-  make -j"$J" MAKEINFO=true all > make.log 2>&1
+  make -j"$J" MAKEINFO=true CFLAGS_FOR_TARGET="$TFLAGS" CXXFLAGS_FOR_TARGET="$TFLAGS" all > make.log 2>&1
   make install MAKEINFO=true > install.log 2>&1
   cd "$WORK"; done_ gcc
 fi
