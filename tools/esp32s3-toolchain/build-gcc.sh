@@ -48,7 +48,7 @@ fi
 if step sources; then
   rm -rf gcc-12.2.0 && tar xf "$GCC_TAR"
   overlay gcc/include/xtensa-config.h gcc-12.2.0/include/xtensa-config.h
-  NLD=$(tar tf "$NL_TAR" | head -1 | cut -d/ -f1); rm -rf "$NLD" && tar xf "$NL_TAR"
+  NLD=$(tar tf "$NL_TAR" | sed -n '1s|/.*||p'); rm -rf "$NLD" && tar xf "$NL_TAR"
   overlay newlib/newlib/libc/sys/xtensa/include/xtensa/config/core-isa.h "$NLD/newlib/libc/sys/xtensa/include/xtensa/config/core-isa.h"
   ln -s "../$NLD/newlib" gcc-12.2.0/newlib; ln -s "../$NLD/libgloss" gcc-12.2.0/libgloss
   done_ sources
