@@ -49,7 +49,10 @@ if step sources; then
   rm -rf gcc-12.2.0 && tar xf "$GCC_TAR"
   overlay gcc/include/xtensa-config.h gcc-12.2.0/include/xtensa-config.h
   NLD=$(tar tf "$NL_TAR" | sed -n '1s|/.*||p'); rm -rf "$NLD" && tar xf "$NL_TAR"
-  overlay newlib/newlib/libc/sys/xtensa/include/xtensa/config/core-isa.h "$NLD/newlib/libc/sys/xtensa/include/xtensa/config/core-isa.h"
+  # Only Espressif's newlib has Xtensa code (libc/sys/xtensa, which reads the overlay's core-isa.h);
+  # Debian's newlib 3.3.0 has none and builds its generic C for the target (no setjmp of its own).
+  NLX="$NLD/newlib/libc/sys/xtensa/include/xtensa/config"
+  [ -d "$NLX" ] && overlay newlib/newlib/libc/sys/xtensa/include/xtensa/config/core-isa.h "$NLX/core-isa.h"
   ln -s "../$NLD/newlib" gcc-12.2.0/newlib; ln -s "../$NLD/libgloss" gcc-12.2.0/libgloss
   done_ sources
 fi
