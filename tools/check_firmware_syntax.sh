@@ -9,6 +9,12 @@
 # plus the ESP-IDF defaults those headers read. C library headers: Debian's newlib (/usr/include/newlib;
 # ESP-IDF uses newlib or picolibc with the same interfaces). clang-22 knows no esp32s3 CPU; -mcpu=esp32
 # (LX6, the same windowed ABI and FPU) is close enough for a syntax check.
+# With XTENSA_GCC=/path/to/xtensa-esp32s3-elf-gcc (tools/esp32s3-toolchain/build-gcc.sh) the same files
+# are compiled for real instead: -c -O2 with the flags ESP-IDF gives every component (its warnings,
+# -Werror, -mlongcalls, -fno-builtin-mem*: tools/cmake/build.cmake and toolchain-esp32s3.cmake) and the
+# firmware's own, against the toolchain's newlib; the PIE .S is assembled by that GCC / GNU as and its
+# .byte encodings are compared with GNU as's mnemonics (tools/esp32s3-toolchain/check_pie_mnemonics.py).
+# OBJ_DIR=DIR keeps the objects.
 # Not run by CI (no ESP-IDF there). Exit 0 when every file passes; the failing files' errors otherwise.
 set -eu
 IDF=${1:?usage: tools/check_firmware_syntax.sh ESP_IDF_DIR}
@@ -17,20 +23,18 @@ CLANG=${CLANG:-clang++-22}
 NEWLIB=${NEWLIB:-/usr/include/newlib}
 C=$IDF/components
 [ -d "$C/esp_hw_support" ] || { echo "no ESP-IDF components under $C" >&2; exit 2; }
-[ -d "$NEWLIB" ] || { echo "newlib headers missing at $NEWLIB (apt-get install libnewlib-dev)" >&2; exit 2; }
-command -v "$CLANG" >/dev/null || { echo "$CLANG not found" >&2; exit 2; }
+GCC=${XTENSA_GCC:-}
+if [ -n "$GCC" ]; then
+  [ -x "$GCC" ] || { echo "XTENSA_GCC=$GCC is not an executable" >&2; exit 2; }
+else
+  [ -d "$NEWLIB" ] || { echo "newlib headers missing at $NEWLIB (apt-get install libnewlib-dev)" >&2; exit 2; }
+  command -v "$CLANG" >/dev/null || { echo "$CLANG not found" >&2; exit 2; }
+fi
 
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 mkdir -p "$OUT/config"
 cp "$ROOT/tools/firmware_sdkconfig.h" "$OUT/config/sdkconfig.h"
-cat >"$OUT/config/idf_gcc_types.h" <<'TYPES'
-#pragma clang diagnostic ignored "-Wbuiltin-macro-redefined"
-#undef __UINT32_TYPE__
-#define __UINT32_TYPE__ long unsigned int
-#undef __INT32_TYPE__
-#define __INT32_TYPE__ long int
-TYPES
 
 # The include directories of the components main/CMakeLists.txt REQUIRES and of those they pull in:
 # every include/ folder of these components but other chips' (and tests'), plus FreeRTOS's port for
@@ -51,29 +55,48 @@ for d in freertos/config/include/freertos freertos/config/xtensa/include freerto
   soc/esp32s3/register esp_rom/esp32s3/include/esp32s3 esp_hw_support/include/soc/esp32s3; do
   [ -d "$C/$d" ] && INC="$INC -I$C/$d"
 done
-# esp_libc's platform_include wraps the C library's headers: it comes first. Espressif's newlib
-# declares _global_impure_ptr without the const Debian's newlib has: one line of a temporary copy of
-# sys/reent.h differs, found before Debian's own.
-mkdir -p "$OUT/newlib/sys"
-sed 's/struct _reent \*const _global_impure_ptr/struct _reent *_global_impure_ptr/' "$NEWLIB/sys/reent.h" >"$OUT/newlib/sys/reent.h"
-INC="-I$C/esp_libc/platform_include $INC -I$OUT/newlib"
-
-FLAGS="--target=xtensa -Xclang -target-feature -Xclang +fp -fsyntax-only -std=gnu++20 -fno-exceptions -fno-rtti -ffp-contract=off \
-  -nostdinc -isystem $($CLANG -print-resource-dir)/include -isystem $NEWLIB -D__XTENSA__ -DESP_PLATFORM -DIDF_VER=\"v5.x\" -D_GNU_SOURCE -D_POSIX_READER_WRITER_LOCKS \
+# esp_libc's platform_include wraps the C library's headers: it comes first (ESP-IDF v5's newlib
+# component has its platform_include among the others, found before the C library's headers anyway).
+INC="-I$C/esp_libc/platform_include $INC"
+IDF_VER=$(git -C "$IDF" describe --tags 2>/dev/null || sed -n 's/^ *VERSION "\(.*\)"$/\1/p' "$IDF/tools/cmake/version.cmake" 2>/dev/null || echo v5.x)
+if [ -z "$GCC" ]; then
+  # Espressif's newlib declares _global_impure_ptr without the const Debian's newlib has: one line of a
+  # temporary copy of sys/reent.h differs, found before Debian's own.
+  mkdir -p "$OUT/newlib/sys"
+  sed 's/struct _reent \*const _global_impure_ptr/struct _reent *_global_impure_ptr/' "$NEWLIB/sys/reent.h" >"$OUT/newlib/sys/reent.h"
+  INC="$INC -I$OUT/newlib"
+  COMPILE="$CLANG --target=xtensa -Xclang -target-feature -Xclang +fp -fsyntax-only \
+  -nostdinc -isystem $($CLANG -print-resource-dir)/include -isystem $NEWLIB -D__XTENSA__ -D_POSIX_READER_WRITER_LOCKS \
   -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Werror -Wno-error=unused-function -Wno-error=unused-variable \
   -Wno-error=deprecated-declarations -Wno-error=extra \
-  -include $OUT/config/idf_gcc_types.h"
-# ESP-IDF builds every component with -Wall -Werror (and the -Wno-error list above), and its Xtensa GCC
-# makes uint32_t / int32_t `unsigned long` / `long` (clang's Xtensa target: int): both are imitated,
-# so a printf format that the IDF build would refuse fails here too.
-# ESP-IDF's headers, not ours, use the GNU extensions clang warns about.
-IDF_WARN="-Wno-gnu-zero-variadic-macro-arguments -Wno-c99-designator -Wno-missing-field-initializers"
+  -include $ROOT/tools/firmware_idf_types.h"
+  # ESP-IDF builds every component with -Wall -Werror (and the -Wno-error list above), and its Xtensa GCC
+  # makes uint32_t / int32_t `unsigned long` / `long` (clang's Xtensa target: int): both are imitated,
+  # so a printf format that the IDF build would refuse fails here too.
+  # ESP-IDF's headers, not ours, use the GNU extensions clang warns about.
+  # (v5.3: an empty struct in esp_etm.h, -Wextern-c-compat.)
+  IDF_WARN="-Wno-gnu-zero-variadic-macro-arguments -Wno-c99-designator -Wno-missing-field-initializers -Wno-extern-c-compat"
+else
+  # ESP-IDF's flags for every component (v5.3 to v6.1: build.cmake's list, -Werror as in v6), the
+  # ESP32-S3 toolchain file's, and CONFIG_COMPILER_OPTIMIZATION_PERF's -O2.
+  COMPILE="${GCC%gcc}g++ -c -O2 -mlongcalls -fno-builtin-memcpy -fno-builtin-memset -fno-builtin-bzero -fno-builtin-stpcpy \
+  -fno-builtin-strncpy -ffunction-sections -fdata-sections -Wall -Werror -Wno-error=unused-function -Wno-error=unused-variable \
+  -Wno-error=unused-but-set-variable -Wno-error=deprecated-declarations -Wextra -Wno-error=extra -Wno-unused-parameter \
+  -Wno-sign-compare -Wno-enum-conversion -gdwarf-4 -ggdb -D_GLIBCXX_USE_POSIX_SEMAPHORE -D_GLIBCXX_HAVE_POSIX_SEMAPHORE -std=gnu++2b"
+  IDF_WARN=""
+fi
+# Then the firmware's own options (main/ and components/mcullm/ CMakeLists.txt).
+COMPILE="$COMPILE -DESP_PLATFORM -DIDF_VER=\"$IDF_VER\" -D_GNU_SOURCE -std=gnu++20 -fno-exceptions -fno-rtti -ffp-contract=off"
+OBJ=${OBJ_DIR:-$OUT/obj}
+mkdir -p "$OBJ"
 
 fail=0
 n=0
 check() {  # file, extra flags
   n=$((n + 1))
-  if ! $CLANG $FLAGS "$@" 2>"$OUT/err"; then
+  o="$OBJ/$(basename "$1" .cpp)$(echo "$*" | cksum | cut -d' ' -f1).o"
+  if [ -n "$GCC" ]; then set -- "$@" -o "$o"; fi
+  if ! $COMPILE "$@" 2>"$OUT/err"; then
     fail=$((fail + 1))
     echo "FAIL $1"
     head -40 "$OUT/err"
@@ -94,21 +117,23 @@ for f in $(find "$ROOT/src" -name '*.cpp' | sort); do
   case "$f" in
     *_host.cpp|*/src/tokenizer/*|*/src/host/*|*/src/serve/*|*/src/kernels/x86/*|*/src/kernels/x86_512/*|*/src/kernels/arm/*) continue ;;
   esac
-  # The component builds with -Wno-format (its CMakeLists.txt says why) but src/board, the firmware's own.
-  case "$f" in
-    */src/board/*) check "$f" -I"$OUT/config" -I"$ROOT/include" -I"$ROOT/src" ;;
-    *) check "$f" -I"$OUT/config" -I"$ROOT/include" -I"$ROOT/src" -Wno-format ;;
-  esac
+  check "$f" -I"$OUT/config" -I"$ROOT/include" -I"$ROOT/src" -DMCULLM_PIE=1 -fno-fast-math
 done
-# How many printf formats of the rest of the core the IDF build would refuse without -Wno-format.
-formats=0
-for f in $(find "$ROOT/src" -name '*.cpp' | sort); do
-  case "$f" in
-    *_host.cpp|*/src/tokenizer/*|*/src/host/*|*/src/serve/*|*/src/kernels/x86/*|*/src/kernels/x86_512/*|*/src/kernels/arm/*|*/src/board/*) continue ;;
-  esac
-  k=$($CLANG $FLAGS -Wno-error=format -I"$OUT/config" -I"$ROOT/include" -I"$ROOT/src" "$f" 2>&1 | grep -c "warning: format specifies" || true)
-  formats=$((formats + k))
-done
-echo "core printf formats that assume uint32_t is unsigned int (-Wno-format in the component): $formats"
-echo "checked $n files against $IDF: $((n - fail)) passed, $fail failed"
+# The PIE kernels: assembled as ESP-IDF does (the C compiler on the .S), then their .byte encodings
+# against GNU as's mnemonics.
+if [ -n "$GCC" ]; then
+  for f in $(find "$ROOT/src/kernels" -name '*.S' | grep -Ev '/kernels/(x86|x86_512|arm)/' | sort); do
+    n=$((n + 1))
+    if ! "$GCC" -c -mlongcalls -I"$ROOT/src" "$f" -o "$OBJ/$(basename "$f" .S).o" 2>"$OUT/err"; then
+      fail=$((fail + 1)); echo "FAIL $f"; head -40 "$OUT/err"
+    fi
+  done
+  n=$((n + 1))
+  if ! python3 "$ROOT/tools/esp32s3-toolchain/check_pie_mnemonics.py" "${GCC%gcc}as" "${GCC%gcc}objdump" >"$OUT/pie" 2>&1; then
+    fail=$((fail + 1)); echo "FAIL PIE encodings against GNU as"; tail -20 "$OUT/pie"
+  else
+    tail -1 "$OUT/pie"
+  fi
+fi
+echo "${GCC:+compiled with $GCC: }checked $n files against $IDF: $((n - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,5 +1,6 @@
 #include "cluster/frame.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "cluster/frame_bytes.h"
@@ -29,10 +30,10 @@ Status check_header(const uint8_t* h) {
   if (h[6] || h[7]) return Status::Error(Code::kCorrupt, "link frame: reserved header bytes are not zero");
   const uint32_t len = get_u32(h + 20);
   if (len > kMaxPayloadBytes)
-    return Status::Error(Code::kCorrupt, "link frame: %s payload of %u bytes, more than %zu",
+    return Status::Error(Code::kCorrupt, "link frame: %s payload of %" PRIu32 " bytes, more than %zu",
                          frame_type_name(static_cast<FrameType>(h[5])), len, kMaxPayloadBytes);
   if (len % 4 != 0)
-    return Status::Error(Code::kCorrupt, "link frame: %s payload of %u bytes, not a multiple of 4",
+    return Status::Error(Code::kCorrupt, "link frame: %s payload of %" PRIu32 " bytes, not a multiple of 4",
                          frame_type_name(static_cast<FrameType>(h[5])), len);
   return Status::Ok();
 }
@@ -49,8 +50,8 @@ Status check_crc(const uint8_t* bytes, const FrameHeader& h) {
   const uint32_t want = get_u32(bytes + kCrcOffset);
   const uint32_t got = frame_crc(bytes, bytes + kFrameHeaderBytes, h.payload_len);
   if (want != got)
-    return Status::Error(Code::kCorrupt, "link frame: CRC mismatch in a %s frame (seq %u, %u payload bytes): "
-                         "header says %08x, bytes give %08x", frame_type_name(h.type), h.seq, h.payload_len, want, got);
+    return Status::Error(Code::kCorrupt, "link frame: CRC mismatch in a %s frame (seq %" PRIu32 ", %" PRIu32 " payload bytes): "
+                         "header says %08" PRIx32 ", bytes give %08" PRIx32, frame_type_name(h.type), h.seq, h.payload_len, want, got);
   return Status::Ok();
 }
 
@@ -108,7 +109,7 @@ Status decode_frame(const uint8_t* bytes, size_t n, Frame* out) {
   FrameHeader h;
   read_header(bytes, &h);
   if (n != kFrameHeaderBytes + h.payload_len)
-    return Status::Error(Code::kCorrupt, "link frame: %zu bytes, its header says %zu", n, kFrameHeaderBytes + h.payload_len);
+    return Status::Error(Code::kCorrupt, "link frame: %zu bytes, its header says %zu", n, static_cast<size_t>(kFrameHeaderBytes + h.payload_len));
   MC_TRY(check_crc(bytes, h));
   out->header = h;
   out->payload = bytes + kFrameHeaderBytes;
@@ -142,12 +143,12 @@ Status decode_hello(const uint8_t* p, size_t n, Hello* out) {
   h.capabilities = get_u32(p + 32);
   h.slice_hash = uint64_t{get_u32(p + 40)} | uint64_t{get_u32(p + 44)} << 32;
   if (get_u32(p + 36) != 0) return Status::Error(Code::kCorrupt, "hello: reserved field is not zero");
-  if (role > static_cast<uint32_t>(NodeRole::kNode)) return Status::Error(Code::kCorrupt, "hello: unknown role %u", role);
+  if (role > static_cast<uint32_t>(NodeRole::kNode)) return Status::Error(Code::kCorrupt, "hello: unknown role %" PRIu32, role);
   h.role = static_cast<NodeRole>(role);
   if (h.capabilities & ~kAllCapabilities)
-    return Status::Error(Code::kCorrupt, "hello: unknown capability bits %08x", h.capabilities & ~kAllCapabilities);
+    return Status::Error(Code::kCorrupt, "hello: unknown capability bits %08" PRIx32, h.capabilities & ~kAllCapabilities);
   if (h.first_layer > h.end_layer || h.end_layer > h.n_layers)
-    return Status::Error(Code::kCorrupt, "hello: layers [%u, %u) are not a range of the model's %u", h.first_layer,
+    return Status::Error(Code::kCorrupt, "hello: layers [%" PRIu32 ", %" PRIu32 ") are not a range of the model's %" PRIu32, h.first_layer,
                          h.end_layer, h.n_layers);
   *out = h;
   return Status::Ok();
@@ -184,10 +185,10 @@ Status decode_error(const uint8_t* p, size_t n, Status* remote) {
   const uint32_t code = get_u32(p);
   const uint32_t text = get_u32(p + 4);
   if (code == 0 || code > static_cast<uint32_t>(Code::kInternal))
-    return Status::Error(Code::kCorrupt, "error frame: unknown code %u", code);
-  if (text > kMaxErrorText) return Status::Error(Code::kCorrupt, "error frame: text of %u bytes, at most %zu", text, kMaxErrorText);
+    return Status::Error(Code::kCorrupt, "error frame: unknown code %" PRIu32, code);
+  if (text > kMaxErrorText) return Status::Error(Code::kCorrupt, "error frame: text of %" PRIu32 " bytes, at most %zu", text, kMaxErrorText);
   if (n != 8 + ((size_t{text} + 3) & ~size_t{3}))
-    return Status::Error(Code::kCorrupt, "error frame: %zu payload bytes for a text of %u", n, text);
+    return Status::Error(Code::kCorrupt, "error frame: %zu payload bytes for a text of %" PRIu32, n, text);
   if (memchr(p + 8, 0, text) != nullptr) return Status::Error(Code::kCorrupt, "error frame: NUL inside the text");
   if (!all_zero(p + 8 + text, n - 8 - text)) return Status::Error(Code::kCorrupt, "error frame: padding is not zero");
   char msg[kMaxErrorText + 1];
@@ -199,7 +200,7 @@ Status decode_error(const uint8_t* p, size_t n, Status* remote) {
 
 Status check_empty_payload(const FrameHeader& h) {
   if (h.payload_len != 0)
-    return Status::Error(Code::kCorrupt, "%s frame with %u payload bytes, expected none", frame_type_name(h.type),
+    return Status::Error(Code::kCorrupt, "%s frame with %" PRIu32 " payload bytes, expected none", frame_type_name(h.type),
                          h.payload_len);
   return Status::Ok();
 }
@@ -233,10 +234,10 @@ Status encode_hidden_chunk(HiddenEncoding e, const float* x, uint32_t dim, uint3
   if (!hidden_encoding_valid(static_cast<uint8_t>(e)))
     return Status::Error(Code::kInvalidArgument, "hidden state: unknown encoding %u", static_cast<unsigned>(e));
   if (dim == 0 || dim > kMaxHiddenDim)
-    return Status::Error(Code::kInvalidArgument, "hidden state: dim %u (1 .. %u)", dim, kMaxHiddenDim);
+    return Status::Error(Code::kInvalidArgument, "hidden state: dim %" PRIu32 " (1 .. %" PRIu32 ")", dim, kMaxHiddenDim);
   const uint32_t per = hidden_chunk_values(e);
   if (chunk >= hidden_frame_count(e, dim))
-    return Status::Error(Code::kInvalidArgument, "hidden state: chunk %u of a %u-frame vector", chunk, hidden_frame_count(e, dim));
+    return Status::Error(Code::kInvalidArgument, "hidden state: chunk %" PRIu32 " of a %" PRIu32 "-frame vector", chunk, hidden_frame_count(e, dim));
   const uint32_t offset = chunk * per;
   const uint32_t count = dim - offset < per ? dim - offset : per;
   const size_t bytes = kHiddenChunkHeadBytes + hidden_encoded_bytes(e, count);
@@ -263,19 +264,19 @@ Status parse_hidden_chunk(const uint8_t* p, size_t n, HiddenChunk* out) {
   c.offset = get_u32(p + 8);
   c.count = get_u32(p + 12);
   if (c.dim == 0 || c.dim > kMaxHiddenDim)
-    return Status::Error(Code::kCorrupt, "hidden frame: dim %u (1 .. %u)", c.dim, kMaxHiddenDim);
+    return Status::Error(Code::kCorrupt, "hidden frame: dim %" PRIu32 " (1 .. %" PRIu32 ")", c.dim, kMaxHiddenDim);
   const uint32_t per = hidden_chunk_values(c.encoding);
   // the canonical split: chunk k holds values [k * per, min(dim, (k + 1) * per))
   if (c.offset >= c.dim || c.offset % per != 0)
-    return Status::Error(Code::kCorrupt, "hidden frame: offset %u is not a chunk start of a %u-value vector", c.offset, c.dim);
+    return Status::Error(Code::kCorrupt, "hidden frame: offset %" PRIu32 " is not a chunk start of a %" PRIu32 "-value vector", c.offset, c.dim);
   const uint32_t want = c.dim - c.offset < per ? c.dim - c.offset : per;
   if (c.count != want)
-    return Status::Error(Code::kCorrupt, "hidden frame: %u values at offset %u of %u, expected %u", c.count, c.offset,
+    return Status::Error(Code::kCorrupt, "hidden frame: %" PRIu32 " values at offset %" PRIu32 " of %" PRIu32 ", expected %" PRIu32, c.count, c.offset,
                          c.dim, want);
   c.data = p + kHiddenChunkHeadBytes;
   c.data_bytes = hidden_encoded_bytes(c.encoding, c.count);
   if (n != kHiddenChunkHeadBytes + c.data_bytes)
-    return Status::Error(Code::kCorrupt, "hidden frame: %zu payload bytes, %u %s values take %zu", n, c.count,
+    return Status::Error(Code::kCorrupt, "hidden frame: %zu payload bytes, %" PRIu32 " %s values take %zu", n, c.count,
                          hidden_encoding_name(c.encoding), kHiddenChunkHeadBytes + c.data_bytes);
   *out = c;
   return Status::Ok();
@@ -294,14 +295,14 @@ Status HiddenAssembler::add(const Frame& frame) {
       return Status::Error(Code::kInvalidArgument, "expected a hidden frame, got %s", frame_type_name(frame.header.type));
     HiddenChunk c;
     MC_TRY(parse_hidden_chunk(frame.payload, frame.header.payload_len, &c));
-    if (c.dim != dim_) return Status::Error(Code::kCorrupt, "hidden frame: a %u-value vector, expected %u", c.dim, dim_);
+    if (c.dim != dim_) return Status::Error(Code::kCorrupt, "hidden frame: a %" PRIu32 "-value vector, expected %" PRIu32, c.dim, dim_);
     if (received_ == dim_) return Status::Error(Code::kCorrupt, "hidden frame: the vector is already complete");
     if (received_ > 0 && (frame.header.stream != stream_ || frame.header.pos != pos_ || c.encoding != encoding_))
-      return Status::Error(Code::kCorrupt, "hidden frame: stream %u pos %u %s inside a vector of stream %u pos %u %s",
+      return Status::Error(Code::kCorrupt, "hidden frame: stream %" PRIu32 " pos %" PRIu32 " %s inside a vector of stream %" PRIu32 " pos %" PRIu32 " %s",
                            frame.header.stream, frame.header.pos, hidden_encoding_name(c.encoding), stream_, pos_,
                            hidden_encoding_name(encoding_));
     if (c.offset != received_)
-      return Status::Error(Code::kCorrupt, "hidden frame: values from %u, expected from %u", c.offset, received_);
+      return Status::Error(Code::kCorrupt, "hidden frame: values from %" PRIu32 ", expected from %" PRIu32, c.offset, received_);
     MC_TRY(decode_hidden(c.encoding, c.data, c.data_bytes, c.count, dst_ + c.offset));
     stream_ = frame.header.stream;
     pos_ = frame.header.pos;

@@ -1,5 +1,6 @@
 #include "cluster/hidden_codec.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "cluster/frame_bytes.h"
@@ -53,7 +54,7 @@ Status encode_hidden(HiddenEncoding e, const float* x, uint32_t count, uint8_t* 
     return Status::Error(Code::kInvalidArgument, "hidden state: unknown encoding %u", static_cast<unsigned>(e));
   const size_t bytes = hidden_encoded_bytes(e, count);
   if (bytes > cap)
-    return Status::Error(Code::kInvalidArgument, "hidden state: %u values in %s need %zu bytes, the buffer has %zu",
+    return Status::Error(Code::kInvalidArgument, "hidden state: %" PRIu32 " values in %s need %zu bytes, the buffer has %zu",
                          count, hidden_encoding_name(e), bytes, cap);
   switch (e) {
     case HiddenEncoding::kF32:
@@ -70,7 +71,7 @@ Status encode_hidden(HiddenEncoding e, const float* x, uint32_t count, uint8_t* 
     case HiddenEncoding::kInt8: {
       for (uint32_t i = 0; i < count; ++i) {
         if (!(x[i] - x[i] == 0.0f))  // inf - inf and nan - nan are nan
-          return Status::Error(Code::kInvalidArgument, "hidden state: value %u is not finite; int8 cannot carry it", i);
+          return Status::Error(Code::kInvalidArgument, "hidden state: value %" PRIu32 " is not finite; int8 cannot carry it", i);
       }
       // quantize_activations writes whole blocks of codes: one block at a time through a small buffer.
       const uint32_t blocks = int8_blocks(count);
@@ -96,7 +97,7 @@ Status decode_hidden(HiddenEncoding e, const uint8_t* in, size_t n, uint32_t cou
     return Status::Error(Code::kCorrupt, "hidden state: unknown encoding %u", static_cast<unsigned>(e));
   const size_t bytes = hidden_encoded_bytes(e, count);
   if (n != bytes)
-    return Status::Error(Code::kCorrupt, "hidden state: %u values in %s take %zu bytes, got %zu", count,
+    return Status::Error(Code::kCorrupt, "hidden state: %" PRIu32 " values in %s take %zu bytes, got %zu", count,
                          hidden_encoding_name(e), bytes, n);
   switch (e) {
     case HiddenEncoding::kF32:
@@ -115,12 +116,12 @@ Status decode_hidden(HiddenEncoding e, const uint8_t* in, size_t n, uint32_t cou
       for (uint32_t b = 0; b < blocks; ++b) {
         const float d = f32_from_bits(get_u32(in + 4 * b));
         if (!(d >= 0.0f && d - d == 0.0f))
-          return Status::Error(Code::kCorrupt, "hidden state: int8 scale %u is negative or not finite", b);
+          return Status::Error(Code::kCorrupt, "hidden state: int8 scale %" PRIu32 " is negative or not finite", b);
         const uint32_t start = b * kInt8Block;
         const uint32_t end = count - start < kInt8Block ? count : start + kInt8Block;
         for (uint32_t i = start; i < end; ++i) {
           const int8_t q = static_cast<int8_t>(codes[i]);
-          if (q == -128) return Status::Error(Code::kCorrupt, "hidden state: int8 code -128 at value %u", i);
+          if (q == -128) return Status::Error(Code::kCorrupt, "hidden state: int8 code -128 at value %" PRIu32, i);
           x[i] = static_cast<float>(q) * d;
         }
       }

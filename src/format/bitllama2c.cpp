@@ -1,5 +1,6 @@
 #include "format/bitllama2c.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "format/llama2c.h"
@@ -50,9 +51,9 @@ Status parse_header(const uint8_t* data, size_t size, BitLlama2cInfo* info) {
     return Status::Error(Code::kCorrupt, "file of %zu bytes is too short for a bitllama2.c header (256)", size);
   uint32_t magic;
   memcpy(&magic, data, 4);
-  if (magic != kLlama2cMagic) return Status::Error(Code::kCorrupt, "not an ak42 file (magic %08x)", magic);
+  if (magic != kLlama2cMagic) return Status::Error(Code::kCorrupt, "not an ak42 file (magic %08" PRIx32 ")", magic);
   const int32_t version = read_i32(data + 4);
-  if (version != 1) return Status::Error(Code::kUnsupported, "bitllama2.c files are ak42 version 1, this is %d", version);
+  if (version != 1) return Status::Error(Code::kUnsupported, "bitllama2.c files are ak42 version 1, this is %" PRId32, version);
   LlamaConfig& c = info->cfg;
   c.dim = read_i32(data + 8);
   c.hidden_dim = read_i32(data + 12);

@@ -1,5 +1,6 @@
 #include "format/board_image.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "quant/ternary.h"
@@ -47,7 +48,7 @@ Status BoardImage::open(const uint8_t* data, size_t size) {
   if (memcmp(h->magic, kBoardImageMagic, 8) != 0)
     return Status::Error(Code::kCorrupt, "board image: bad magic (not an mcullm board image)");
   if (h->version != kBoardImageVersion)
-    return Status::Error(Code::kUnsupported, "board image: version %u (this reader reads version %u)", h->version,
+    return Status::Error(Code::kUnsupported, "board image: version %" PRIu32 " (this reader reads version %" PRIu32 ")", h->version,
                          kBoardImageVersion);
   if (h->total_bytes != size)
     return Status::Error(Code::kCorrupt, "board image: %s (the header says %llu bytes, the file has %zu)",
@@ -55,7 +56,7 @@ Status BoardImage::open(const uint8_t* data, size_t size) {
                          size);
   const uint32_t crc = crc32_ieee(data + kBoardImageCrcStart, size - kBoardImageCrcStart);
   if (crc != h->crc32)
-    return Status::Error(Code::kCorrupt, "board image: CRC mismatch (stored %08x, computed %08x): corrupt file",
+    return Status::Error(Code::kCorrupt, "board image: CRC mismatch (stored %08" PRIx32 ", computed %08" PRIx32 "): corrupt file",
                          h->crc32, crc);
   if (!all_zero(h->reserved, sizeof h->reserved))
     return Status::Error(Code::kCorrupt, "board image: reserved header bytes are not zero");
@@ -63,22 +64,22 @@ Status BoardImage::open(const uint8_t* data, size_t size) {
   // Config.
   const auto* c = reinterpret_cast<const BoardImageConfig*>(data + kBoardImageConfigOffset);
   if (!board_arch_name(static_cast<BoardArch>(c->arch)))
-    return Status::Error(Code::kUnsupported, "board image: unknown architecture %u", c->arch);
+    return Status::Error(Code::kUnsupported, "board image: unknown architecture %" PRIu32, c->arch);
   if (c->ffn > 1 || c->rope > 1 || c->tied > 1 || c->pad != 0)
     return Status::Error(Code::kCorrupt, "board image: config flags out of range");
   const bool ple = static_cast<BoardArch>(c->arch) == BoardArch::kPle;
   if (ple ? (c->ple_dim <= 0 || c->input_vocab <= 0 || c->group <= 0 || c->group > (1 << 20))
           : (c->ple_dim != 0 || c->input_vocab != 0 || c->group != 0))
-    return Status::Error(Code::kCorrupt, "board image: PLE sizes %d / %d / %d out of range for %s", c->ple_dim,
+    return Status::Error(Code::kCorrupt, "board image: PLE sizes %" PRId32 " / %" PRId32 " / %" PRId32 " out of range for %s", c->ple_dim,
                          c->input_vocab, c->group, board_arch_name(static_cast<BoardArch>(c->arch)));
   if (c->bos_id < -1 || c->bos_id >= c->vocab_size || c->eos_id < -1 || c->eos_id >= c->vocab_size)
-    return Status::Error(Code::kCorrupt, "board image: BOS %d / EOS %d outside the vocabulary of %d", c->bos_id,
+    return Status::Error(Code::kCorrupt, "board image: BOS %" PRId32 " / EOS %" PRId32 " outside the vocabulary of %" PRId32, c->bos_id,
                          c->eos_id, c->vocab_size);
 
   // Tensor table.
   const uint64_t table_end = kBoardImageTableOffset + uint64_t{h->n_tensors} * kBoardImageEntryBytes;
   if (table_end > size)
-    return Status::Error(Code::kCorrupt, "board image: %u tensors do not fit in %zu bytes", h->n_tensors, size);
+    return Status::Error(Code::kCorrupt, "board image: %" PRIu32 " tensors do not fit in %zu bytes", h->n_tensors, size);
   const auto* table = reinterpret_cast<const BoardImageTensor*>(data + kBoardImageTableOffset);
 
   // Sections: aligned, inside the file, after the table, in tier order without overlap.
@@ -102,30 +103,30 @@ Status BoardImage::open(const uint8_t* data, size_t size) {
   for (uint32_t i = 0; i < h->n_tensors; ++i) {
     const BoardImageTensor& e = table[i];
     if (i > 0 && e.id <= table[i - 1].id)
-      return Status::Error(Code::kCorrupt, "board image: tensor ids not strictly increasing at entry %u", i);
+      return Status::Error(Code::kCorrupt, "board image: tensor ids not strictly increasing at entry %" PRIu32, i);
     if (e.tier >= kTierCount || e.cls >= kClassCount || e.reserved != 0 || e.reserved2 != 0)
-      return Status::Error(Code::kCorrupt, "board image: tensor %#x has tier %u / class %u out of range", e.id, e.tier, e.cls);
+      return Status::Error(Code::kCorrupt, "board image: tensor %#" PRIx32 " has tier %u / class %u out of range", e.id, e.tier, e.cls);
     const DTypeInfo* info = dtype_info_by_id(e.dtype);
-    if (!info) return Status::Error(Code::kUnsupported, "board image: tensor %#x has unknown type %u", e.id, e.dtype);
+    if (!info) return Status::Error(Code::kUnsupported, "board image: tensor %#" PRIx32 " has unknown type %" PRIu32, e.id, e.dtype);
     if (e.rows == 0 || e.cols == 0 || e.rows > (1u << 30) || e.cols > (1u << 30) || !dtype_row_fits(info->type, e.cols))
-      return Status::Error(Code::kCorrupt, "board image: tensor %#x has shape %u x %u (%s)", e.id, e.rows, e.cols, info->name);
+      return Status::Error(Code::kCorrupt, "board image: tensor %#" PRIx32 " has shape %" PRIu32 " x %" PRIu32 " (%s)", e.id, e.rows, e.cols, info->name);
     const size_t want = dtype_tensor_bytes(info->type, e.rows, e.cols);
     if (want != e.bytes)
-      return Status::Error(Code::kCorrupt, "board image: tensor %#x holds %u bytes, %u x %u %s needs %zu", e.id, e.bytes,
+      return Status::Error(Code::kCorrupt, "board image: tensor %#" PRIx32 " holds %" PRIu32 " bytes, %" PRIu32 " x %" PRIu32 " %s needs %zu", e.id, e.bytes,
                            e.rows, e.cols, info->name, want);
     uint64_t& next = next_offset[e.tier];
     if (e.offset != next)
-      return Status::Error(Code::kCorrupt, "board image: tensor %#x at offset %u of its section, expected %llu", e.id,
+      return Status::Error(Code::kCorrupt, "board image: tensor %#" PRIx32 " at offset %" PRIu32 " of its section, expected %llu", e.id,
                            e.offset, static_cast<unsigned long long>(next));
     end[e.tier] = uint64_t{e.offset} + e.bytes;
     next = align_up(end[e.tier]);
     if (uint64_t{e.offset} + e.bytes > sec[e.tier].bytes)
-      return Status::Error(Code::kCorrupt, "board image: tensor %#x ends past its %s section (%llu bytes)", e.id,
+      return Status::Error(Code::kCorrupt, "board image: tensor %#" PRIx32 " ends past its %s section (%llu bytes)", e.id,
                            tier_name(static_cast<Tier>(e.tier)), static_cast<unsigned long long>(sec[e.tier].bytes));
     if (info->type == DType::kI2_S) {
       const float scale = i2s_tensor_scale(data + sec[e.tier].offset + e.offset, e.rows, e.cols);
       if (!(scale == scale) || scale > 3.0e38f || scale < -3.0e38f)
-        return Status::Error(Code::kCorrupt, "board image: tensor %#x has a non-finite i2_s scale", e.id);
+        return Status::Error(Code::kCorrupt, "board image: tensor %#" PRIx32 " has a non-finite i2_s scale", e.id);
     }
   }
 

@@ -1,5 +1,7 @@
 #include "format/board_image_model.h"
 
+#include <inttypes.h>
+
 #include "format/vocab_head_gguf.h"
 #include "quant/q4e.h"
 #include "quant/ternary.h"
@@ -30,7 +32,7 @@ Status matrix(const BoardImage& img, BoardRole role, int layer, MatRef* out) {
   const BoardImageTensor* s = img.find(board_scales_id(t->id));
   if (!s || static_cast<DType>(s->dtype) != DType::kF16 || s->rows != t->rows ||
       s->cols != static_cast<uint32_t>(q4e_groups(out->cols, group)))
-    return Status::Error(Code::kCorrupt, "board image: q4e tensor %#x needs f16 scales [%u, %d]", t->id, t->rows,
+    return Status::Error(Code::kCorrupt, "board image: q4e tensor %#" PRIx32 " needs f16 scales [%" PRIu32 ", %d]", t->id, t->rows,
                          q4e_groups(out->cols, group));
   out->scales = img.data(*s);
   out->group = group;
@@ -41,7 +43,7 @@ Status vector(const BoardImage& img, BoardRole role, int layer, int n, const flo
   const BoardImageTensor* t = nullptr;
   MC_TRY(find(img, role, layer, &t));
   if (static_cast<DType>(t->dtype) != DType::kF32 || t->rows != 1 || t->cols != static_cast<uint32_t>(n))
-    return Status::Error(Code::kCorrupt, "board image: tensor %#x should be %d f32 values", t->id, n);
+    return Status::Error(Code::kCorrupt, "board image: tensor %#" PRIx32 " should be %d f32 values", t->id, n);
   *out = reinterpret_cast<const float*>(img.data(*t));  // 64-byte aligned in the image
   return Status::Ok();
 }
@@ -245,7 +247,7 @@ Status f32_table(const BoardImage& img, BoardRole role, uint32_t rows, uint32_t 
   const BoardImageTensor* t = nullptr;
   MC_TRY(find(img, role, 0, &t));
   if (static_cast<DType>(t->dtype) != DType::kF32 || t->rows != rows || t->cols != cols)
-    return Status::Error(Code::kCorrupt, "board image: head-group tensor %#x should be f32 [%u, %u]", t->id, rows, cols);
+    return Status::Error(Code::kCorrupt, "board image: head-group tensor %#" PRIx32 " should be f32 [%" PRIu32 ", %" PRIu32 "]", t->id, rows, cols);
   *out = reinterpret_cast<const float*>(img.data(*t));
   return Status::Ok();
 }
@@ -258,7 +260,7 @@ Status int_table(const BoardImage& img, BoardRole role, uint32_t n, int limit, A
   MC_TRY(tables.alloc_array(n, TensorClass::kHead, &v));
   for (uint32_t i = 0; i < n; ++i) {
     if (!(f[i] >= 0.0f && f[i] <= static_cast<float>(limit)) || static_cast<float>(static_cast<int32_t>(f[i])) != f[i])
-      return Status::Error(Code::kCorrupt, "board image: head-group tensor role %u: value %u (%g) is not an integer in [0, %d]",
+      return Status::Error(Code::kCorrupt, "board image: head-group tensor role %u: value %" PRIu32 " (%g) is not an integer in [0, %d]",
                            static_cast<unsigned>(role), i, static_cast<double>(f[i]), limit);
     v[i] = static_cast<int32_t>(f[i]);
   }
@@ -275,7 +277,7 @@ Status head_groups_from_image(const BoardImage& img, Arena& tables, BoardModel* 
   const BoardImageTensor* c = img.find(board_tensor_id(BoardRole::kHeadCentroids));
   if (!c) return Status::Error(Code::kNotFound, "board image: the head groups have no centroids");
   if (c->rows < 1 || c->rows > static_cast<uint32_t>(kMaxHeadGroups))
-    return Status::Error(Code::kCorrupt, "board image: %u head groups (1 to %d)", c->rows, kMaxHeadGroups);
+    return Status::Error(Code::kCorrupt, "board image: %" PRIu32 " head groups (1 to %d)", c->rows, kMaxHeadGroups);
   h.n_groups = static_cast<int>(c->rows);
   h.dim = head->cols;
   const uint32_t K = c->rows, V = static_cast<uint32_t>(head->rows);

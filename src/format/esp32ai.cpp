@@ -1,5 +1,6 @@
 #include "format/esp32ai.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,7 +33,7 @@ struct Cursor {
       return Status::Error(Code::kCorrupt, "%s (layer %d): file ends at byte %zu, before its group size", what, layer, size);
     const int32_t group = read_i32(base + off);
     if (group <= 0 || group > (1 << 20))
-      return Status::Error(Code::kCorrupt, "%s (layer %d): group size %d at byte %zu", what, layer, group, off);
+      return Status::Error(Code::kCorrupt, "%s (layer %d): group size %" PRId32 " at byte %zu", what, layer, group, off);
     const uint64_t bytes = q4e_tensor_bytes(rows, cols, group);
     if (bytes > size - off)
       return Status::Error(Code::kCorrupt, "%s (layer %d): %llu bytes at offset %zu run past the file's %zu", what, layer,
@@ -89,9 +90,9 @@ Status esp32ai_read_config(const uint8_t* data, size_t size, PleConfig* cfg, int
     if (size < static_cast<size_t>(kEsp32aiHeaderV1Bytes))
       return Status::Error(Code::kCorrupt, "esp32-ai v1 header needs %d bytes, the file has %zu", kEsp32aiHeaderV1Bytes, size);
     const uint32_t version = read_u32(data + 4), hbytes = read_u32(data + 8), flags = read_u32(data + 12);
-    if (version != 1) return Status::Error(Code::kUnsupported, "esp32-ai header version %u (1 is read)", version);
+    if (version != 1) return Status::Error(Code::kUnsupported, "esp32-ai header version %" PRIu32 " (1 is read)", version);
     if (hbytes < static_cast<uint32_t>(kEsp32aiHeaderV1Bytes) || hbytes > size)
-      return Status::Error(Code::kCorrupt, "esp32-ai header_bytes %u (at least %d, at most the file's %zu)", hbytes,
+      return Status::Error(Code::kCorrupt, "esp32-ai header_bytes %" PRIu32 " (at least %d, at most the file's %zu)", hbytes,
                            kEsp32aiHeaderV1Bytes, size);
     c.version = 1;
     c.tied_head = (flags & 1u) != 0;
@@ -231,7 +232,7 @@ Status ple_from_gguf(const GgufFile& f, Arena& tables, PleModel* out) {
   MC_TRY(get_int(f, "ple.context_length", &c.seq_len));
   MC_TRY(get_int(f, "ple.group_size", &c.group));
   MC_TRY(f.get_f32("ple.rope.freq_base", &c.rope_theta));
-  if (version > 1) return Status::Error(Code::kUnsupported, "ple.header_version %u (0 or 1)", version);
+  if (version > 1) return Status::Error(Code::kUnsupported, "ple.header_version %" PRIu32 " (0 or 1)", version);
   c.version = static_cast<int>(version);
   c.tied_head = tied;
   MC_TRY(c.validate());

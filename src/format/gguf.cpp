@@ -1,6 +1,7 @@
 #include "format/gguf.h"
 
 #include <float.h>
+#include <inttypes.h>
 #include <string.h>
 
 namespace mcullm {
@@ -63,7 +64,7 @@ struct Reader {
     const size_t at = pos;
     uint32_t id = 0;
     MC_TRY(u32(what, &id));
-    if (id > kMaxTypeId) return Status::Error(Code::kCorrupt, "%s at byte %zu is %u, not a GGUF value type", what, at, id);
+    if (id > kMaxTypeId) return Status::Error(Code::kCorrupt, "%s at byte %zu is %" PRIu32 ", not a GGUF value type", what, at, id);
     *out = static_cast<GgufType>(id);
     return Status::Ok();
   }
@@ -181,7 +182,7 @@ Status parse_tensor_info(Reader& r, GgufTensor* t) {
   const size_t dims_at = r.pos;
   Status s = r.u32("n_dims", &t->n_dims);
   if (s.ok() && (t->n_dims < 1 || t->n_dims > 4))
-    s = Status::Error(Code::kCorrupt, "n_dims at byte %zu is %u (must be 1..4)", dims_at, t->n_dims);
+    s = Status::Error(Code::kCorrupt, "n_dims at byte %zu is %" PRIu32 " (must be 1..4)", dims_at, t->n_dims);
   int64_t elements = 1;
   for (uint32_t d = 0; s.ok() && d < 4; ++d) {
     t->ne[d] = 1;
@@ -190,9 +191,9 @@ Status parse_tensor_info(Reader& r, GgufTensor* t) {
     uint64_t ne = 0;
     s = r.u64("dimension", &ne);
     if (s.ok() && (ne == 0 || ne > static_cast<uint64_t>(INT64_MAX)))
-      s = Status::Error(Code::kCorrupt, "dimension %u at byte %zu is %llu", d, at, ull(ne));
+      s = Status::Error(Code::kCorrupt, "dimension %" PRIu32 " at byte %zu is %llu", d, at, ull(ne));
     else if (s.ok() && static_cast<int64_t>(ne) > INT64_MAX / elements)
-      s = Status::Error(Code::kCorrupt, "element count overflows at dimension %u (byte %zu)", d, at);
+      s = Status::Error(Code::kCorrupt, "element count overflows at dimension %" PRIu32 " (byte %zu)", d, at);
     if (s.ok()) {
       t->ne[d] = static_cast<int64_t>(ne);
       elements *= t->ne[d];
@@ -202,7 +203,7 @@ Status parse_tensor_info(Reader& r, GgufTensor* t) {
   const size_t type_at = r.pos;
   if (s.ok()) s = r.u32("tensor type", &type_id);
   if (s.ok() && !dtype_info_by_id(type_id))
-    return Status::Error(Code::kUnsupported, "tensor '%.*s' has unknown tensor type id %u (byte %zu)", nlen, name,
+    return Status::Error(Code::kUnsupported, "tensor '%.*s' has unknown tensor type id %" PRIu32 " (byte %zu)", nlen, name,
                          type_id, type_at);
   if (s.ok()) s = r.u64("tensor offset", &t->offset);
   if (!s.ok()) return s.prefix("tensor '%.*s': ", nlen, name);
@@ -292,7 +293,7 @@ Status GgufFile::parse(Arena& arena) {
     const uint32_t v = version_;
     if (v == 0x02000000u || v == 0x03000000u)
       return Status::Error(Code::kUnsupported, "big-endian GGUF files are not supported");
-    return Status::Error(Code::kUnsupported, "GGUF version %u is not supported (only 2 and 3)", v);
+    return Status::Error(Code::kUnsupported, "GGUF version %" PRIu32 " is not supported (only 2 and 3)", v);
   }
   MC_TRY(r.u64("tensor_count", &tensor_count_));
   MC_TRY(r.u64("kv_count", &kv_count_));
@@ -322,7 +323,7 @@ Status GgufFile::parse(Arena& arena) {
     uint32_t dup = 0;
     if (!index_insert(kv_index_, kv_index_cap_, kvs_[i].key, static_cast<uint32_t>(i),
                       [this](uint32_t j) { return kvs_[j].key; }, &dup))
-      return Status::Error(Code::kCorrupt, "duplicate key '%.*s' at byte %zu (first is kv %u)", shown(kvs_[i].key),
+      return Status::Error(Code::kCorrupt, "duplicate key '%.*s' at byte %zu (first is kv %" PRIu32 ")", shown(kvs_[i].key),
                            kvs_[i].key.data, at, dup);
     kv_count_ = i + 1;
   }
@@ -331,7 +332,7 @@ Status GgufFile::parse(Arena& arena) {
     uint32_t align = 0;
     MC_TRY(get_u32("general.alignment", &align));
     if (align == 0 || (align & (align - 1)) != 0)
-      return Status::Error(Code::kCorrupt, "general.alignment is %u, not a power of two", align);
+      return Status::Error(Code::kCorrupt, "general.alignment is %" PRIu32 ", not a power of two", align);
     alignment_ = align;
   }
 
@@ -349,7 +350,7 @@ Status GgufFile::parse(Arena& arena) {
     const GgufStr& name = tensors_[i].name;
     if (!index_insert(tensor_index_, tensor_index_cap_, name, static_cast<uint32_t>(i),
                       [this](uint32_t j) { return tensors_[j].name; }, &dup))
-      return Status::Error(Code::kCorrupt, "duplicate tensor name '%.*s' at byte %zu (first is tensor %u)",
+      return Status::Error(Code::kCorrupt, "duplicate tensor name '%.*s' at byte %zu (first is tensor %" PRIu32 ")",
                            shown(name), name.data, at, dup);
     tensor_count_ = i + 1;
   }

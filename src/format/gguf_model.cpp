@@ -1,5 +1,6 @@
 #include "format/gguf_model.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "quant/blocks.h"
@@ -37,7 +38,7 @@ Status get_dim(const GgufFile& f, const char* prefix, const char* key, bool requ
   if (!required && !f.find_kv(full)) return Status::Ok();
   uint32_t v = 0;
   MC_TRY(f.get_u32(full, &v));
-  if (v == 0 || v > (1u << 30)) return Status::Error(Code::kCorrupt, "%s = %u is out of range", full, v);
+  if (v == 0 || v > (1u << 30)) return Status::Error(Code::kCorrupt, "%s = %" PRIu32 " is out of range", full, v);
   *out = static_cast<int>(v);
   return Status::Ok();
 }
@@ -76,7 +77,7 @@ Status gguf_matrix(const GgufFile& f, const char* name, Arena& arena, TensorClas
   const GgufTensor* t = f.find_tensor(name);
   if (!t) return Status::Error(Code::kNotFound, "tensor %s is missing", name);
   if (t->n_dims != 2 || t->ne[0] > (1 << 30) || t->ne[1] > (1 << 30))
-    return Status::Error(Code::kCorrupt, "tensor %s has %u dimensions, a matrix has 2", name, t->n_dims);
+    return Status::Error(Code::kCorrupt, "tensor %s has %" PRIu32 " dimensions, a matrix has 2", name, t->n_dims);
   out->type = t->type;
   out->data = t->data;
   out->cols = static_cast<int>(t->ne[0]);

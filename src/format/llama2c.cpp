@@ -1,5 +1,6 @@
 #include "format/llama2c.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 namespace mcullm {
@@ -88,7 +89,7 @@ Status llama2c_read_header(const uint8_t* data, size_t size, Llama2cInfo* info) 
     if (size < kV1HeaderBytes) return Status::Error(Code::kCorrupt, "ak42 header needs 256 bytes, the file has %zu", size);
     const int32_t version = read_i32(data + 4);
     if (version != 1 && version != 2)
-      return Status::Error(Code::kUnsupported, "ak42 version %d (this reader knows 1 and 2)", version);
+      return Status::Error(Code::kUnsupported, "ak42 version %" PRId32 " (this reader knows 1 and 2)", version);
     info->version = version == 1 ? Llama2cVersion::kV1F32 : Llama2cVersion::kV2Int8;
     params = data + 8;
     info->shared_classifier = data[36] != 0;

@@ -1,5 +1,6 @@
 #include "text/tokenizer_image.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 namespace mcullm {
@@ -50,25 +51,25 @@ Status TokenizerImage::open(const void* data, size_t size) {
   const TokImageHeader* h = reinterpret_cast<const TokImageHeader*>(p);
   if (h->magic != kTokImageMagic) return Status::Error(Code::kCorrupt, "tokenizer image: bad magic");
   if (h->version != kTokImageVersion)
-    return Status::Error(Code::kUnsupported, "tokenizer image version %u (this build reads %u)", h->version, kTokImageVersion);
+    return Status::Error(Code::kUnsupported, "tokenizer image version %" PRIu32 " (this build reads %" PRIu32 ")", h->version, kTokImageVersion);
   if (h->header_bytes != sizeof(TokImageHeader) || h->total_bytes > size || h->total_bytes < h->header_bytes)
-    return Status::Error(Code::kCorrupt, "tokenizer image: header says %u bytes (header %u), the data has %zu",
+    return Status::Error(Code::kCorrupt, "tokenizer image: header says %" PRIu32 " bytes (header %" PRIu32 "), the data has %zu",
                          h->total_bytes, h->header_bytes, size);
   const bool spm = h->kind == static_cast<uint32_t>(TokImageKind::kSpm);
   if (!spm && h->kind != static_cast<uint32_t>(TokImageKind::kBpe))
-    return Status::Error(Code::kUnsupported, "tokenizer image: unknown kind %u", h->kind);
+    return Status::Error(Code::kUnsupported, "tokenizer image: unknown kind %" PRIu32, h->kind);
   if (!spm && h->pre > static_cast<uint32_t>(PreTokenizer::kDeepseekCoder))
-    return Status::Error(Code::kUnsupported, "tokenizer image: unknown pre-tokenizer %u", h->pre);
-  if (h->flags & ~kKnownFlags) return Status::Error(Code::kUnsupported, "tokenizer image: unknown flags 0x%x", h->flags);
+    return Status::Error(Code::kUnsupported, "tokenizer image: unknown pre-tokenizer %" PRIu32, h->pre);
+  if (h->flags & ~kKnownFlags) return Status::Error(Code::kUnsupported, "tokenizer image: unknown flags 0x%" PRIx32, h->flags);
   const uint32_t n = h->n_tokens;
-  if (n == 0 || n > kMaxTokens) return Status::Error(Code::kCorrupt, "tokenizer image: %u tokens", n);
+  if (n == 0 || n > kMaxTokens) return Status::Error(Code::kCorrupt, "tokenizer image: %" PRIu32 " tokens", n);
   if (spm && (h->n_merges != 0 || h->n_added != 0 || h->off_merges != 0 || h->off_added != 0))
     return Status::Error(Code::kCorrupt, "tokenizer image: a SentencePiece image has no merge or added-token table");
   if (!spm && h->off_scores != 0) return Status::Error(Code::kCorrupt, "tokenizer image: a BPE image has no scores");
   const int32_t specials[] = {h->bos, h->eos, h->eot};
   for (const int32_t id : specials)
     if (id < -1 || id >= static_cast<int32_t>(n))
-      return Status::Error(Code::kCorrupt, "tokenizer image: special id %d outside the vocabulary of %u", id, n);
+      return Status::Error(Code::kCorrupt, "tokenizer image: special id %" PRId32 " outside the vocabulary of %" PRIu32, id, n);
 
   // Every section inside the image, aligned, not overlapping the header.
   struct Section {
@@ -89,21 +90,21 @@ Status TokenizerImage::open(const void* data, size_t size) {
   for (const Section& s : sections) {
     if (s.bytes == 0 && s.off == 0) continue;
     if (s.off % 8 != 0 || s.off < h->header_bytes || s.off + s.bytes > h->total_bytes)
-      return Status::Error(Code::kCorrupt, "tokenizer image: %s at %u (+%llu bytes) is outside the image of %u bytes or misaligned",
+      return Status::Error(Code::kCorrupt, "tokenizer image: %s at %" PRIu32 " (+%llu bytes) is outside the image of %" PRIu32 " bytes or misaligned",
                            s.name, s.off, static_cast<unsigned long long>(s.bytes), h->total_bytes);
   }
   const uint32_t* str_off = reinterpret_cast<const uint32_t*>(p + h->off_str);
   if (str_off[0] != 0 || str_off[n] != h->strings_bytes)
     return Status::Error(Code::kCorrupt, "tokenizer image: string offsets do not span the strings");
   for (uint32_t i = 0; i < n; ++i)
-    if (str_off[i + 1] < str_off[i]) return Status::Error(Code::kCorrupt, "tokenizer image: string offset %u goes back", i + 1);
+    if (str_off[i + 1] < str_off[i]) return Status::Error(Code::kCorrupt, "tokenizer image: string offset %" PRIu32 " goes back", i + 1);
   const uint8_t* types = p + h->off_types;
   for (uint32_t i = 0; i < n; ++i)
-    if (types[i] > kMaxType) return Status::Error(Code::kCorrupt, "tokenizer image: token %u has type %u", i, types[i]);
+    if (types[i] > kMaxType) return Status::Error(Code::kCorrupt, "tokenizer image: token %" PRIu32 " has type %u", i, types[i]);
   const int32_t* byte_ids = reinterpret_cast<const int32_t*>(p + h->off_byte_ids);
   for (int b = 0; b < 256; ++b)
     if (byte_ids[b] < -1 || byte_ids[b] >= static_cast<int32_t>(n))
-      return Status::Error(Code::kCorrupt, "tokenizer image: byte 0x%02X maps to id %d", b, byte_ids[b]);
+      return Status::Error(Code::kCorrupt, "tokenizer image: byte 0x%02X maps to id %" PRId32, b, byte_ids[b]);
 
   base_ = p;
   h_ = h;
@@ -120,29 +121,29 @@ Status TokenizerImage::open(const void* data, size_t size) {
   // The sorted index: ids in range, strictly increasing by (bytes, id), hence a permutation.
   for (uint32_t i = 0; i < n && bad.ok(); ++i) {
     if (sorted_[i] >= n) {
-      bad = Status::Error(Code::kCorrupt, "tokenizer image: sorted index entry %u is id %u", i, sorted_[i]);
+      bad = Status::Error(Code::kCorrupt, "tokenizer image: sorted index entry %" PRIu32 " is id %" PRIu32, i, sorted_[i]);
     } else if (i > 0) {
       uint32_t la, lb;
       const char* a = str(sorted_[i - 1], &la);
       const char* b = str(sorted_[i], &lb);
       const int c = compare(reinterpret_cast<const uint8_t*>(a), la, reinterpret_cast<const uint8_t*>(b), lb);
       if (c > 0 || (c == 0 && sorted_[i - 1] >= sorted_[i]))
-        bad = Status::Error(Code::kCorrupt, "tokenizer image: sorted index out of order at %u", i);
+        bad = Status::Error(Code::kCorrupt, "tokenizer image: sorted index out of order at %" PRIu32, i);
     }
   }
   for (uint32_t i = 0; i < h->n_merges && bad.ok(); ++i) {
     const TokImageMerge& m = merges_[i];
     if (m.left >= n || m.right >= n || m.result >= n)
-      bad = Status::Error(Code::kCorrupt, "tokenizer image: merge %u names an id outside the vocabulary", i);
+      bad = Status::Error(Code::kCorrupt, "tokenizer image: merge %" PRIu32 " names an id outside the vocabulary", i);
     else if (i > 0 && (merges_[i - 1].left > m.left || (merges_[i - 1].left == m.left && merges_[i - 1].right >= m.right)))
-      bad = Status::Error(Code::kCorrupt, "tokenizer image: merges out of order at %u", i);
+      bad = Status::Error(Code::kCorrupt, "tokenizer image: merges out of order at %" PRIu32, i);
   }
   for (uint32_t i = 0; i < h->n_added && bad.ok(); ++i) {
     uint32_t len = 0, prev_len = 0;
     if (added_[i] >= n || (str(added_[i], &len), len == 0) || !is_added(types_[added_[i]]))
-      bad = Status::Error(Code::kCorrupt, "tokenizer image: added token entry %u is not an added token", i);
+      bad = Status::Error(Code::kCorrupt, "tokenizer image: added token entry %" PRIu32 " is not an added token", i);
     else if (i > 0 && ((str(added_[i - 1], &prev_len), prev_len) < len || (prev_len == len && added_[i - 1] >= added_[i])))
-      bad = Status::Error(Code::kCorrupt, "tokenizer image: added tokens out of order at %u", i);
+      bad = Status::Error(Code::kCorrupt, "tokenizer image: added tokens out of order at %" PRIu32, i);
   }
   if (!bad.ok()) {
     *this = TokenizerImage();
