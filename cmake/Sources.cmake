@@ -3,7 +3,10 @@
 #               src/core, src/quant, src/kernels, src/model, src/format (readers), src/text
 #               (pre-tokenizer, board tokenizer image)
 #  mcullm_host: everything that needs an OS or the C++ library: files named *_host.cpp,
-#               src/tokenizer, src/host, src/serve (HTTP server and line protocol).
+#               src/tokenizer, src/host, src/serve (engine and line protocol).
+#  mcullm_http: the HTTP server (src/serve/http_server.cpp, the embedded web page) and the
+#               cpp-httplib stack it drags in (libssl, libcrypto, brotli, zlib): only `mcullm-serve`
+#               links it, so the other commands start without loading those libraries.
 file(GLOB_RECURSE MCULLM_ALL_SOURCES CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/src/*.cpp)
 set(MCULLM_CORE_SOURCES)
@@ -11,8 +14,11 @@ set(MCULLM_HOST_SOURCES)
 set(MCULLM_AVX2_SOURCES)
 set(MCULLM_AVX512_SOURCES)
 set(MCULLM_NEON_SOURCES)
+set(MCULLM_HTTP_SOURCES)
 foreach(f IN LISTS MCULLM_ALL_SOURCES)
-  if(f MATCHES "_host\\.cpp$" OR f MATCHES "/src/(tokenizer|host|serve)/")
+  if(f MATCHES "/src/serve/(http_server|web_assets)\\.cpp$")
+    list(APPEND MCULLM_HTTP_SOURCES ${f})
+  elseif(f MATCHES "_host\\.cpp$" OR f MATCHES "/src/(tokenizer|host|serve)/")
     list(APPEND MCULLM_HOST_SOURCES ${f})
   elseif(f MATCHES "/src/kernels/x86/")
     list(APPEND MCULLM_AVX2_SOURCES ${f})
@@ -79,7 +85,7 @@ if(NOT MCULLM_ASIO_INCLUDE_DIR)
   message(FATAL_ERROR "asio.hpp not found: install the Debian package libasio-dev (the cluster's TCP and serial links use Asio)")
 endif()
 add_library(mcullm_host STATIC ${MCULLM_HOST_SOURCES})
-target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads PkgConfig::CPP_HTTPLIB nlohmann_json::nlohmann_json
+target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads nlohmann_json::nlohmann_json
                       PRIVATE PkgConfig::UTF8PROC)
 target_include_directories(mcullm_host PRIVATE ${MCULLM_ASIO_INCLUDE_DIR})
 
@@ -102,4 +108,5 @@ add_custom_command(
           -P ${PROJECT_SOURCE_DIR}/cmake/EmbedWeb.cmake
   DEPENDS ${MCULLM_WEB_PATHS} ${PROJECT_SOURCE_DIR}/cmake/EmbedWeb.cmake
   COMMENT "Embedding web/ into the server")
-target_sources(mcullm_host PRIVATE ${MCULLM_WEB_CPP})
+add_library(mcullm_http STATIC ${MCULLM_HTTP_SOURCES} ${MCULLM_WEB_CPP})
+target_link_libraries(mcullm_http PUBLIC mcullm_host PkgConfig::CPP_HTTPLIB)
