@@ -38,11 +38,15 @@ target_compile_options(mcullm_core PRIVATE -fno-exceptions -fno-rtti)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND MCULLM_AVX2_SOURCES)
   # Compiled for AVX2 but only called after a runtime CPU check (kernels/dispatch.cpp).
   set_source_files_properties(${MCULLM_AVX2_SOURCES} PROPERTIES COMPILE_OPTIONS "-mavx2")
+  # The AVX-VNNI GEMM (kernels_avxvnni(): AVX2 + F16C + AVX-VNNI, no AVX-512).
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/src/kernels/x86/gemm_avxvnni.cpp PROPERTIES
+                              COMPILE_OPTIONS "-mavx2;-mf16c;-mavxvnni")
   target_sources(mcullm_core PRIVATE ${MCULLM_AVX2_SOURCES})
   target_compile_definitions(mcullm_core PRIVATE MCULLM_HAVE_AVX2=1)
   if(MCULLM_AVX512_SOURCES)
-    # AVX-512 F + BW + VL (the LUT kernels), also behind a runtime CPU check.
-    set(avx512_flags -mavx2 -mavx512f -mavx512bw -mavx512vl)
+    # AVX-512 F + BW + VL + VNNI and F16C (the LUT kernels, the block types' GEMM), also behind a runtime CPU
+    # check (kernels_avx512() asks for all four).
+    set(avx512_flags -mavx2 -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni)
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
       # GCC 12 warns about its own headers' undefined pass-through vectors in the AVX-512 intrinsics.
       list(APPEND avx512_flags -Wno-maybe-uninitialized)

@@ -450,6 +450,7 @@ void split_task(void* p, int ith, int nth) {
 TEST(KernelsMatmat, EqualsMatvecPerColumn) {
   std::vector<const KernelSet*> sets = {&kernels_ref()};
   if (kernels_avx2()) sets.push_back(kernels_avx2());
+  if (kernels_avxvnni()) sets.push_back(kernels_avxvnni());
   if (kernels_avx512()) sets.push_back(kernels_avx512());
   if (kernels_amx()) sets.push_back(kernels_amx());
   std::mt19937_64 rng(11);
@@ -493,9 +494,83 @@ TEST(KernelsMatmat, EqualsMatvecPerColumn) {
   }
 }
 
+// The register-tiled GEMM of the block types (matmat_blocks: VNNI tables) against the reference
+// matvec, column by column: column counts around its tile width, rows around its tile height and
+// row block, block counts with and without a partial 8-block chunk, nasty data, row strides past
+// the packed size, a row range that starts inside a tile, and rows too long for its buffers
+// (declined, then matmat's fallback gives the same bits).
+TEST(KernelsMatmat, TiledBlockGemmEqualsRefPerColumn) {
+  std::vector<const KernelSet*> sets;
+  for (const KernelSet* k : {kernels_avxvnni(), kernels_avx512(), kernels_amx()})
+    if (k) sets.push_back(k);
+  if (sets.empty()) GTEST_SKIP() << "no table with a block GEMM on this CPU (AVX-VNNI or AVX-512 VNNI)";
+  std::mt19937_64 rng(23);
+  int checked = 0, failures = 0, declined = 0;
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4G64}) {
+    const DTypeInfo* info = dtype_info(type);
+    for (int cols : {32, 64, 96, 256, 288, 544, 576, 1184, 2048, 40000}) {
+      if (!dtype_row_fits(type, cols)) continue;
+      for (int rows : {1, 3, 4, 7, 33, 130}) {
+        if (cols > 4096 && rows > 4) continue;
+        const Matrix m = make_matrix(rng, type, rows, cols, rows % 2 ? 8 : 0);
+        for (int n : {1, 2, 3, 4, 5, 7, 13}) {
+          if (cols > 4096 && n > 2) continue;
+          std::vector<Act> acts;
+          for (int c = 0; c < n; ++c)
+            acts.push_back(make_act(rng, cols, info->act_block, static_cast<Kind>((c + rows) % kKindCount), true));
+          const size_t qs = acts[0].q.size() + 32, ss = acts[0].scales.size() + 1;  // strides past the packed size
+          std::vector<int8_t> q(qs * n, 0x33);
+          std::vector<float> sc(ss * n, NAN);
+          for (int c = 0; c < n; ++c) {
+            std::copy(acts[c].q.begin(), acts[c].q.end(), q.begin() + c * qs);
+            std::copy(acts[c].scales.begin(), acts[c].scales.end(), sc.begin() + c * ss);
+          }
+          ActMat a;
+          a.q = q.data();
+          a.q_stride = qs;
+          a.scales = sc.data();
+          a.s_stride = ss;
+          a.block = info->act_block;
+          const int r0 = rows > 4 ? 1 : 0;
+          for (const KernelSet* k : sets) {
+            const size_t y_stride = static_cast<size_t>(rows) + 3;
+            std::vector<float> y(y_stride * n, from_bits(kSentinel));
+            if (!k->matmat_blocks(m.ref, a, n, y.data(), y_stride, r0, rows)) {
+              EXPECT_GT(cols, 4096) << k->name << " " << info->name << ": declined an ordinary shape";
+              ++declined;
+              matmat(*k, m.ref, a, n, y.data(), y_stride, r0, rows);
+            }
+            for (int c = 0; c < n; ++c) {
+              const std::vector<float> want = run_kernel(kernels_ref(), m.ref, acts[c], r0, rows);
+              for (int r = 0; r < static_cast<int>(y_stride); ++r) {
+                const float got = y[c * y_stride + r];
+                const bool inside = r >= r0 && r < rows;
+                const bool ok = inside ? std::memcmp(&want[r], &got, 4) == 0 : bits(got) == kSentinel;
+                if (!ok && ++failures <= 5)
+                  ADD_FAILURE() << k->name << " " << info->name << " rows=" << rows << " cols=" << cols << " n=" << n
+                                << " column " << c << " row " << r << ": ref " << (inside ? want[r] : 0.0f) << " got " << got;
+              }
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << "in " << checked << " columns";
+  EXPECT_GT(declined, 0) << "the long rows (cols 40000) should not fit the GEMM's buffers";
+  // Types without a GEMM are declined untouched.
+  const Matrix f = make_matrix(rng, DType::kF32, 4, 64, 0);
+  float y = from_bits(kSentinel);
+  ActMat none;
+  EXPECT_FALSE(sets[0]->matmat_blocks(f.ref, none, 1, &y, 4, 0, 1));
+  EXPECT_EQ(bits(y), kSentinel);
+}
+
 TEST(KernelsThreads, SplitAcrossThreadsIsBitIdentical) {
   std::vector<const KernelSet*> sets = {&kernels_ref()};
   if (kernels_avx2()) sets.push_back(kernels_avx2());
+  if (kernels_avxvnni()) sets.push_back(kernels_avxvnni());
   if (kernels_avx512()) sets.push_back(kernels_avx512());
   if (kernels_amx()) sets.push_back(kernels_amx());
   HostThreadPool pool1(1), pool2(2), pool3(3);
@@ -572,6 +647,11 @@ TEST(KernelsDispatch, TablesByName) {
   EXPECT_EQ(kernels_by_name(""), nullptr);
   EXPECT_EQ(kernels_by_name("avx512"), kernels_avx512());
   EXPECT_EQ(kernels_by_name("amx"), kernels_amx());
+  EXPECT_EQ(kernels_by_name("avxvnni"), kernels_avxvnni());
+  if (kernels_avxvnni()) {
+    EXPECT_STREQ(kernels_avxvnni()->name, "avxvnni");
+    EXPECT_NE(kernels_avx2(), nullptr);  // the AVX-VNNI table builds on the AVX2 one
+  }
   if (kernels_amx()) {
     EXPECT_STREQ(kernels_amx()->name, "amx");
     EXPECT_NE(kernels_avx512(), nullptr);  // the AMX table builds on the AVX-512 one
@@ -582,14 +662,14 @@ TEST(KernelsDispatch, TablesByName) {
     EXPECT_EQ(&kernels_best(), kernels_avx512());
   } else if (kernels_avx2()) {
     EXPECT_STREQ(kernels_avx2()->name, "avx2");
-    EXPECT_EQ(&kernels_best(), kernels_avx512() ? kernels_avx512() : kernels_avx2());
+    EXPECT_EQ(&kernels_best(), kernels_avxvnni() ? kernels_avxvnni() : kernels_avx2());
   } else {
     EXPECT_EQ(&kernels_best(), &kernels_ref());
   }
   // Every entry of every table is filled: a table that lists fewer kernels than KernelSet has
   // (constant initialisation zero-fills the rest) would crash only when that kernel is first called.
   static_assert(sizeof(KernelSet) % sizeof(void*) == 0, "KernelSet holds a name and function pointers");
-  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512(), kernels_amx()}) {
+  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avxvnni(), kernels_avx512(), kernels_amx()}) {
     if (!k) continue;
     const size_t words = sizeof(KernelSet) / sizeof(void*);
     for (size_t i = 0; i < words; ++i) {

@@ -11,6 +11,7 @@ constexpr KernelSet kAvx2 = {
     avx2::silu_mul,  avx2::matvec_i2s, matmat_i2s_by_rows<avx2::matvec_i2s>,
     avx2::tl_lut_build, avx2::tl_matmul,
     avx2::matvec_q4e_f32, avx2::matvec_q4e_q8, avx2::attn_scores_q8, avx2::attn_values_q8, avx2::quantize_i8s,
+    matmat_blocks_none,  // no VNNI: matmat's row-block path
 };
 }  // namespace
 
