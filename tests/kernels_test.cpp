@@ -445,6 +445,36 @@ void split_task(void* p, int ith, int nth) {
   matvec(*c->k, *c->w, *c->x, c->y, r0, r1);
 }
 
+// n activation columns side by side, as a prefill batch holds them, each `pad` elements past its
+// packed size (f, q and scales alike), padding filled with values no kernel may read into a result.
+struct Columns {
+  std::vector<float> f, sc;
+  std::vector<int8_t> q;
+  ActMat a;
+};
+void side_by_side(const std::vector<Act>& acts, int act_block, size_t pad, Columns* out) {
+  const size_t n = acts.size();
+  const size_t fs = acts[0].f.size() + pad, qs = acts[0].q.size() + pad, ss = acts[0].scales.size() + pad;
+  out->f.assign(fs * n, NAN);
+  out->q.assign(qs * n, 0x33);
+  out->sc.assign(ss * n, NAN);
+  for (size_t c = 0; c < n; ++c) {
+    std::copy(acts[c].f.begin(), acts[c].f.end(), out->f.begin() + c * fs);
+    std::copy(acts[c].q.begin(), acts[c].q.end(), out->q.begin() + c * qs);
+    std::copy(acts[c].scales.begin(), acts[c].scales.end(), out->sc.begin() + c * ss);
+  }
+  out->a = ActMat();
+  out->a.f = out->f.data();
+  out->a.f_stride = fs;
+  if (act_block > 0) {
+    out->a.q = out->q.data();
+    out->a.q_stride = qs;
+    out->a.scales = out->sc.data();
+    out->a.s_stride = ss;
+    out->a.block = act_block;
+  }
+}
+
 // Batched (prefill) products: matmat gives per column the bits of matvec on that column, for every
 // dense type, with rows spanning more than one L1 row block and a row range that starts inside one.
 TEST(KernelsMatmat, EqualsMatvecPerColumn) {
@@ -462,25 +492,9 @@ TEST(KernelsMatmat, EqualsMatvecPerColumn) {
     const int n = 6;
     std::vector<Act> acts;
     for (int c = 0; c < n; ++c) acts.push_back(make_act(rng, cols, info->act_block, kNormal, true));
-    // The columns side by side, as a prefill batch holds them.
-    const size_t fs = static_cast<size_t>(cols), qs = acts[0].q.size(), ss = acts[0].scales.size();
-    std::vector<float> f(fs * n), sc(ss * n);
-    std::vector<int8_t> q(qs * n);
-    for (int c = 0; c < n; ++c) {
-      std::copy(acts[c].f.begin(), acts[c].f.end(), f.begin() + c * fs);
-      std::copy(acts[c].q.begin(), acts[c].q.end(), q.begin() + c * qs);
-      std::copy(acts[c].scales.begin(), acts[c].scales.end(), sc.begin() + c * ss);
-    }
-    ActMat a;
-    a.f = f.data();
-    a.f_stride = fs;
-    if (info->act_block > 0) {
-      a.q = q.data();
-      a.q_stride = qs;
-      a.scales = sc.data();
-      a.s_stride = ss;
-      a.block = info->act_block;
-    }
+    Columns packed;
+    side_by_side(acts, info->act_block, 0, &packed);
+    const ActMat& a = packed.a;
     for (const KernelSet* k : sets) {
       const int r0 = 3;
       std::vector<float> y(static_cast<size_t>(rows) * n, from_bits(kSentinel));
@@ -494,21 +508,23 @@ TEST(KernelsMatmat, EqualsMatvecPerColumn) {
   }
 }
 
-// The register-tiled GEMM of the block types (matmat_blocks: VNNI tables) against the reference
-// matvec, column by column: column counts around its tile width, rows around its tile height and
-// row block, block counts with and without a partial 8-block chunk, nasty data, row strides past
-// the packed size, a row range that starts inside a tile, and rows too long for its buffers
-// (declined, then matmat's fallback gives the same bits).
-TEST(KernelsMatmat, TiledBlockGemmEqualsRefPerColumn) {
+// The register-tiled GEMMs (matmat_tiled: the block types on the VNNI tables, f16 on avx512)
+// against the reference matvec, column by column: column counts around the tile width, rows around
+// the tile height and row block, block counts with and without a partial 8-block chunk (f16: a
+// partial 16-lane chunk), nasty data, row and column strides past the packed size, a row range
+// that starts inside a tile, and rows too long for the buffers (declined, then matmat's fallback
+// gives the same bits).
+TEST(KernelsMatmat, TiledGemmEqualsRefPerColumn) {
   std::vector<const KernelSet*> sets;
   for (const KernelSet* k : {kernels_avxvnni(), kernels_avx512(), kernels_amx()})
     if (k) sets.push_back(k);
   if (sets.empty()) GTEST_SKIP() << "no table with a block GEMM on this CPU (AVX-VNNI or AVX-512 VNNI)";
   std::mt19937_64 rng(23);
   int checked = 0, failures = 0, declined = 0;
-  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4G64}) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4G64, DType::kF16}) {
     const DTypeInfo* info = dtype_info(type);
-    for (int cols : {32, 64, 96, 256, 288, 544, 576, 1184, 2048, 40000}) {
+    const bool f16 = type == DType::kF16;
+    for (int cols : {17, 32, 64, 96, 256, 288, 544, 576, 1184, 2048, 40000}) {
       if (!dtype_row_fits(type, cols)) continue;
       for (int rows : {1, 3, 4, 7, 33, 130}) {
         if (cols > 4096 && rows > 4) continue;
@@ -518,25 +534,16 @@ TEST(KernelsMatmat, TiledBlockGemmEqualsRefPerColumn) {
           std::vector<Act> acts;
           for (int c = 0; c < n; ++c)
             acts.push_back(make_act(rng, cols, info->act_block, static_cast<Kind>((c + rows) % kKindCount), true));
-          const size_t qs = acts[0].q.size() + 32, ss = acts[0].scales.size() + 1;  // strides past the packed size
-          std::vector<int8_t> q(qs * n, 0x33);
-          std::vector<float> sc(ss * n, NAN);
-          for (int c = 0; c < n; ++c) {
-            std::copy(acts[c].q.begin(), acts[c].q.end(), q.begin() + c * qs);
-            std::copy(acts[c].scales.begin(), acts[c].scales.end(), sc.begin() + c * ss);
-          }
-          ActMat a;
-          a.q = q.data();
-          a.q_stride = qs;
-          a.scales = sc.data();
-          a.s_stride = ss;
-          a.block = info->act_block;
+          Columns packed;
+          side_by_side(acts, info->act_block, 32, &packed);  // strides past the packed size
+          const ActMat& a = packed.a;
           const int r0 = rows > 4 ? 1 : 0;
           for (const KernelSet* k : sets) {
             const size_t y_stride = static_cast<size_t>(rows) + 3;
             std::vector<float> y(y_stride * n, from_bits(kSentinel));
-            if (!k->matmat_blocks(m.ref, a, n, y.data(), y_stride, r0, rows)) {
-              EXPECT_GT(cols, 4096) << k->name << " " << info->name << ": declined an ordinary shape";
+            if (!k->matmat_tiled(m.ref, a, n, y.data(), y_stride, r0, rows)) {
+              const bool has_f16 = k == kernels_avx512() || k == kernels_amx();
+              EXPECT_TRUE(cols > 4096 || (f16 && !has_f16)) << k->name << " " << info->name << ": declined an ordinary shape";
               ++declined;
               matmat(*k, m.ref, a, n, y.data(), y_stride, r0, rows);
             }
@@ -558,12 +565,12 @@ TEST(KernelsMatmat, TiledBlockGemmEqualsRefPerColumn) {
     }
   }
   EXPECT_EQ(failures, 0) << "in " << checked << " columns";
-  EXPECT_GT(declined, 0) << "the long rows (cols 40000) should not fit the GEMM's buffers";
+  EXPECT_GT(declined, 0) << "the long rows (cols 40000) should not fit the block GEMM's buffers";
   // Types without a GEMM are declined untouched.
   const Matrix f = make_matrix(rng, DType::kF32, 4, 64, 0);
   float y = from_bits(kSentinel);
   ActMat none;
-  EXPECT_FALSE(sets[0]->matmat_blocks(f.ref, none, 1, &y, 4, 0, 1));
+  EXPECT_FALSE(sets[0]->matmat_tiled(f.ref, none, 1, &y, 4, 0, 1));
   EXPECT_EQ(bits(y), kSentinel);
 }
 

@@ -211,7 +211,7 @@ void matmat(const KernelSet& k, const MatRef& w, const ActMat& x, int n, float* 
     k.matmat_i2s(w, x.q, x.q_stride, x.scales, n, y, y_stride, r0, r1);
     return;
   }
-  if (x.q && x.scales && k.matmat_blocks(w, x, n, y, y_stride, r0, r1)) return;
+  if (k.matmat_tiled(w, x, n, y, y_stride, r0, r1)) return;
   for_row_blocks(w, n, r0, r1, [&](int c, int rb0, int rb1) {
     matvec(k, w, x.col(c), y + static_cast<size_t>(c) * y_stride, rb0, rb1);
   });

@@ -208,16 +208,17 @@ struct KernelSet {
   // q = round-half-away(x * s) clamped to [-128, 127], s = i8s_scale(max |x|), *inv_scale = 1 / s.
   void (*quantize_i8s)(const float* x, int n, int8_t* q, float* inv_scale);
 
-  // q8_0 / q4_0 / q4g64 rows [r0, r1) times n columns (a register-tiled int8 GEMM): every output
-  // has the matvec's bits. False (y untouched) for other types, rows too long for it, or in tables
-  // without one (matmat_blocks_none); matmat() then runs matvecs over row blocks.
-  bool (*matmat_blocks)(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
+  // Rows [r0, r1) times n columns as a register-tiled GEMM (q8_0 / q4_0 / q4g64: int8 on VNNI, x.q;
+  // avx512 also f16: x.f): every output has the matvec's bits. False (y untouched) for other types,
+  // rows too long for it, or in tables without one (matmat_tiled_none); matmat() then runs matvecs
+  // over row blocks.
+  bool (*matmat_tiled)(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 };
 
 const KernelSet& kernels_ref();
 // nullptr when not compiled in or when the CPU lacks AVX2.
 const KernelSet* kernels_avx2();
-// The AVX2 table with the VNNI GEMM of the block types (matmat_blocks) on AVX-VNNI (VEX-encoded, the
+// The AVX2 table with the VNNI GEMM of the block types (matmat_tiled) on AVX-VNNI (VEX-encoded, the
 // cores without AVX-512); nullptr when not compiled in or when the CPU lacks AVX-VNNI (or AVX2).
 const KernelSet* kernels_avxvnni();
 // The AVX2 table with the kernels AVX-512 makes faster: VNNI i2_s matvec / matmat, the TL2 LUT
@@ -245,8 +246,8 @@ void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int 
 
 // Rows [r0, r1) of w times the n columns of x (batched prefill): y[c * y_stride + r] has exactly the
 // bits matvec gives for column c. Each block of rows is read from memory once for all n columns
-// (i2_s with one scale per column: matmat_i2s; q8_0 / q4_0 / q4g64: matmat_blocks when the table has
-// it; the other types: matvec per column over row blocks that stay in L1).
+// (i2_s with one scale per column: matmat_i2s; q8_0 / q4_0 / q4g64 / f16: matmat_tiled when the
+// table takes it; the other types: matvec per column over row blocks that stay in L1).
 void matmat(const KernelSet& k, const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 
 }  // namespace mcullm

@@ -12,7 +12,8 @@ struct DpAvxVnni {
   static __m256i dp(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_avx_epi32(acc, u8, s8); }
 };
 
-bool matmat_blocks(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1) {
+bool matmat_tiled(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1) {
+  if (!x.q || !x.scales) return false;
   switch (w.type) {
     case DType::kQ8_0: return gemm::matmat<gemm::Q8_0, DpAvxVnni, 2, 3>(w, x, n, y, y_stride, r0, r1);
     case DType::kQ4_0: return gemm::matmat<gemm::Q4_0, DpAvxVnni, 2, 3>(w, x, n, y, y_stride, r0, r1);
@@ -21,14 +22,7 @@ bool matmat_blocks(const MatRef& w, const ActMat& x, int n, float* y, size_t y_s
   }
 }
 
-constexpr KernelSet kAvxVnni = {
-    "avxvnni",       avx2::dot_f32,     avx2::matvec_f32,  avx2::matvec_f16, avx2::matvec_q8_0,
-    avx2::matvec_q4_0, avx2::matvec_q4g64, avx2::attn_scores, avx2::attn_values, avx2::softmax,
-    avx2::silu_mul,  avx2::matvec_i2s, matmat_i2s_by_rows<avx2::matvec_i2s>,
-    avx2::tl_lut_build, avx2::tl_matmul,
-    avx2::matvec_q4e_f32, avx2::matvec_q4e_q8, avx2::attn_scores_q8, avx2::attn_values_q8, avx2::quantize_i8s,
-    matmat_blocks,
-};
+constexpr KernelSet kAvxVnni = {"avxvnni", MCULLM_AVX2_ENTRIES(matmat_tiled)};
 }  // namespace
 
 const KernelSet* kernels_avxvnni_table() { return &kAvxVnni; }
