@@ -89,8 +89,16 @@ if(NOT MCULLM_ASIO_INCLUDE_DIR)
   message(FATAL_ERROR "asio.hpp not found: install the Debian package libasio-dev (the cluster's TCP and serial links use Asio)")
 endif()
 add_library(mcullm_host STATIC ${MCULLM_HOST_SOURCES})
+# utf8proc's static archive when Debian ships it (libutf8proc-dev does): one shared object less to
+# load at every start.
+find_library(MCULLM_UTF8PROC_STATIC NAMES libutf8proc.a HINTS ${UTF8PROC_LIBRARY_DIRS})
+if(MCULLM_UTF8PROC_STATIC AND NOT MCULLM_SANITIZE)
+  set(MCULLM_UTF8PROC ${MCULLM_UTF8PROC_STATIC})
+else()
+  set(MCULLM_UTF8PROC PkgConfig::UTF8PROC)
+endif()
 target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads nlohmann_json::nlohmann_json
-                      PRIVATE PkgConfig::UTF8PROC)
+                      PRIVATE ${MCULLM_UTF8PROC})
 target_include_directories(mcullm_host PRIVATE ${MCULLM_ASIO_INCLUDE_DIR})
 
 # The freestanding contract, checked at build time: the core also compiles with no C++ standard
