@@ -574,6 +574,40 @@ TEST(KernelsMatmat, TiledGemmEqualsRefPerColumn) {
   EXPECT_EQ(bits(y), kSentinel);
 }
 
+// Every table's quantize_blocks equals quant/blocks.h's quantize_activations byte for byte (codes,
+// padding and scales): block sizes with and without a SIMD path, short last blocks, and data with
+// nan, +-inf, -0, huge, tiny (subnormal scales) and ordinary values.
+TEST(KernelsQuantize, BlocksEqualReference) {
+  std::mt19937_64 rng(31);
+  int failures = 0, cases = 0;
+  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avxvnni(), kernels_avx512(), kernels_amx()}) {
+    if (!k) continue;
+    for (int block : {32, 64, 8, 24, 16, 7, 48, 128}) {
+      for (int n : {1, 5, 8, 31, 32, 33, 64, 100, 768, 2053}) {
+        for (int kind = 0; kind < kKindCount + 2; ++kind) {
+          std::vector<float> x(static_cast<size_t>(n));
+          for (float& v : x) v = gen_value(rng, static_cast<Kind>(kind % kKindCount));
+          if (kind == kKindCount) {  // non-finite values in some blocks
+            for (int i = 0; i < n; i += 7) x[i] = (i / 7) % 3 == 0 ? NAN : (i / 7) % 3 == 1 ? INFINITY : -INFINITY;
+          } else if (kind == kKindCount + 1) {  // a lone nan in a block of tiny values
+            for (float& v : x) v = gen_value(rng, kTiny);
+            x[n / 2] = NAN;
+          }
+          const int nb = (n + block - 1) / block;
+          std::vector<int8_t> want_q(static_cast<size_t>(nb) * block, 0x55), got_q(want_q);
+          std::vector<float> want_s(nb, -1.0f), got_s(want_s);
+          quantize_activations(x.data(), n, block, want_q.data(), want_s.data());
+          k->quantize_blocks(x.data(), n, block, got_q.data(), got_s.data());
+          ++cases;
+          const bool ok = want_q == got_q && std::memcmp(want_s.data(), got_s.data(), want_s.size() * 4) == 0;
+          if (!ok && ++failures <= 5) ADD_FAILURE() << k->name << " block " << block << " n " << n << " kind " << kind;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << "in " << cases << " cases";
+}
+
 TEST(KernelsThreads, SplitAcrossThreadsIsBitIdentical) {
   std::vector<const KernelSet*> sets = {&kernels_ref()};
   if (kernels_avx2()) sets.push_back(kernels_avx2());

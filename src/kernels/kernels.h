@@ -208,6 +208,10 @@ struct KernelSet {
   // q = round-half-away(x * s) clamped to [-128, 127], s = i8s_scale(max |x|), *inv_scale = 1 / s.
   void (*quantize_i8s)(const float* x, int n, int8_t* q, float* inv_scale);
 
+  // quant/blocks.h's quantize_activations (the reference), bit for bit: int8 blocks for the
+  // quantized weight types' activations.
+  void (*quantize_blocks)(const float* x, int n, int block, int8_t* q, float* scales);
+
   // Rows [r0, r1) times n columns as a register-tiled GEMM (q8_0 / q4_0 / q4g64: int8 on VNNI, x.q;
   // avx512 also f16: x.f): every output has the matvec's bits. False (y untouched) for other types,
   // rows too long for it, or in tables without one (matmat_tiled_none); matmat() then runs matvecs

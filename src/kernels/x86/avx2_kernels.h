@@ -29,6 +29,7 @@ void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const f
 void matvec_q4e_f32(const MatRef& w, const float* x, float* y, int r0, int r1);
 void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale);
+void quantize_blocks(const float* x, int n, int block, int8_t* q, float* scales);
 
 // The AVX2 table's entries after its name, with the given batched-product entry (matmat_tiled):
 // table_avx2.cpp (none) and the avxvnni table (gemm_avxvnni.cpp) share them.
@@ -36,7 +37,8 @@ void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale);
   avx2::dot_f32, avx2::matvec_f32, avx2::matvec_f16, avx2::matvec_q8_0, avx2::matvec_q4_0, avx2::matvec_q4g64,  \
       avx2::attn_scores, avx2::attn_values, avx2::softmax, avx2::silu_mul, avx2::matvec_i2s,                    \
       matmat_i2s_by_rows<avx2::matvec_i2s>, avx2::tl_lut_build, avx2::tl_matmul, avx2::matvec_q4e_f32,          \
-      avx2::matvec_q4e_q8, avx2::attn_scores_q8, avx2::attn_values_q8, avx2::quantize_i8s, matmat_tiled
+      avx2::matvec_q4e_q8, avx2::attn_scores_q8, avx2::attn_values_q8, avx2::quantize_i8s, avx2::quantize_blocks, \
+      matmat_tiled
 
 // Weights of one block as int8 vectors of 32, in block order (the matvecs and the VNNI GEMM).
 static inline __m256i load_q8_0(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
