@@ -55,18 +55,11 @@ shift $((OPTIND - 1))
 [[ $# -eq 1 ]] && BITNET_BIN=$1
 [[ -n $BITNET_BIN ]] || { usage >&2; die "give bitnet.cpp's build/bin directory (argument or \$BITNET_BIN)"; }
 LLAMA_BENCH=$BITNET_BIN/llama-bench
-[[ -x $LLAMA_BENCH ]] || die "$LLAMA_BENCH is missing or not executable"
-[[ -x $MCULLM ]] || die "our CLI $MCULLM is missing: cmake --preset release && cmake --build --preset release"
 [[ -f $I2S_MODEL ]] || die "I2_S model $I2S_MODEL not found (-i)"
 [[ -z $TL2_MODEL || -f $TL2_MODEL ]] || die "TL2 model $TL2_MODEL not found (-l)"
-for v in "$N_PROMPT" "$N_GEN" "$REPS"; do [[ $v =~ ^[1-9][0-9]*$ ]] || die "-p/-n/-r want positive integers, got '$v'"; done
-for t in $THREADS; do [[ $t =~ ^[1-9][0-9]*$ ]] || die "-t wants positive integers, got '$t'"; done
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/compare_bitnet_cpp.XXXXXX")
-trap 'rm -rf -- "$work"' EXIT
-case "$(cd -- "$work" && pwd -P)/" in
-  "$(cd -- "$repo_dir" && pwd -P)/"*) die "TMPDIR $work is inside the repository; point TMPDIR elsewhere" ;;
-esac
+# shellcheck source=bench/compare_lib.sh
+. "$script_dir/compare_lib.sh"
+compare_setup compare_bitnet_cpp
 
 OURS_DUMMY=$work/ours-125m.gguf
 "$MCULLM" dummy --arch bitnet --layout 125M --embd-type q8_0 --seed 1 -o "$OURS_DUMMY" >/dev/null 2>"$work/dummy.log" ||
@@ -75,39 +68,7 @@ OURS_TL2=$work/ours-125m.tl2.gguf
 "$MCULLM" dummy --arch bitnet --layout 125M --embd-type q8_0 --seed 1 --type tl2 -o "$OURS_TL2" >/dev/null 2>"$work/dummy.log" ||
   { cat "$work/dummy.log" >&2; die "mcullm dummy --type tl2 failed"; }
 
-tlist=$(tr ' ' ',' <<<"$THREADS" | sed 's/,*$//')
-declare -A TPS=()  # engine|threads|test -> t/s
-ENGINES=()
-
-# bitnet.cpp: llama-bench's csv (avg_ts per n_threads / n_prompt / n_gen), default batch (-b 2048):
-# its pp evaluates the prompt as one batch.
-run_theirs() {
-  local name=$1 model=$2
-  ENGINES+=("$name")
-  "$LLAMA_BENCH" -m "$model" -p "$N_PROMPT" -n "$N_GEN" -t "$tlist" -r "$REPS" -o csv >"$work/$name.csv" 2>"$work/$name.err" ||
-    { cat "$work/$name.err" >&2; die "llama-bench failed on $model"; }
-  local hdr
-  hdr=$(head -1 "$work/$name.csv")
-  while IFS=, read -r t p n ts; do
-    if [[ $p != 0 ]]; then TPS[$name\|$t\|pp]=$ts; else TPS[$name\|$t\|tg]=$ts; fi
-  done < <(awk -F, -v h="$hdr" 'BEGIN {n = split(h, c, ","); for (i = 1; i <= n; i++) {gsub(/"/, "", c[i]); col[c[i]] = i}}
-             NR > 1 {gsub(/"/, ""); print $col["n_threads"] "," $col["n_prompt"] "," $col["n_gen"] "," $col["avg_ts"]}' "$work/$name.csv")
-}
-
-# ours: mcullm bench's markdown table (| model | size | params | backend | threads | test | t/s |).
-run_ours() {
-  local name=$1 model=$2
-  ENGINES+=("$name")
-  "$MCULLM" bench -m "$model" -p "$N_PROMPT" -n "$N_GEN" -t "$tlist" -r "$REPS" >"$work/$name.md" 2>"$work/$name.err" ||
-    { cat "$work/$name.err" >&2; die "mcullm bench failed on $model"; }
-  while IFS='|' read -r t test ts; do
-    TPS[$name\|$t\|${test:0:2}]=$ts
-  done < <(awk -F'|' 'NF >= 8 && $7 ~ /(pp|tg)[0-9]/ {gsub(/ /, "", $6); gsub(/ /, "", $7); split($8, a, "±"); gsub(/ /, "", a[1]); print $6 "|" $7 "|" a[1]}' "$work/$name.md")
-  grep -m1 'backend' "$work/$name.md" >/dev/null || true
-}
-
-cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
-echo "machine: ${cpu:-unknown CPU}, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+print_machine
 echo "pp$N_PROMPT / tg$N_GEN, threads $THREADS, $REPS repetitions in each tool" >&2
 run_theirs bitnet.cpp_I2_S "$I2S_MODEL"
 [[ -n $TL2_MODEL ]] && run_theirs bitnet.cpp_TL2 "$TL2_MODEL"
@@ -117,28 +78,7 @@ run_ours mcullm_own_tl2 "$OURS_TL2"
 echo "load average after the runs: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 sed -n 's/^\(.*MiB of weights read per generated token.*\)$/ours: \1/p' "$work/mcullm_their_I2_S.md" >&2
 
-echo
-printf '%-22s' "t/s"
-for t in $THREADS; do printf '%12s %12s' "pp$N_PROMPT ${t}T" "tg$N_GEN ${t}T"; done
-echo
-for e in "${ENGINES[@]}"; do
-  printf '%-22s' "$e"
-  for t in $THREADS; do printf '%12s %12s' "${TPS[$e|$t|pp]:-?}" "${TPS[$e|$t|tg]:-?}"; done
-  echo
-done
+print_table
 # ratios: each of ours over bitnet.cpp's best type at that thread count and test
-for ours in mcullm_their_I2_S mcullm_own_dummy mcullm_own_tl2; do
-  printf '%-22s' "${ours#mcullm_} / best"
-  for t in $THREADS; do
-    for test in pp tg; do
-      best=0
-      for e in "${ENGINES[@]}"; do
-        [[ $e == bitnet.cpp_* ]] || continue
-        best=$(awk -v a="$best" -v b="${TPS[$e|$t|$test]:-0}" 'BEGIN {print (b > a ? b : a)}')
-      done
-      awk -v a="${TPS[$ours|$t|$test]:-0}" -v b="$best" 'BEGIN {if (b > 0) printf "%12s", sprintf("%.2fx", a / b); else printf "%12s", "?"}'
-    done
-  done
-  echo
-done
+for ours in mcullm_their_I2_S mcullm_own_dummy mcullm_own_tl2; do print_ratio "$ours" bitnet.cpp_ "${ours#mcullm_} / best"; done
 echo "(best = the faster bitnet.cpp type for that column; bitnet.cpp pp is batched (-b 2048), see $MCULLM bench's note for ours)"

@@ -3,7 +3,10 @@
 #               src/core, src/quant, src/kernels, src/model, src/format (readers), src/text
 #               (pre-tokenizer, board tokenizer image)
 #  mcullm_host: everything that needs an OS or the C++ library: files named *_host.cpp,
-#               src/tokenizer, src/host, src/serve (HTTP server and line protocol).
+#               src/tokenizer, src/host, src/serve (engine and line protocol).
+#  mcullm_http: the HTTP server (src/serve/http_server.cpp, the embedded web page) and the
+#               cpp-httplib stack it drags in (libssl, libcrypto, brotli, zlib): only `mcullm-serve`
+#               links it, so the other commands start without loading those libraries.
 file(GLOB_RECURSE MCULLM_ALL_SOURCES CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/src/*.cpp)
 set(MCULLM_CORE_SOURCES)
@@ -11,8 +14,11 @@ set(MCULLM_HOST_SOURCES)
 set(MCULLM_AVX2_SOURCES)
 set(MCULLM_AVX512_SOURCES)
 set(MCULLM_NEON_SOURCES)
+set(MCULLM_HTTP_SOURCES)
 foreach(f IN LISTS MCULLM_ALL_SOURCES)
-  if(f MATCHES "_host\\.cpp$" OR f MATCHES "/src/(tokenizer|host|serve)/")
+  if(f MATCHES "/src/serve/(http_server|web_assets)\\.cpp$")
+    list(APPEND MCULLM_HTTP_SOURCES ${f})
+  elseif(f MATCHES "_host\\.cpp$" OR f MATCHES "/src/(tokenizer|host|serve)/")
     list(APPEND MCULLM_HOST_SOURCES ${f})
   elseif(f MATCHES "/src/kernels/x86/")
     list(APPEND MCULLM_AVX2_SOURCES ${f})
@@ -32,11 +38,15 @@ target_compile_options(mcullm_core PRIVATE -fno-exceptions -fno-rtti)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND MCULLM_AVX2_SOURCES)
   # Compiled for AVX2 but only called after a runtime CPU check (kernels/dispatch.cpp).
   set_source_files_properties(${MCULLM_AVX2_SOURCES} PROPERTIES COMPILE_OPTIONS "-mavx2")
+  # The AVX-VNNI GEMM (kernels_avxvnni(): AVX2 + F16C + AVX-VNNI, no AVX-512).
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/src/kernels/x86/gemm_avxvnni.cpp PROPERTIES
+                              COMPILE_OPTIONS "-mavx2;-mf16c;-mavxvnni")
   target_sources(mcullm_core PRIVATE ${MCULLM_AVX2_SOURCES})
   target_compile_definitions(mcullm_core PRIVATE MCULLM_HAVE_AVX2=1)
   if(MCULLM_AVX512_SOURCES)
-    # AVX-512 F + BW + VL (the LUT kernels), also behind a runtime CPU check.
-    set(avx512_flags -mavx2 -mavx512f -mavx512bw -mavx512vl)
+    # AVX-512 F + BW + VL + VNNI and F16C (the LUT kernels, the block types' GEMM), also behind a runtime CPU
+    # check (kernels_avx512() asks for all four).
+    set(avx512_flags -mavx2 -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni)
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
       # GCC 12 warns about its own headers' undefined pass-through vectors in the AVX-512 intrinsics.
       list(APPEND avx512_flags -Wno-maybe-uninitialized)
@@ -79,8 +89,16 @@ if(NOT MCULLM_ASIO_INCLUDE_DIR)
   message(FATAL_ERROR "asio.hpp not found: install the Debian package libasio-dev (the cluster's TCP and serial links use Asio)")
 endif()
 add_library(mcullm_host STATIC ${MCULLM_HOST_SOURCES})
-target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads PkgConfig::CPP_HTTPLIB nlohmann_json::nlohmann_json
-                      PRIVATE PkgConfig::UTF8PROC)
+# utf8proc's static archive when Debian ships it (libutf8proc-dev does): one shared object less to
+# load at every start.
+find_library(MCULLM_UTF8PROC_STATIC NAMES libutf8proc.a HINTS ${UTF8PROC_LIBRARY_DIRS})
+if(MCULLM_UTF8PROC_STATIC AND NOT MCULLM_SANITIZE)
+  set(MCULLM_UTF8PROC ${MCULLM_UTF8PROC_STATIC})
+else()
+  set(MCULLM_UTF8PROC PkgConfig::UTF8PROC)
+endif()
+target_link_libraries(mcullm_host PUBLIC mcullm_core Threads::Threads nlohmann_json::nlohmann_json
+                      PRIVATE ${MCULLM_UTF8PROC})
 target_include_directories(mcullm_host PRIVATE ${MCULLM_ASIO_INCLUDE_DIR})
 
 # The freestanding contract, checked at build time: the core also compiles with no C++ standard
@@ -102,4 +120,5 @@ add_custom_command(
           -P ${PROJECT_SOURCE_DIR}/cmake/EmbedWeb.cmake
   DEPENDS ${MCULLM_WEB_PATHS} ${PROJECT_SOURCE_DIR}/cmake/EmbedWeb.cmake
   COMMENT "Embedding web/ into the server")
-target_sources(mcullm_host PRIVATE ${MCULLM_WEB_CPP})
+add_library(mcullm_http STATIC ${MCULLM_HTTP_SOURCES} ${MCULLM_WEB_CPP})
+target_link_libraries(mcullm_http PUBLIC mcullm_host PkgConfig::CPP_HTTPLIB)

@@ -445,11 +445,42 @@ void split_task(void* p, int ith, int nth) {
   matvec(*c->k, *c->w, *c->x, c->y, r0, r1);
 }
 
+// n activation columns side by side, as a prefill batch holds them, each `pad` elements past its
+// packed size (f, q and scales alike), padding filled with values no kernel may read into a result.
+struct Columns {
+  std::vector<float> f, sc;
+  std::vector<int8_t> q;
+  ActMat a;
+};
+void side_by_side(const std::vector<Act>& acts, int act_block, size_t pad, Columns* out) {
+  const size_t n = acts.size();
+  const size_t fs = acts[0].f.size() + pad, qs = acts[0].q.size() + pad, ss = acts[0].scales.size() + pad;
+  out->f.assign(fs * n, NAN);
+  out->q.assign(qs * n, 0x33);
+  out->sc.assign(ss * n, NAN);
+  for (size_t c = 0; c < n; ++c) {
+    std::copy(acts[c].f.begin(), acts[c].f.end(), out->f.begin() + c * fs);
+    std::copy(acts[c].q.begin(), acts[c].q.end(), out->q.begin() + c * qs);
+    std::copy(acts[c].scales.begin(), acts[c].scales.end(), out->sc.begin() + c * ss);
+  }
+  out->a = ActMat();
+  out->a.f = out->f.data();
+  out->a.f_stride = fs;
+  if (act_block > 0) {
+    out->a.q = out->q.data();
+    out->a.q_stride = qs;
+    out->a.scales = out->sc.data();
+    out->a.s_stride = ss;
+    out->a.block = act_block;
+  }
+}
+
 // Batched (prefill) products: matmat gives per column the bits of matvec on that column, for every
 // dense type, with rows spanning more than one L1 row block and a row range that starts inside one.
 TEST(KernelsMatmat, EqualsMatvecPerColumn) {
   std::vector<const KernelSet*> sets = {&kernels_ref()};
   if (kernels_avx2()) sets.push_back(kernels_avx2());
+  if (kernels_avxvnni()) sets.push_back(kernels_avxvnni());
   if (kernels_avx512()) sets.push_back(kernels_avx512());
   if (kernels_amx()) sets.push_back(kernels_amx());
   std::mt19937_64 rng(11);
@@ -461,25 +492,9 @@ TEST(KernelsMatmat, EqualsMatvecPerColumn) {
     const int n = 6;
     std::vector<Act> acts;
     for (int c = 0; c < n; ++c) acts.push_back(make_act(rng, cols, info->act_block, kNormal, true));
-    // The columns side by side, as a prefill batch holds them.
-    const size_t fs = static_cast<size_t>(cols), qs = acts[0].q.size(), ss = acts[0].scales.size();
-    std::vector<float> f(fs * n), sc(ss * n);
-    std::vector<int8_t> q(qs * n);
-    for (int c = 0; c < n; ++c) {
-      std::copy(acts[c].f.begin(), acts[c].f.end(), f.begin() + c * fs);
-      std::copy(acts[c].q.begin(), acts[c].q.end(), q.begin() + c * qs);
-      std::copy(acts[c].scales.begin(), acts[c].scales.end(), sc.begin() + c * ss);
-    }
-    ActMat a;
-    a.f = f.data();
-    a.f_stride = fs;
-    if (info->act_block > 0) {
-      a.q = q.data();
-      a.q_stride = qs;
-      a.scales = sc.data();
-      a.s_stride = ss;
-      a.block = info->act_block;
-    }
+    Columns packed;
+    side_by_side(acts, info->act_block, 0, &packed);
+    const ActMat& a = packed.a;
     for (const KernelSet* k : sets) {
       const int r0 = 3;
       std::vector<float> y(static_cast<size_t>(rows) * n, from_bits(kSentinel));
@@ -493,9 +508,110 @@ TEST(KernelsMatmat, EqualsMatvecPerColumn) {
   }
 }
 
+// The register-tiled GEMMs (matmat_tiled: the block types on the VNNI tables, f16 on avx512)
+// against the reference matvec, column by column: column counts around the tile width, rows around
+// the tile height and row block, block counts with and without a partial 8-block chunk (f16: a
+// partial 16-lane chunk), nasty data, row and column strides past the packed size, a row range
+// that starts inside a tile, and rows too long for the buffers (declined, then matmat's fallback
+// gives the same bits).
+TEST(KernelsMatmat, TiledGemmEqualsRefPerColumn) {
+  std::vector<const KernelSet*> sets;
+  for (const KernelSet* k : {kernels_avxvnni(), kernels_avx512(), kernels_amx()})
+    if (k) sets.push_back(k);
+  if (sets.empty()) GTEST_SKIP() << "no table with a block GEMM on this CPU (AVX-VNNI or AVX-512 VNNI)";
+  std::mt19937_64 rng(23);
+  int checked = 0, failures = 0, declined = 0;
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4G64, DType::kF16}) {
+    const DTypeInfo* info = dtype_info(type);
+    const bool f16 = type == DType::kF16;
+    for (int cols : {17, 32, 64, 96, 256, 288, 544, 576, 1184, 2048, 40000}) {
+      if (!dtype_row_fits(type, cols)) continue;
+      for (int rows : {1, 3, 4, 7, 33, 130}) {
+        if (cols > 4096 && rows > 4) continue;
+        const Matrix m = make_matrix(rng, type, rows, cols, rows % 2 ? 8 : 0);
+        for (int n : {1, 2, 3, 4, 5, 7, 13}) {
+          if (cols > 4096 && n > 2) continue;
+          std::vector<Act> acts;
+          for (int c = 0; c < n; ++c)
+            acts.push_back(make_act(rng, cols, info->act_block, static_cast<Kind>((c + rows) % kKindCount), true));
+          Columns packed;
+          side_by_side(acts, info->act_block, 32, &packed);  // strides past the packed size
+          const ActMat& a = packed.a;
+          const int r0 = rows > 4 ? 1 : 0;
+          for (const KernelSet* k : sets) {
+            const size_t y_stride = static_cast<size_t>(rows) + 3;
+            std::vector<float> y(y_stride * n, from_bits(kSentinel));
+            if (!k->matmat_tiled(m.ref, a, n, y.data(), y_stride, r0, rows)) {
+              const bool has_f16 = k == kernels_avx512() || k == kernels_amx();
+              EXPECT_TRUE(cols > 4096 || (f16 && !has_f16)) << k->name << " " << info->name << ": declined an ordinary shape";
+              ++declined;
+              matmat(*k, m.ref, a, n, y.data(), y_stride, r0, rows);
+            }
+            for (int c = 0; c < n; ++c) {
+              const std::vector<float> want = run_kernel(kernels_ref(), m.ref, acts[c], r0, rows);
+              for (int r = 0; r < static_cast<int>(y_stride); ++r) {
+                const float got = y[c * y_stride + r];
+                const bool inside = r >= r0 && r < rows;
+                const bool ok = inside ? std::memcmp(&want[r], &got, 4) == 0 : bits(got) == kSentinel;
+                if (!ok && ++failures <= 5)
+                  ADD_FAILURE() << k->name << " " << info->name << " rows=" << rows << " cols=" << cols << " n=" << n
+                                << " column " << c << " row " << r << ": ref " << (inside ? want[r] : 0.0f) << " got " << got;
+              }
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << "in " << checked << " columns";
+  EXPECT_GT(declined, 0) << "the long rows (cols 40000) should not fit the block GEMM's buffers";
+  // Types without a GEMM are declined untouched.
+  const Matrix f = make_matrix(rng, DType::kF32, 4, 64, 0);
+  float y = from_bits(kSentinel);
+  ActMat none;
+  EXPECT_FALSE(sets[0]->matmat_tiled(f.ref, none, 1, &y, 4, 0, 1));
+  EXPECT_EQ(bits(y), kSentinel);
+}
+
+// Every table's quantize_blocks equals quant/blocks.h's quantize_activations byte for byte (codes,
+// padding and scales): block sizes with and without a SIMD path, short last blocks, and data with
+// nan, +-inf, -0, huge, tiny (subnormal scales) and ordinary values.
+TEST(KernelsQuantize, BlocksEqualReference) {
+  std::mt19937_64 rng(31);
+  int failures = 0, cases = 0;
+  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avxvnni(), kernels_avx512(), kernels_amx()}) {
+    if (!k) continue;
+    for (int block : {32, 64, 8, 24, 16, 7, 48, 128}) {
+      for (int n : {1, 5, 8, 31, 32, 33, 64, 100, 768, 2053}) {
+        for (int kind = 0; kind < kKindCount + 2; ++kind) {
+          std::vector<float> x(static_cast<size_t>(n));
+          for (float& v : x) v = gen_value(rng, static_cast<Kind>(kind % kKindCount));
+          if (kind == kKindCount) {  // non-finite values in some blocks
+            for (int i = 0; i < n; i += 7) x[i] = (i / 7) % 3 == 0 ? NAN : (i / 7) % 3 == 1 ? INFINITY : -INFINITY;
+          } else if (kind == kKindCount + 1) {  // a lone nan in a block of tiny values
+            for (float& v : x) v = gen_value(rng, kTiny);
+            x[n / 2] = NAN;
+          }
+          const int nb = (n + block - 1) / block;
+          std::vector<int8_t> want_q(static_cast<size_t>(nb) * block, 0x55), got_q(want_q);
+          std::vector<float> want_s(nb, -1.0f), got_s(want_s);
+          quantize_activations(x.data(), n, block, want_q.data(), want_s.data());
+          k->quantize_blocks(x.data(), n, block, got_q.data(), got_s.data());
+          ++cases;
+          const bool ok = want_q == got_q && std::memcmp(want_s.data(), got_s.data(), want_s.size() * 4) == 0;
+          if (!ok && ++failures <= 5) ADD_FAILURE() << k->name << " block " << block << " n " << n << " kind " << kind;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << "in " << cases << " cases";
+}
+
 TEST(KernelsThreads, SplitAcrossThreadsIsBitIdentical) {
   std::vector<const KernelSet*> sets = {&kernels_ref()};
   if (kernels_avx2()) sets.push_back(kernels_avx2());
+  if (kernels_avxvnni()) sets.push_back(kernels_avxvnni());
   if (kernels_avx512()) sets.push_back(kernels_avx512());
   if (kernels_amx()) sets.push_back(kernels_amx());
   HostThreadPool pool1(1), pool2(2), pool3(3);
@@ -572,6 +688,11 @@ TEST(KernelsDispatch, TablesByName) {
   EXPECT_EQ(kernels_by_name(""), nullptr);
   EXPECT_EQ(kernels_by_name("avx512"), kernels_avx512());
   EXPECT_EQ(kernels_by_name("amx"), kernels_amx());
+  EXPECT_EQ(kernels_by_name("avxvnni"), kernels_avxvnni());
+  if (kernels_avxvnni()) {
+    EXPECT_STREQ(kernels_avxvnni()->name, "avxvnni");
+    EXPECT_NE(kernels_avx2(), nullptr);  // the AVX-VNNI table builds on the AVX2 one
+  }
   if (kernels_amx()) {
     EXPECT_STREQ(kernels_amx()->name, "amx");
     EXPECT_NE(kernels_avx512(), nullptr);  // the AMX table builds on the AVX-512 one
@@ -582,14 +703,14 @@ TEST(KernelsDispatch, TablesByName) {
     EXPECT_EQ(&kernels_best(), kernels_avx512());
   } else if (kernels_avx2()) {
     EXPECT_STREQ(kernels_avx2()->name, "avx2");
-    EXPECT_EQ(&kernels_best(), kernels_avx512() ? kernels_avx512() : kernels_avx2());
+    EXPECT_EQ(&kernels_best(), kernels_avxvnni() ? kernels_avxvnni() : kernels_avx2());
   } else {
     EXPECT_EQ(&kernels_best(), &kernels_ref());
   }
   // Every entry of every table is filled: a table that lists fewer kernels than KernelSet has
   // (constant initialisation zero-fills the rest) would crash only when that kernel is first called.
   static_assert(sizeof(KernelSet) % sizeof(void*) == 0, "KernelSet holds a name and function pointers");
-  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avx512(), kernels_amx()}) {
+  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avxvnni(), kernels_avx512(), kernels_amx()}) {
     if (!k) continue;
     const size_t words = sizeof(KernelSet) / sizeof(void*);
     for (size_t i = 0; i < words; ++i) {

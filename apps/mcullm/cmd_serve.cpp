@@ -1,13 +1,19 @@
 // `mcullm serve`: an OpenAI / llama-server compatible HTTP server, or (--serial) the board's line
 // protocol on a serial device or pseudo-terminal. docs/protocol.md describes both.
+// The HTTP side lives in the executable mcullm-serve (built from this file with MCULLM_SERVE_HTTP);
+// mcullm itself execs it for HTTP (apps/mcullm/CMakeLists.txt says why).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "cli.h"
 #include "serve/board_link.h"
@@ -65,7 +71,36 @@ class SignalWaiter {
   std::thread thread_;
 };
 
+#if !MCULLM_SERVE_HTTP
+// Replaces this process with mcullm-serve from mcullm's own directory, same arguments (from
+// /proc/self/cmdline) and same pid, so that users, scripts and signals see one `mcullm serve`.
+// Returns only on failure.
+int exec_http_server() {
+  std::string self(4096, '\0');
+  const ssize_t n = readlink("/proc/self/exe", self.data(), self.size() - 1);
+  if (n <= 0) return report(Status::Error(Code::kNotFound, "serve: cannot find this executable (/proc/self/exe)"));
+  self.resize(static_cast<size_t>(n));
+  const std::string exe = self.substr(0, self.rfind('/') + 1) + "mcullm-serve";
+  std::string cmdline;
+  if (FILE* f = std::fopen("/proc/self/cmdline", "rb")) {
+    char buf[4096];
+    for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) cmdline.append(buf, got);
+    std::fclose(f);
+  }
+  std::vector<char*> argv;
+  for (size_t i = 0; i < cmdline.size(); i = cmdline.find('\0', i) + 1) argv.push_back(cmdline.data() + i);
+  if (argv.empty()) return report(Status::Error(Code::kNotFound, "serve: cannot read this process's arguments (/proc/self/cmdline)"));
+  argv.push_back(nullptr);
+  execv(exe.c_str(), argv.data());
+  return report(Status::Error(Code::kNotFound, "serve: cannot start %s (the HTTP server, installed beside mcullm): %s", exe.c_str(),
+                              std::strerror(errno)));
+}
+#endif
+
 int serve_main(ServeOptions& o) {
+#if !MCULLM_SERVE_HTTP
+  if (o.serial.empty()) return exec_http_server();  // HTTP, also with --bridge
+#endif
   SignalWaiter signals;  // before any thread exists, so that all of them inherit the mask
   if (!o.bridge.empty()) {
     int fd = -1;
@@ -89,6 +124,7 @@ int serve_main(ServeOptions& o) {
     return 0;
   }
 
+#if MCULLM_SERVE_HTTP
   serve::HttpServer server(*engine, o.http);
   if (Status st = server.bind(); !st.ok()) return report(st);
   signals.start([&server] { server.stop(); });
@@ -100,6 +136,9 @@ int serve_main(ServeOptions& o) {
   signals.finish();
   if (!st.ok()) return report(st);
   return 0;
+#else
+  return 1;  // not reached: exec_http_server above
+#endif
 }
 
 }  // namespace

@@ -38,18 +38,34 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();  // --help shows every default
   app.footer("Exit codes: 0 ok, 1 failure, 2 usage error, 3 the model does not fit the board, 4 I/O error (docs/cli.md).");
   int exit_code = 0;
-  mcullm::cli::add_run_command(app, &exit_code);
-  mcullm::cli::add_dummy_command(app, &exit_code);
-  mcullm::cli::add_convert_command(app, &exit_code);
-  mcullm::cli::add_eval_command(app, &exit_code);
-  mcullm::cli::add_tokenize_commands(app, &exit_code);
-  mcullm::cli::add_serve_command(app, &exit_code);
-  mcullm::cli::add_bench_command(app, &exit_code);
-  mcullm::cli::add_tune_command(app, &exit_code);
-  mcullm::cli::add_head_command(app, &exit_code);
-  mcullm::cli::add_plan_command(app, &exit_code);
-  mcullm::cli::add_node_command(app, &exit_code);
-  mcullm::cli::add_cluster_command(app, &exit_code);
+  // Registering a subcommand builds all its options, validators and help strings: for all of them
+  // that took longer than a small model's whole run. When argv[1] names one, only it is registered
+  // (its parse, help and errors are the same); otherwise (--help, a typo) all of them are.
+  using Add = void (*)(CLI::App&, int*);
+  struct Command {
+    const char* names[3];
+    Add add;
+  };
+  static const Command kCommands[] = {
+      {{"run"}, mcullm::cli::add_run_command},
+      {{"dummy"}, mcullm::cli::add_dummy_command},
+      {{"convert"}, mcullm::cli::add_convert_command},
+      {{"eval"}, mcullm::cli::add_eval_command},
+      {{"tokenize", "detokenize", "convert-tokenizer"}, mcullm::cli::add_tokenize_commands},
+      {{"serve"}, mcullm::cli::add_serve_command},
+      {{"bench"}, mcullm::cli::add_bench_command},
+      {{"tune"}, mcullm::cli::add_tune_command},
+      {{"head"}, mcullm::cli::add_head_command},
+      {{"plan"}, mcullm::cli::add_plan_command},
+      {{"node"}, mcullm::cli::add_node_command},
+      {{"cluster"}, mcullm::cli::add_cluster_command},
+  };
+  Add only = nullptr;
+  for (const Command& c : kCommands)
+    for (const char* name : c.names)
+      if (name && args.size() > 1 && args[1] == name) only = c.add;
+  for (const Command& c : kCommands)
+    if (!only || c.add == only) c.add(app, &exit_code);
   try {
     app.parse(static_cast<int>(fixed.size()), fixed.data());
   } catch (const CLI::ParseError& e) {

@@ -35,6 +35,20 @@ const KernelSet* kernels_avx2() {
   return nullptr;
 }
 
+#if defined(MCULLM_HAVE_AVX2)
+const KernelSet* kernels_avxvnni_table();  // kernels/x86/gemm_avxvnni.cpp
+#endif
+
+// AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (by hand, as F16C: not every compiler's
+// __builtin_cpu_supports knows the name).
+const KernelSet* kernels_avxvnni() {
+#if defined(MCULLM_HAVE_AVX2)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (kernels_avx2() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0) return kernels_avxvnni_table();
+#endif
+  return nullptr;
+}
+
 #if defined(MCULLM_HAVE_AVX512)
 const KernelSet* kernels_avx512_table();  // kernels/x86_512/table_avx512.cpp
 #endif
@@ -112,6 +126,7 @@ const KernelSet& kernels_best() {
   if (const KernelSet* k = kernels_pie()) return *k;
   if (const KernelSet* k = kernels_amx()) return *k;
   if (const KernelSet* k = kernels_avx512()) return *k;
+  if (const KernelSet* k = kernels_avxvnni()) return *k;
   if (const KernelSet* k = kernels_avx2()) return *k;
   if (const KernelSet* k = kernels_neon()) return *k;
   return kernels_ref();
@@ -120,6 +135,7 @@ const KernelSet& kernels_best() {
 const KernelSet* kernels_by_name(const char* name) {
   if (strcmp(name, "ref") == 0) return &kernels_ref();
   if (strcmp(name, "avx2") == 0) return kernels_avx2();
+  if (strcmp(name, "avxvnni") == 0) return kernels_avxvnni();
   if (strcmp(name, "avx512") == 0) return kernels_avx512();
   if (strcmp(name, "amx") == 0) return kernels_amx();
   if (strcmp(name, "neon") == 0) return kernels_neon();
@@ -195,6 +211,7 @@ void matmat(const KernelSet& k, const MatRef& w, const ActMat& x, int n, float* 
     k.matmat_i2s(w, x.q, x.q_stride, x.scales, n, y, y_stride, r0, r1);
     return;
   }
+  if (k.matmat_tiled(w, x, n, y, y_stride, r0, r1)) return;
   for_row_blocks(w, n, r0, r1, [&](int c, int rb0, int rb1) {
     matvec(k, w, x.col(c), y + static_cast<size_t>(c) * y_stride, rb0, rb1);
   });

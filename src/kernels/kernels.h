@@ -207,11 +207,24 @@ struct KernelSet {
   // BitLinear's activation quantization, bit for bit quant/ternary.h's quantize_i8s (the reference):
   // q = round-half-away(x * s) clamped to [-128, 127], s = i8s_scale(max |x|), *inv_scale = 1 / s.
   void (*quantize_i8s)(const float* x, int n, int8_t* q, float* inv_scale);
+
+  // quant/blocks.h's quantize_activations (the reference), bit for bit: int8 blocks for the
+  // quantized weight types' activations.
+  void (*quantize_blocks)(const float* x, int n, int block, int8_t* q, float* scales);
+
+  // Rows [r0, r1) times n columns as a register-tiled GEMM (q8_0 / q4_0 / q4g64: int8 on VNNI, x.q;
+  // avx512 also f16: x.f): every output has the matvec's bits. False (y untouched) for other types,
+  // rows too long for it, or in tables without one (matmat_tiled_none); matmat() then runs matvecs
+  // over row blocks.
+  bool (*matmat_tiled)(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 };
 
 const KernelSet& kernels_ref();
 // nullptr when not compiled in or when the CPU lacks AVX2.
 const KernelSet* kernels_avx2();
+// The AVX2 table with the VNNI GEMM of the block types (matmat_tiled) on AVX-VNNI (VEX-encoded, the
+// cores without AVX-512); nullptr when not compiled in or when the CPU lacks AVX-VNNI (or AVX2).
+const KernelSet* kernels_avxvnni();
 // The AVX2 table with the kernels AVX-512 makes faster: VNNI i2_s matvec / matmat, the TL2 LUT
 // matmul; nullptr when not compiled in or when the CPU lacks AVX-512 F/BW/VL/VNNI (or AVX2).
 const KernelSet* kernels_avx512();
@@ -224,7 +237,7 @@ const KernelSet* kernels_neon();
 // The ESP32-S3 PIE table (kernels/esp32s3/: the reference with PIE integer loops for q4g64, q4e, i2_s
 // and the int8 attention scores); only in Xtensa builds with MCULLM_PIE, nullptr elsewhere.
 const KernelSet* kernels_pie();
-// "ref", "avx2", "avx512", "amx", "neon", "pie" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
+// "ref", "avx2", "avxvnni", "avx512", "amx", "neon", "pie" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
 const KernelSet* kernels_by_name(const char* name);
 const KernelSet& kernels_best();
 
@@ -237,8 +250,8 @@ void matvec(const KernelSet& k, const MatRef& w, const ActVec& x, float* y, int 
 
 // Rows [r0, r1) of w times the n columns of x (batched prefill): y[c * y_stride + r] has exactly the
 // bits matvec gives for column c. Each block of rows is read from memory once for all n columns
-// (i2_s with one scale per column: matmat_i2s; the other types: matvec per column over row blocks
-// that stay in L1).
+// (i2_s with one scale per column: matmat_i2s; q8_0 / q4_0 / q4g64 / f16: matmat_tiled when the
+// table takes it; the other types: matvec per column over row blocks that stay in L1).
 void matmat(const KernelSet& k, const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 
 }  // namespace mcullm

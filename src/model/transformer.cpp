@@ -319,7 +319,7 @@ void run_dense_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const
     ActVec act;
     act.f = x;
     if (block > 0) {
-      quantize_activations(x, n, block, q, scales);
+      k.quantize_blocks(x, n, block, q, scales);
       act.q = q;
       act.scales = scales;
       act.block = block;
@@ -414,7 +414,7 @@ void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const
     a.f = x;
     a.f_stride = x_stride;
     if (block > 0) {
-      for (int i = 0; i < n; ++i) quantize_activations(x + i * x_stride, n_vals, block, b.act_q + i * qs, b.act_scales + i * qs);
+      for (int i = 0; i < n; ++i) k.quantize_blocks(x + i * x_stride, n_vals, block, b.act_q + i * qs, b.act_scales + i * qs);
       a.q = b.act_q;
       a.q_stride = qs;
       a.scales = b.act_scales;

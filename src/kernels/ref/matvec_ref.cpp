@@ -111,7 +111,7 @@ constexpr KernelSet kRef = {
     "ref", dot_f32_ref, matvec_f32_ref, matvec_f16_ref, matvec_blocks_ref<BlockQ8_0, 32, weight_q8_0>,
     matvec_blocks_ref<BlockQ4_0, 32, weight_q4_0>, matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>,
     attn_scores_ref, attn_values_ref, softmax_ref, silu_mul_ref, matvec_i2s_ref, matmat_i2s_by_rows<matvec_i2s_ref>,
-    tl_lut_build_ref, tl_matmul_ref, matvec_q4e_f32_ref, matvec_q4e_q8_ref, attn_scores_q8_ref, attn_values_q8_ref, quantize_i8s};
+    tl_lut_build_ref, tl_matmul_ref, matvec_q4e_f32_ref, matvec_q4e_q8_ref, attn_scores_q8_ref, attn_values_q8_ref, quantize_i8s, quantize_activations, matmat_tiled_none};
 #if defined(MCULLM_HAVE_NEON)
 // aarch64: the NEON kernels (kernels/arm/) and the reference for the rest: f16 matvec, softmax,
 // SwiGLU, the TL LUT build, q4e with f32 activations (esp32-ai's sequential float order) and the
@@ -120,7 +120,7 @@ constexpr KernelSet kNeon = {
     "neon", neon::dot_f32, neon::matvec_f32, matvec_f16_ref, neon::matvec_q8_0, neon::matvec_q4_0, neon::matvec_q4g64,
     neon::attn_scores, neon::attn_values, softmax_ref, silu_mul_ref, neon::matvec_i2s,
     matmat_i2s_by_rows<neon::matvec_i2s>, tl_lut_build_ref, tl_matmul_neon, matvec_q4e_f32_ref, neon::matvec_q4e_q8,
-    attn_scores_q8_ref, attn_values_q8_ref, quantize_i8s};
+    attn_scores_q8_ref, attn_values_q8_ref, quantize_i8s, quantize_activations, matmat_tiled_none};
 #endif
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
+#include "quant/blocks.h"
 
 namespace mcullm::avx2 {
 
@@ -28,6 +29,31 @@ void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const f
 void matvec_q4e_f32(const MatRef& w, const float* x, float* y, int r0, int r1);
 void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale);
+void quantize_blocks(const float* x, int n, int block, int8_t* q, float* scales);
+
+// The AVX2 table's entries after its name, with the given batched-product entry (matmat_tiled):
+// table_avx2.cpp (none) and the avxvnni table (gemm_avxvnni.cpp) share them.
+#define MCULLM_AVX2_ENTRIES(matmat_tiled)                                                                      \
+  avx2::dot_f32, avx2::matvec_f32, avx2::matvec_f16, avx2::matvec_q8_0, avx2::matvec_q4_0, avx2::matvec_q4g64,  \
+      avx2::attn_scores, avx2::attn_values, avx2::softmax, avx2::silu_mul, avx2::matvec_i2s,                    \
+      matmat_i2s_by_rows<avx2::matvec_i2s>, avx2::tl_lut_build, avx2::tl_matmul, avx2::matvec_q4e_f32,          \
+      avx2::matvec_q4e_q8, avx2::attn_scores_q8, avx2::attn_values_q8, avx2::quantize_i8s, avx2::quantize_blocks, \
+      matmat_tiled
+
+// Weights of one block as int8 vectors of 32, in block order (the matvecs and the VNNI GEMM).
+static inline __m256i load_q8_0(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+static inline __m256i unpack_nibbles16(const uint8_t* qs) {  // 16 bytes -> 32 codes - 8: low nibbles, then high
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+  return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
+}
+static inline void unpack_q4g64(const BlockQ4G64& b, __m256i* v) {  // v[0]: weights 0..31, v[1]: 32..63
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+  const __m256i mask = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
+  v[0] = _mm256_sub_epi8(_mm256_and_si256(raw, mask), eight);
+  v[1] = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask), eight);
+}
+static inline __m256i load_x(const int8_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)); }
 
 // Lanes [0, n) set, the rest clear (n may be <= 0 or >= 8).
 static inline __m256i lane_mask(int n) {

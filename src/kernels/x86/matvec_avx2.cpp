@@ -68,15 +68,6 @@ inline __m256i hsum8_i32(const __m256i* p) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(q, r, 0x20), _mm256_permute2x128_si256(q, r, 0x31));
 }
 
-// Weights of one block as int8 vectors of 32, in block order.
-inline __m256i load_q8_0(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
-inline __m256i unpack_nibbles16(const uint8_t* qs) {  // 16 bytes -> 32 codes - 8: low nibbles, then high
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-  return _mm256_sub_epi8(_mm256_and_si256(both, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
-}
-inline __m256i load_x(const int8_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)); }
-
 // prod(block, x): 8 int32 lanes whose sum is the block's exact integer dot product.
 struct Q8_0Traits {
   using Block = BlockQ8_0;
@@ -92,11 +83,9 @@ struct Q4G64Traits {
   using Block = BlockQ4G64;
   static constexpr int kBlock = 64;
   static __m256i prod(const Block& b, const int8_t* x) {
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-    const __m256i mask = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
-    const __m256i lo = _mm256_sub_epi8(_mm256_and_si256(raw, mask), eight);                        // weights 0..31
-    const __m256i hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(raw, 4), mask), eight);  // weights 32..63
-    return _mm256_add_epi32(prod32_i8(lo, load_x(x)), prod32_i8(hi, load_x(x + 32)));
+    __m256i v[2];
+    unpack_q4g64(b, v);
+    return _mm256_add_epi32(prod32_i8(v[0], load_x(x)), prod32_i8(v[1], load_x(x + 32)));
   }
 };
 

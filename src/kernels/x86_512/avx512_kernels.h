@@ -7,6 +7,8 @@ namespace mcullm::avx512 {
 
 void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens, float* y,
                size_t y_stride, int tile0, int tile1);
+// q8_0 / q4_0 / q4g64 (VNNI, kernels/x86/gemm_blocks.h) and f16 times n columns (gemm_avx512.cpp).
+bool matmat_tiled(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 
 }  // namespace mcullm::avx512
 

@@ -1,0 +1,215 @@
+// Register-tiled int8 GEMM for the block types (q8_0, q4_0, q4g64) on VNNI, for batched (prefill)
+// products. Each output keeps the matvec's bits (kernels.h): one exact int32 sum per block, then
+// acc[b % 8] += (float)isum_b * (d_w_b * d_x_b) in increasing block order, folded as a tree.
+//
+// The trick that makes the 8 block lanes come out of vpdpbusd directly: the weights of 8 blocks
+// and the activations of the same 8 blocks are both transposed by 32-bit words (word j of block
+// b + k goes to lane k of vector j), so summing vpdpbusd over j leaves block b + k's sum in lane k,
+// with no horizontal reduction. The weights of a row block are transposed once into a stack
+// buffer and reused by every column; the activations of a few columns once per row block.
+// vpdpbusd multiplies unsigned by signed bytes: the activations go in as x + 128 (x ^ 0x80) and
+// each block's accumulator starts at -128 * (sum of its weights), so the int32 sums are exact.
+//
+// Included by one file per instruction set (internal linkage: each compiles it with its own flags);
+// Dp supplies the vpdpbusd form (AVX-512 VL or AVX-VNNI), Rows x Cols the register tile.
+#pragma once
+#include <immintrin.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "kernels/x86/avx2_kernels.h"
+#include "quant/blocks.h"
+
+namespace mcullm {
+namespace {
+
+namespace gemm {
+
+constexpr int kLanes = 8;                  // blocks per chunk: the contract's 8 block lanes
+constexpr size_t kWeightBuffer = 64 << 10;  // transposed weights of one row block (stays in L2)
+constexpr size_t kActBuffer = 64 << 10;     // transposed activations of one column tile
+
+// Unpacked signed weights of one block, 32 per vector, in element order.
+struct Q8_0 {
+  using Block = BlockQ8_0;
+  static constexpr int kBlock = 32;
+  static void unpack(const Block& b, __m256i* v) { v[0] = avx2::load_q8_0(b); }
+};
+struct Q4_0 {
+  using Block = BlockQ4_0;
+  static constexpr int kBlock = 32;
+  static void unpack(const Block& b, __m256i* v) { v[0] = avx2::unpack_nibbles16(b.qs); }
+};
+struct Q4G64 {
+  using Block = BlockQ4G64;
+  static constexpr int kBlock = 64;
+  static void unpack(const Block& b, __m256i* v) { avx2::unpack_q4g64(b, v); }
+};
+
+// r[k] = words 0..7 of block k in, r[j] = word j of blocks 0..7 out.
+inline void transpose8_epi32(__m256i* r) {
+  const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+  const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+  const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+  const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+  const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+  r[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+  r[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+  r[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+  r[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+  r[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+  r[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+  r[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+  r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+// Bytes per chunk of 8 blocks: J word vectors, then (weights) 8 int32 start values and 8 f32
+// scales, or (activations) 8 f32 scales. Blocks past the row's end are zero with scale 0: they add
+// (float)0 * 0 = +0 to a lane, which leaves it unchanged (lanes start at +0 and never become -0).
+template <typename T>
+struct Layout {
+  static constexpr int J = T::kBlock / 4;  // word vectors per chunk
+  static constexpr size_t kWeightChunk = J * 32 + 64;
+  static constexpr size_t kActChunk = J * 32 + 32;
+};
+
+// Row r of w, transposed into dst (nchunks chunks).
+template <typename T, typename Dp>
+inline void transpose_row(const MatRef& w, int r, int nb, int nchunks, uint8_t* dst) {
+  constexpr int V = T::kBlock / 32;
+  const typename T::Block* blocks = reinterpret_cast<const typename T::Block*>(w.row(r));
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (int ch = 0; ch < nchunks; ++ch, dst += Layout<T>::kWeightChunk) {
+    __m256i v[V][kLanes];
+    alignas(16) uint16_t dw[kLanes];
+    for (int k = 0; k < kLanes; ++k) {
+      const int b = ch * kLanes + k;
+      if (b < nb) {
+        __m256i u[V];
+        T::unpack(blocks[b], u);
+        for (int h = 0; h < V; ++h) v[h][k] = u[h];
+        dw[k] = blocks[b].d;
+      } else {
+        for (int h = 0; h < V; ++h) v[h][k] = _mm256_setzero_si256();
+        dw[k] = 0;
+      }
+    }
+    __m256i wsum = _mm256_setzero_si256();
+    for (int h = 0; h < V; ++h) {
+      transpose8_epi32(v[h]);
+      for (int j = 0; j < kLanes; ++j) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (h * kLanes + j) * 32), v[h][j]);
+        wsum = Dp::dp(wsum, ones, v[h][j]);
+      }
+    }
+    __m256i* tail = reinterpret_cast<__m256i*>(dst + Layout<T>::J * 32);
+    _mm256_storeu_si256(tail, _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(wsum, 7)));
+    _mm256_storeu_ps(reinterpret_cast<float*>(tail + 1), _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dw))));
+  }
+}
+
+// Columns [c0, c0 + C) of x (clamped to the last column: a repeated column is computed but not
+// stored), transposed into dst, one column after another (col_bytes apart).
+template <typename T, int C>
+inline void transpose_cols(const ActMat& x, int n, int c0, int nb, int nchunks, uint8_t* dst, size_t col_bytes) {
+  constexpr int V = T::kBlock / 32;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int i = 0; i < C; ++i) {
+    const int c = c0 + i < n ? c0 + i : n - 1;
+    const int8_t* q = x.q + static_cast<size_t>(c) * x.q_stride;
+    const float* s = x.scales + static_cast<size_t>(c) * x.s_stride;
+    uint8_t* d = dst + i * col_bytes;
+    for (int ch = 0; ch < nchunks; ++ch, d += Layout<T>::kActChunk) {
+      __m256i v[V][kLanes];
+      alignas(32) float dx[kLanes];
+      for (int k = 0; k < kLanes; ++k) {
+        const int b = ch * kLanes + k;
+        for (int h = 0; h < V; ++h)
+          v[h][k] = b < nb ? _mm256_xor_si256(avx2::load_x(q + b * T::kBlock + h * 32), flip) : flip;
+        dx[k] = b < nb ? s[b] : 0.0f;
+      }
+      for (int h = 0; h < V; ++h) {
+        transpose8_epi32(v[h]);
+        for (int j = 0; j < kLanes; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + (h * kLanes + j) * 32), v[h][j]);
+      }
+      _mm256_storeu_ps(reinterpret_cast<float*>(d + Layout<T>::J * 32), _mm256_load_ps(dx));
+    }
+  }
+}
+
+// One R x C tile: rows at w (w_bytes apart; rows past nr repeat row nr - 1, computed but not
+// stored), columns at x (x_bytes apart); out[i * C + c] = the 8 lanes of row i, column c.
+template <typename T, typename Dp, int R, int C>
+inline void tile(const uint8_t* w, size_t w_bytes, int nr, const uint8_t* x, size_t x_bytes, int nchunks, __m256* out) {
+  constexpr int J = Layout<T>::J;
+  __m256 accf[R][C];
+  for (int i = 0; i < R; ++i)
+    for (int c = 0; c < C; ++c) accf[i][c] = _mm256_setzero_ps();
+  for (int ch = 0; ch < nchunks; ++ch) {
+    const uint8_t* wr[R];
+    const uint8_t* xr[C];
+    for (int i = 0; i < R; ++i) wr[i] = w + (i < nr ? i : nr - 1) * w_bytes + ch * Layout<T>::kWeightChunk;
+    for (int c = 0; c < C; ++c) xr[c] = x + c * x_bytes + ch * Layout<T>::kActChunk;
+    __m256i acc[R][C];
+    for (int i = 0; i < R; ++i) {
+      const __m256i start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[i] + J * 32));
+      for (int c = 0; c < C; ++c) acc[i][c] = start;
+    }
+    for (int j = 0; j < J; ++j) {
+      __m256i xv[C];
+      for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[c] + j * 32));
+      for (int i = 0; i < R; ++i) {
+        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[i] + j * 32));
+        for (int c = 0; c < C; ++c) acc[i][c] = Dp::dp(acc[i][c], xv[c], wv);
+      }
+    }
+    for (int i = 0; i < R; ++i) {
+      const __m256 dw = _mm256_loadu_ps(reinterpret_cast<const float*>(wr[i] + J * 32 + 32));
+      for (int c = 0; c < C; ++c) {
+        const __m256 scale = _mm256_mul_ps(dw, _mm256_loadu_ps(reinterpret_cast<const float*>(xr[c] + J * 32)));
+        accf[i][c] = _mm256_add_ps(accf[i][c], _mm256_mul_ps(_mm256_cvtepi32_ps(acc[i][c]), scale));
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int c = 0; c < C; ++c) out[i * C + c] = accf[i][c];
+}
+
+// Rows [r0, r1) of w times the n columns of x; false (nothing written) when a row is too long for
+// the stack buffers (the caller then takes the matvec path).
+template <typename T, typename Dp, int R, int C>
+__attribute__((noinline)) bool matmat(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1) {
+  const int nb = (w.cols + T::kBlock - 1) / T::kBlock;
+  const int nchunks = (nb + kLanes - 1) / kLanes;
+  const size_t w_bytes = nchunks * Layout<T>::kWeightChunk, x_bytes = nchunks * Layout<T>::kActChunk;
+  if (n <= 0 || r1 <= r0) return true;
+  if (w_bytes * R > kWeightBuffer || x_bytes * C > kActBuffer) return false;
+  alignas(64) uint8_t wbuf[kWeightBuffer];
+  alignas(64) uint8_t xbuf[kActBuffer];
+  const int rb = static_cast<int>(kWeightBuffer / w_bytes) / R * R;
+  for (int rb0 = r0; rb0 < r1; rb0 += rb) {
+    const int rb1 = r1 - rb0 < rb ? r1 : rb0 + rb;
+    for (int r = rb0; r < rb1; ++r) transpose_row<T, Dp>(w, r, nb, nchunks, wbuf + (r - rb0) * w_bytes);
+    for (int c0 = 0; c0 < n; c0 += C) {
+      transpose_cols<T, C>(x, n, c0, nb, nchunks, xbuf, x_bytes);
+      const int nc = n - c0 < C ? n - c0 : C;
+      for (int r = rb0; r < rb1; r += R) {
+        const int nr = rb1 - r < R ? rb1 - r : R;
+        __m256 out[R * C];
+        tile<T, Dp, R, C>(wbuf + (r - rb0) * w_bytes, w_bytes, nr, xbuf, x_bytes, nchunks, out);
+        for (int i = 0; i < nr; ++i)
+          for (int c = 0; c < nc; ++c) y[static_cast<size_t>(c0 + c) * y_stride + r + i] = avx2::fold8(out[i * C + c]);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace gemm
+
+}  // namespace
+}  // namespace mcullm
