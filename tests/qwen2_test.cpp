@@ -126,7 +126,7 @@ TEST(Qwen2Dummy, TinyLoadsWithItsLayout) {
   EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
   EXPECT_FLOAT_EQ(c.norm_eps, 1e-6f);
   EXPECT_TRUE(m.model.whole());
-  EXPECT_TRUE(m.model.ternary);
+  EXPECT_TRUE(m.model.spec.ternary);
   EXPECT_TRUE(m.model.tied_output);
   EXPECT_EQ(m.model.tok_emb.type, DType::kQ4_0);
   EXPECT_EQ(m.model.layers[3].wk.type, DType::kI2_S);

@@ -145,7 +145,7 @@ const LlamaConfig& BoardModel::cfg() const {
   switch (arch) {
     case BoardArch::kBitLlama2c: return bitllama2c.cfg;
     case BoardArch::kBitnet:
-    case BoardArch::kBitnet25: return bitnet.cfg.base;
+    case BoardArch::kBitnet25: return bitnet.cfg;
     case BoardArch::kPle: return ple_base;
     case BoardArch::kLlama: break;
   }
@@ -161,7 +161,7 @@ static Status arch_from_image(const BoardImage& img, Arena& tables, BoardModel* 
     case BoardArch::kLlama: {
       LlamaModel& m = out->llama;
       m.cfg = cfg;
-      m.ffn = static_cast<LlamaFfn>(img.config().ffn);  // the ReLU FFN runs dense here (no f32 down copy)
+      m.spec = llama_spec(img.config().ffn ? FfnAct::kRelu : FfnAct::kSilu);  // the ReLU FFN runs dense here (no f32 down copy)
       MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
       MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
       MC_TRY(head(img, m.tok_emb, &m.output, &m.tied_output));
@@ -191,9 +191,10 @@ static Status arch_from_image(const BoardImage& img, Arena& tables, BoardModel* 
     case BoardArch::kBitnet:
     case BoardArch::kBitnet25: {
       BitnetModel& m = out->bitnet;
-      m.cfg.base = cfg;
-      m.cfg.ffn = static_cast<BitnetFfn>(img.config().ffn);
-      m.cfg.rope = static_cast<RopeStyle>(img.config().rope);
+      m.cfg = cfg;
+      m.spec = bitnet_spec(false);
+      m.spec.act = img.config().ffn ? FfnAct::kReluSqr : FfnAct::kSilu;
+      m.spec.rope = static_cast<RopeStyle>(img.config().rope);
       MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
       MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
       MC_TRY(head(img, m.tok_emb, &m.output, &m.tied_output));

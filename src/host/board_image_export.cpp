@@ -173,18 +173,18 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     const BitnetModel& b = m.bitnet_gguf;
     MC_TRY(b.check_shapes());
     tied = b.tied_output;
-    fill_config(b.cfg.base, m.arch == "bitnet" ? BoardArch::kBitnet : BoardArch::kBitnet25, tied, &cfg);
-    cfg.ffn = static_cast<uint8_t>(b.cfg.ffn);
-    cfg.rope = static_cast<uint8_t>(b.cfg.rope);
+    fill_config(b.cfg, m.arch == "bitnet" ? BoardArch::kBitnet : BoardArch::kBitnet25, tied, &cfg);
+    cfg.ffn = b.spec.act == FfnAct::kReluSqr ? 1 : 0;
+    cfg.rope = static_cast<uint8_t>(b.spec.rope);
     c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
     if (!tied) c.mat(BoardRole::kOutput, 0, b.output, TensorClass::kHead);
-    c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.base.dim);
-    for (int l = 0; l < b.cfg.base.n_layers; ++l) {
+    c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.dim);
+    for (int l = 0; l < b.cfg.n_layers; ++l) {
       const BitnetLayer& L = b.layers[l];
-      c.vec(BoardRole::kAttnNorm, l, L.attn_norm, b.cfg.base.dim);
-      c.vec(BoardRole::kAttnSubNorm, l, L.attn_sub_norm, b.cfg.base.dim);
-      c.vec(BoardRole::kFfnNorm, l, L.ffn_norm, b.cfg.base.dim);
-      c.vec(BoardRole::kFfnSubNorm, l, L.ffn_sub_norm, b.cfg.base.hidden_dim);
+      c.vec(BoardRole::kAttnNorm, l, L.attn_norm, b.cfg.dim);
+      c.vec(BoardRole::kAttnSubNorm, l, L.attn_sub_norm, b.cfg.dim);
+      c.vec(BoardRole::kFfnNorm, l, L.ffn_norm, b.cfg.dim);
+      c.vec(BoardRole::kFfnSubNorm, l, L.ffn_sub_norm, b.cfg.hidden_dim);
       c.layer_mats(L, l);
     }
   } else if (m.arch == "llama") {
@@ -192,7 +192,7 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     MC_TRY(b.check_shapes());
     tied = b.tied_output;
     fill_config(b.cfg, BoardArch::kLlama, tied, &cfg);
-    cfg.ffn = static_cast<uint8_t>(b.ffn);
+    cfg.ffn = b.spec.act == FfnAct::kRelu ? 1 : 0;
     c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
     if (!tied) c.mat(BoardRole::kOutput, 0, b.output, TensorClass::kHead);
     c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.dim);

@@ -170,7 +170,7 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
   } else if (m.arch == "bitnet" || m.arch == "bitnet-25") {
     const BitnetModel& x = m.bitnet_gguf;
     MC_TRY(x.check_shapes());
-    *cfg = x.cfg.base;
+    *cfg = x.cfg;
     b->embedding_and_head(x.tied_output, x.tok_emb, x.output, cfg->vocab_size);
     b->norm("out_norm", cfg->dim);
     for (int l = 0; l < cfg->n_layers; ++l) {

@@ -155,7 +155,7 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
     } else if (st.ok() && bitnet_gguf_arch(arch)) {
       m->arch = std::string(arch.data, arch.size);
       st = bitnet_from_gguf(m->gguf, m->tables, &m->bitnet_gguf);
-      m->model.cfg = m->bitnet_gguf.cfg.base;
+      m->model.cfg = m->bitnet_gguf.cfg;
     } else if (st.ok() && arch.equals(kQwen2Arch)) {
       m->arch = kQwen2Arch;
       st = qwen2_from_gguf(m->gguf, m->tables, &m->qwen2);
@@ -352,7 +352,7 @@ void for_each_tl_in(const Layer* layers, int n_layers, Fn fn) {
 // Every tl1 / tl2 matrix of a BitNet or bitllama2.c model.
 template <class Fn>
 void for_each_tl(const LoadedModel& m, Fn fn) {
-  if (m.arch == "bitnet" || m.arch == "bitnet-25") for_each_tl_in(m.bitnet_gguf.layers, m.bitnet_gguf.cfg.base.n_layers, fn);
+  if (m.arch == "bitnet" || m.arch == "bitnet-25") for_each_tl_in(m.bitnet_gguf.layers, m.bitnet_gguf.cfg.n_layers, fn);
   if (m.arch == "bitnet-llama2c") for_each_tl_in(m.bitnet.layers, m.bitnet.cfg.n_layers, fn);
   if (m.arch == "qwen2") for_each_tl_in(m.qwen2.layers, m.qwen2.end_layer - m.qwen2.first_layer, fn);
 }
