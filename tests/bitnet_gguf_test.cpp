@@ -312,7 +312,7 @@ TEST(Bitnet125M, LoadsWithItsVocabularyAndRuns) {
   const Status st = load_model(dummy125m(), &lm);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(lm->arch, "bitnet");
-  const BitnetModel& m = lm->bitnet_gguf;
+  const BitnetModel& m = lm->model;
   EXPECT_EQ(m.cfg.dim, 768);
   EXPECT_EQ(m.cfg.hidden_dim, 3072);
   EXPECT_EQ(m.cfg.n_layers, 11);

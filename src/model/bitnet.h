@@ -23,7 +23,7 @@ using BitnetModel = TransformerModel;
 using BitnetContext = TransformerContext;
 
 // `bitnet` (b25 false) or `bitnet-25`.
-inline BlockSpec bitnet_spec(bool b25) {
+constexpr BlockSpec bitnet_spec(bool b25) {
   BlockSpec s;
   s.rope = b25 ? RopeStyle::kAdjacent : RopeStyle::kNeox;
   s.act = b25 ? FfnAct::kReluSqr : FfnAct::kSilu;

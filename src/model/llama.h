@@ -11,7 +11,7 @@ using LlamaLayer = TransformerLayer;
 using LlamaModel = TransformerModel;
 using LlamaContext = TransformerContext;
 
-inline BlockSpec llama_spec(FfnAct act = FfnAct::kSilu) {
+constexpr BlockSpec llama_spec(FfnAct act = FfnAct::kSilu) {
   BlockSpec s;
   s.rope = RopeStyle::kAdjacent;
   s.act = act;

@@ -58,6 +58,8 @@ uint64_t llama_slice_hash(const LlamaModel& m, const SliceRange& r) {
     const LlamaLayer& L = m.layer(l);
     f.floats(L.attn_norm, c.dim);
     f.floats(L.ffn_norm, c.dim);
+    if (m.spec.sub_norms) f.floats(L.attn_sub_norm, c.dim), f.floats(L.ffn_sub_norm, c.hidden_dim);
+    if (m.spec.qkv_bias) f.floats(L.bq, c.dim), f.floats(L.bk, c.kv_dim()), f.floats(L.bv, c.kv_dim());
     const MatRef* mats[] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3};
     for (const MatRef* mat : mats) f.matrix(*mat);
   }

@@ -14,7 +14,7 @@ using Qwen2Model = TransformerModel;
 using Qwen2Context = TransformerContext;
 using Qwen2Slice = TransformerSlice;
 
-inline BlockSpec qwen2_spec(bool ternary) {
+constexpr BlockSpec qwen2_spec(bool ternary) {
   BlockSpec s;
   s.rope = RopeStyle::kNeox;
   s.ternary = ternary;
