@@ -124,7 +124,7 @@ TEST(BitnetPrefill, EqualsForwardPerToken) {
         ASSERT_TRUE(batched.init(&m.model, 24, arena, &pool, k).ok());
         ASSERT_TRUE(batched.enable_batch(7, arena).ok());
         std::vector<int> tokens;
-        for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 1) % m.model.cfg.base.vocab_size);
+        for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 1) % m.model.cfg.vocab_size);
         SCOPED_TRACE(std::string(layout) + " " + k->name + " threads " + std::to_string(threads));
         test::expect_prefill_matches_forward(single, batched, tokens);
       }
@@ -136,15 +136,15 @@ TEST(BitnetDummy, TinyLoadsWithItsLayout) {
   Loaded m;
   const auto bytes = tiny_bytes("tiny", 7);
   ASSERT_TRUE(m.load(bytes).ok());
-  const LlamaConfig& c = m.model.cfg.base;
+  const LlamaConfig& c = m.model.cfg;
   EXPECT_EQ(c.dim, 256);
   EXPECT_EQ(c.hidden_dim, 512);
   EXPECT_EQ(c.n_layers, 2);
   EXPECT_EQ(c.n_heads, 4);
   EXPECT_EQ(c.n_kv_heads, 2);
   EXPECT_EQ(c.vocab_size, 300);
-  EXPECT_EQ(m.model.cfg.ffn, BitnetFfn::kSilu);
-  EXPECT_EQ(m.model.cfg.rope, RopeStyle::kNeox);
+  EXPECT_EQ(m.model.spec.act, FfnAct::kSilu);
+  EXPECT_EQ(m.model.spec.rope, RopeStyle::kNeox);
   EXPECT_TRUE(m.model.tied_output);
   EXPECT_EQ(m.model.tok_emb.type, DType::kF16);
   EXPECT_EQ(m.model.layers[1].wk.type, DType::kI2_S);
@@ -179,10 +179,10 @@ TEST(BitnetDummy, TheTwoArchitecturesDiffer) {
   ASSERT_TRUE(a.load(bytes).ok());
   // Same weights read as bitnet-25: squared ReLU and adjacent-pair RoPE change the logits.
   b.model = a.model;
-  b.model.cfg.ffn = BitnetFfn::kReluSqr;
+  b.model.spec.act = FfnAct::kReluSqr;
   EXPECT_NE(run_fingerprint(a.model, kernels_best(), 1, 4), run_fingerprint(b.model, kernels_best(), 1, 4));
-  b.model.cfg.ffn = BitnetFfn::kSilu;
-  b.model.cfg.rope = RopeStyle::kAdjacent;
+  b.model.spec.act = FfnAct::kSilu;
+  b.model.spec.rope = RopeStyle::kAdjacent;
   EXPECT_NE(run_fingerprint(a.model, kernels_best(), 1, 4), run_fingerprint(b.model, kernels_best(), 1, 4));
 }
 
@@ -312,12 +312,12 @@ TEST(Bitnet125M, LoadsWithItsVocabularyAndRuns) {
   const Status st = load_model(dummy125m(), &lm);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(lm->arch, "bitnet");
-  const BitnetModel& m = lm->bitnet_gguf;
-  EXPECT_EQ(m.cfg.base.dim, 768);
-  EXPECT_EQ(m.cfg.base.hidden_dim, 3072);
-  EXPECT_EQ(m.cfg.base.n_layers, 11);
-  EXPECT_EQ(m.cfg.base.n_heads, 12);
-  EXPECT_EQ(m.cfg.base.vocab_size, 32002);
+  const BitnetModel& m = lm->model;
+  EXPECT_EQ(m.cfg.dim, 768);
+  EXPECT_EQ(m.cfg.hidden_dim, 3072);
+  EXPECT_EQ(m.cfg.n_layers, 11);
+  EXPECT_EQ(m.cfg.n_heads, 12);
+  EXPECT_EQ(m.cfg.vocab_size, 32002);
   EXPECT_TRUE(m.tied_output);
   EXPECT_EQ(m.tok_emb.type, DType::kF16);
   for (int l = 0; l < 11; ++l) EXPECT_GT(m.layers[l].w2.scale, 0.0f);
@@ -420,7 +420,7 @@ TEST(BitnetTl, PrefillEqualsForwardPerToken) {
         ASSERT_TRUE(batched.init(&m.model, 24, arena, &pool, k).ok());
         ASSERT_TRUE(batched.enable_batch(7, arena).ok());
         std::vector<int> tokens;
-        for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 1) % m.model.cfg.base.vocab_size);
+        for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 1) % m.model.cfg.vocab_size);
         SCOPED_TRACE(std::string(dtype_info(type)->name) + " " + k->name + " threads " + std::to_string(threads));
         test::expect_prefill_matches_forward(single, batched, tokens);
       }

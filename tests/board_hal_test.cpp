@@ -388,6 +388,40 @@ TEST(BoardCluster, MasterAndNodeOverSpiGiveTheTokensOfOneProcess) {
   EXPECT_EQ(pair.node.hidden_served(), prompt.size() + 30 - 1);
 }
 
+// Qwen2 (q/k/v biases, NEOX RoPE, ternary layers) in a board image: one process on the PC, the
+// board decoder and a master with one node over SPI give the same tokens and logits.
+TEST(BoardCluster, Qwen2ImageRunsOnANodeWithThePcBits) {
+  const std::string dir = test::temp_dir();
+  const std::string gguf = dir + "/qwen2-tiny.gguf", image = dir + "/qwen2-tiny.img";
+  const test::CommandResult d = test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "-o", gguf});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(gguf, &lm));
+  BoardImageOptions opt;
+  opt.psram_budget = 2 * 1024 * 1024;
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  ASSERT_OK(export_board_image(*lm, opt, &bytes, &rep));
+  std::ofstream(image, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+  const std::vector<int> prompt = {1, 300, 301, 302};
+  std::vector<int> pc_tokens, want, got;
+  SerialPool pool;
+  DecoderInstance pc;
+  ASSERT_OK(make_decoder(*lm, 64, &pool, kernels_by_name("auto"), 1 << 20, &pc));
+  const uint64_t fp_pc = run_fingerprint(*pc.decoder, pc.work, prompt, 12, &pc_tokens);
+  const uint64_t fp_local = local_fingerprint(image, prompt, 12, &want);
+  EXPECT_EQ(fp_local, fp_pc);
+  EXPECT_EQ(want, pc_tokens);
+  ClusterPair pair;
+  ASSERT_OK(pair.start_node(image));
+  MasterBoard m;
+  ASSERT_OK(m.init(image, pair.master_spi.get(), &pair.bus, MasterOptions()));
+  const uint64_t fp_cluster = run_fingerprint(m.master, m.model.arena(Tier::kPsram), prompt, 12, &got);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(fp_cluster, fp_local);
+  EXPECT_EQ(pair.node.hidden_served(), prompt.size() + 12 - 1);
+}
+
 // The reference design's ring: master -> node 1 -> node 2 -> node 3 -> master, one SPI TX and one RX
 // per board; stories260K's 5 layers split 2 / 2 / 1.
 TEST(BoardCluster, ARingOfThreeNodesGivesTheTokensOfOneProcess) {

@@ -348,13 +348,13 @@ TEST(BoardImage, Stories260kF32GivesTheModelsLogits) {
 TEST(BoardImage, ReluLlamaKeepsItsActivation) {
   MC_REQUIRE_SHARED();
   expect_same_logits(test::shared_path("models/stories260K/stories260K.bin"), [](LoadedModel& lm) {
-    lm.model.ffn = LlamaFfn::kRelu;
+    lm.model.spec.act = FfnAct::kRelu;
     ASSERT_TRUE(llama_build_sparse_ffn(&lm.model, lm.tables).ok());
     ASSERT_NE(lm.model.layers[0].w2_t, nullptr);
   });
   std::unique_ptr<LoadedModel> lm;
   ASSERT_TRUE(load_model(test::shared_path("models/stories260K/stories260K.bin"), &lm).ok());
-  lm->model.ffn = LlamaFfn::kRelu;
+  lm->model.spec.act = FfnAct::kRelu;
   std::vector<uint8_t> bytes;
   BoardImageReport rep;
   ASSERT_TRUE(export_board_image(*lm, BoardImageOptions(), &bytes, &rep).ok());

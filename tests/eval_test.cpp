@@ -107,7 +107,7 @@ TEST(EvalRelu, PrintsTheShareOfNeuronsSkipped) {
   MC_REQUIRE_SHARED();
   std::unique_ptr<LoadedModel> lm;
   ASSERT_TRUE(load_model(test::shared_path(kModel), &lm).ok());
-  lm->model.ffn = LlamaFfn::kRelu;
+  lm->model.spec.act = FfnAct::kRelu;
   GgufWriter w;
   LlamaExportOptions opt;
   LlamaExportReport rep;

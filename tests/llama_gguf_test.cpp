@@ -180,11 +180,11 @@ std::vector<float> relu_logits(const LlamaModel& m, const KernelSet* k, int thre
 // every kernel table and thread count, the batched prefill too; the activation survives the export.
 // The tiny model made ReLU-gated, exported with `type` and loaded again.
 void open_relu(TinyModel& t, DType type, Opened* o) {
-  t.model.ffn = LlamaFfn::kRelu;
+  t.model.spec.act = FfnAct::kRelu;
   o->bytes = export_bytes(t.model, type);
   open_model(o);
   ASSERT_TRUE(o->status.ok()) << o->status.message();
-  ASSERT_EQ(o->model.ffn, LlamaFfn::kRelu);
+  ASSERT_EQ(o->model.spec.act, FfnAct::kRelu);
 }
 
 TEST(LlamaReluFfn, SparseEqualsDenseAndSkipsNeurons) {
@@ -211,7 +211,7 @@ TEST(LlamaReluFfn, SparseEqualsDenseAndSkipsNeurons) {
     }
   }
   // SwiGLU on the same weights gives other logits: the activation is really switched.
-  t.model.ffn = LlamaFfn::kSwiglu;
+  t.model.spec.act = FfnAct::kSilu;
   unsigned long long n = 0, l = 0;
   EXPECT_FALSE([&] {
     std::vector<uint8_t> mem(4 << 20);

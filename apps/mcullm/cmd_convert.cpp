@@ -127,7 +127,7 @@ int convert(const ConvertOptions& o) {
     if (!o.tokenizer.empty()) return report(tok_status);
     std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the GGUF will have no vocabulary\n", tok_status.message());
   }
-  if (lm->arch == "qwen2" && !lm->qwen2.ternary)
+  if (lm->arch == "qwen2" && !lm->model.spec.ternary)
     return report(Status::Error(Code::kUnsupported, "convert: a qwen2 model with dense linear layers is not converted "
                                 "(qwen2 files with ternary layers repack between i2_s, tl1 and tl2)"));
   const bool ternary_model = lm->arch == "bitnet-llama2c" || lm->arch == "bitnet" || lm->arch == "bitnet-25" || lm->arch == "qwen2";

@@ -24,9 +24,11 @@ Status MappedModel::init(Hal& hal, const char* partition) {
 }
 
 Status MappedModel::llama(const LlamaModel** out) const {
-  if (model_.arch != BoardArch::kLlama)
-    return Status::Error(Code::kUnsupported, "the cluster roles run llama images; this image is %s", board_arch_name(model_.arch));
-  *out = &model_.llama;
+  const BoardArch a = model_.arch;
+  if (a != BoardArch::kLlama && a != BoardArch::kBitnet && a != BoardArch::kBitnet25 && a != BoardArch::kQwen2)
+    return Status::Error(Code::kUnsupported, "the cluster roles run llama-family images; this image is %s",
+                         board_arch_name(model_.arch));
+  *out = &model_.transformer;
   return Status::Ok();
 }
 

@@ -15,7 +15,7 @@ class MappedModel {
   const BoardImage& image() const { return image_; }
   const BoardModel& model() const { return model_; }
   Arena& arena(Tier t) { return arenas_[static_cast<int>(t)]; }
-  // The llama model, for the cluster roles (other architectures are refused with a message).
+  // The llama-family model (llama, bitnet, bitnet-25, qwen2) for the cluster roles (others are refused).
   Status llama(const LlamaModel** out) const;
 
  private:

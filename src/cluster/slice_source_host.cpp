@@ -30,10 +30,10 @@ class Qwen2SliceInstance final : public SliceInstance {
 }  // namespace
 
 Qwen2Model SliceSource::qwen2_part(const SliceRange& r) const {
-  Qwen2Model m = lm_->qwen2;
+  Qwen2Model m = lm_->model;
   m.first_layer = r.first;
   m.end_layer = r.end;
-  m.layers = lm_->qwen2.layers + r.first;
+  m.layers = lm_->model.layers + r.first;
   m.has_embedding = r.master;
   m.has_head = r.master;
   return m;

@@ -12,9 +12,8 @@ Status bitnet_from_gguf(const GgufFile& f, Arena& arena, BitnetModel* model) {
   MC_TRY(gguf_expect_arch(f, kArch, 2, &which));
   const bool b25 = which == 1;
   *model = BitnetModel();
-  model->cfg.ffn = b25 ? BitnetFfn::kReluSqr : BitnetFfn::kSilu;
-  model->cfg.rope = b25 ? RopeStyle::kAdjacent : RopeStyle::kNeox;
-  LlamaConfig& c = model->cfg.base;
+  model->spec = bitnet_spec(b25);
+  LlamaConfig& c = model->cfg;
   MC_TRY(gguf_read_config(f, kArch[which], &c));
   MC_TRY(gguf_embedding_head(f, c.dim, arena, &model->tok_emb, &model->output, &model->tied_output, &model->out_norm));
   MC_TRY(arena.alloc_array(static_cast<size_t>(c.n_layers), TensorClass::kOther, &model->layers));

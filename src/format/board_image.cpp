@@ -33,6 +33,7 @@ const char* board_arch_name(BoardArch arch) {
     case BoardArch::kBitnet: return "bitnet";
     case BoardArch::kBitnet25: return "bitnet-25";
     case BoardArch::kPle: return "esp32ai-ple";
+    case BoardArch::kQwen2: return "qwen2";
   }
   return nullptr;
 }

@@ -38,7 +38,7 @@ constexpr size_t kBoardImageTableOffset = 192;
 constexpr size_t kBoardImageEntryBytes = 32;
 constexpr size_t kBoardImageCrcStart = 16;  // the CRC covers [16, total)
 
-enum class BoardArch : uint32_t { kLlama = 1, kBitLlama2c = 2, kBitnet = 3, kBitnet25 = 4, kPle = 5 };
+enum class BoardArch : uint32_t { kLlama = 1, kBitLlama2c = 2, kBitnet = 3, kBitnet25 = 4, kPle = 5, kQwen2 = 6 };
 const char* board_arch_name(BoardArch arch);  // nullptr for an unknown value
 
 // Tensor ids: a global role (< 16) or (layer << 8) | layer role (>= 16).
@@ -50,6 +50,7 @@ enum class BoardRole : uint32_t {
   kHeadRows = 7, kHeadCentroids = 8, kHeadTokenOfRow = 9, kHeadGroupStart = 10, kHeadRadius = 11, kHeadRowNormMax = 12,
   kAttnNorm = 16, kFfnNorm, kAttnSubNorm, kFfnSubNorm, kWq, kWk, kWv, kWo, kW1, kW2, kW3,
   kWqkv, kPleNorm, kPleGate, kPleProj,  // PLE: fused QKV, the per-layer gate's norm and matrices
+  kBq, kBk, kBv,                        // qwen2: the q, k and v biases
 };
 constexpr uint32_t kBoardScalesFlag = 0x80;  // roles stay below it
 inline uint32_t board_tensor_id(BoardRole role, int layer = 0) {
@@ -73,7 +74,7 @@ struct BoardImageConfig {
   uint32_t arch;  // BoardArch
   int32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
   float norm_eps, rope_theta;
-  uint8_t ffn;   // BitnetFfn (bitnet archs), LlamaFfn (llama), 0 otherwise
+  uint8_t ffn;   // 1: FfnAct kReluSqr (bitnet archs) / kRelu (llama); 0: kSilu
   uint8_t rope;  // RopeStyle (bitnet archs), 0 otherwise
   uint8_t tied;  // 1: the head is the token embedding (no kOutput tensor)
   uint8_t pad;

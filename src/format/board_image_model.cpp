@@ -146,36 +146,67 @@ LlamaConfig board_llama_config(const BoardImageConfig& c) {
 const LlamaConfig& BoardModel::cfg() const {
   switch (arch) {
     case BoardArch::kBitLlama2c: return bitllama2c.cfg;
-    case BoardArch::kBitnet:
-    case BoardArch::kBitnet25: return bitnet.cfg.base;
     case BoardArch::kPle: return ple_base;
-    case BoardArch::kLlama: break;
+    default: break;
   }
-  return llama.cfg;
+  return transformer.cfg;
+}
+
+// The llama family (model/transformer_runner.h): config.ffn 1 is ReLU for llama, ReLU^2 for the
+// bitnet archs; config.rope the RoPE style of the bitnet archs; qwen2's linear layers are ternary
+// or dense as layer 0's wq.
+static Status transformer_from_image(const BoardImage& img, const LlamaConfig& cfg, Arena& tables, BoardModel* out) {
+  const BoardImageConfig& ic = img.config();
+  TransformerModel& m = out->transformer;
+  m = TransformerModel();
+  m.cfg = cfg;
+  switch (out->arch) {
+    case BoardArch::kBitnet:
+    case BoardArch::kBitnet25:
+      m.spec = bitnet_spec(false);
+      m.spec.act = ic.ffn ? FfnAct::kReluSqr : FfnAct::kSilu;
+      m.spec.rope = static_cast<RopeStyle>(ic.rope);
+      break;
+    case BoardArch::kQwen2: {
+      const BoardImageTensor* wq = img.find(board_tensor_id(BoardRole::kWq, 0));
+      m.spec = qwen2_spec(wq && static_cast<DType>(wq->dtype) == DType::kI2_S);
+      break;
+    }
+    default: m.spec = llama_spec(ic.ffn ? FfnAct::kRelu : FfnAct::kSilu);  // ReLU runs dense here (no f32 down copy)
+  }
+  const int d = cfg.dim, h = cfg.hidden_dim, kv = cfg.kv_dim();
+  MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
+  MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
+  MC_TRY(head(img, m.tok_emb, &m.output, &m.tied_output));
+  MC_TRY(layer_table(tables, cfg.n_layers, &m.layers));
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    TransformerLayer& L = m.layers[l];
+    MC_TRY(vector(img, BoardRole::kAttnNorm, l, d, &L.attn_norm));
+    MC_TRY(vector(img, BoardRole::kFfnNorm, l, d, &L.ffn_norm));
+    if (m.spec.sub_norms) {
+      MC_TRY(vector(img, BoardRole::kAttnSubNorm, l, d, &L.attn_sub_norm));
+      MC_TRY(vector(img, BoardRole::kFfnSubNorm, l, h, &L.ffn_sub_norm));
+    }
+    if (m.spec.qkv_bias) {
+      MC_TRY(vector(img, BoardRole::kBq, l, d, &L.bq));
+      MC_TRY(vector(img, BoardRole::kBk, l, kv, &L.bk));
+      MC_TRY(vector(img, BoardRole::kBv, l, kv, &L.bv));
+    }
+    MC_TRY(layer_matrices(img, l, L));
+  }
+  return m.check_shapes();
 }
 
 static Status arch_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
   out->arch = img.arch();
   const LlamaConfig cfg = board_llama_config(img.config());
   MC_TRY(cfg.validate());
-  const int d = cfg.dim, h = cfg.hidden_dim;
+  const int d = cfg.dim;
   switch (out->arch) {
-    case BoardArch::kLlama: {
-      LlamaModel& m = out->llama;
-      m.cfg = cfg;
-      m.ffn = static_cast<LlamaFfn>(img.config().ffn);  // the ReLU FFN runs dense here (no f32 down copy)
-      MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
-      MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
-      MC_TRY(head(img, m.tok_emb, &m.output, &m.tied_output));
-      MC_TRY(layer_table(tables, cfg.n_layers, &m.layers));
-      for (int l = 0; l < cfg.n_layers; ++l) {
-        LlamaLayer& L = m.layers[l];
-        MC_TRY(vector(img, BoardRole::kAttnNorm, l, d, &L.attn_norm));
-        MC_TRY(vector(img, BoardRole::kFfnNorm, l, d, &L.ffn_norm));
-        MC_TRY(layer_matrices(img, l, L));
-      }
-      return m.check_shapes();
-    }
+    case BoardArch::kLlama:
+    case BoardArch::kBitnet:
+    case BoardArch::kBitnet25:
+    case BoardArch::kQwen2: return transformer_from_image(img, cfg, tables, out);
     case BoardArch::kBitLlama2c: {
       BitLlama2cModel& m = out->bitllama2c;
       m.cfg = cfg;
@@ -190,26 +221,6 @@ static Status arch_from_image(const BoardImage& img, Arena& tables, BoardModel* 
       }
       return m.check_shapes();
     }
-    case BoardArch::kBitnet:
-    case BoardArch::kBitnet25: {
-      BitnetModel& m = out->bitnet;
-      m.cfg.base = cfg;
-      m.cfg.ffn = static_cast<BitnetFfn>(img.config().ffn);
-      m.cfg.rope = static_cast<RopeStyle>(img.config().rope);
-      MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
-      MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
-      MC_TRY(head(img, m.tok_emb, &m.output, &m.tied_output));
-      MC_TRY(layer_table(tables, cfg.n_layers, &m.layers));
-      for (int l = 0; l < cfg.n_layers; ++l) {
-        BitnetLayer& L = m.layers[l];
-        MC_TRY(vector(img, BoardRole::kAttnNorm, l, d, &L.attn_norm));
-        MC_TRY(vector(img, BoardRole::kAttnSubNorm, l, d, &L.attn_sub_norm));
-        MC_TRY(vector(img, BoardRole::kFfnNorm, l, d, &L.ffn_norm));
-        MC_TRY(vector(img, BoardRole::kFfnSubNorm, l, h, &L.ffn_sub_norm));
-        MC_TRY(layer_matrices(img, l, L));
-      }
-      return m.check_shapes();
-    }
     case BoardArch::kPle: return ple_from_image(img, cfg, tables, out);
   }
   return Status::Error(Code::kUnsupported, "board image: unknown architecture");
@@ -219,17 +230,15 @@ Status BoardDecoder::init(const BoardModel& model, int ctx_len, Arena& work, Thr
   active_ = nullptr;
   switch (model.arch) {
     case BoardArch::kLlama:
-      MC_TRY(llama_.init(&model.llama, ctx_len, work, pool, kernels));
-      active_ = &llama_;
+    case BoardArch::kBitnet:
+    case BoardArch::kBitnet25:
+    case BoardArch::kQwen2:
+      MC_TRY(transformer_.init(&model.transformer, ctx_len, work, pool, kernels));
+      active_ = &transformer_;
       break;
     case BoardArch::kBitLlama2c:
       MC_TRY(bitllama2c_.init(&model.bitllama2c, ctx_len, work, pool, kernels));
       active_ = &bitllama2c_;
-      break;
-    case BoardArch::kBitnet:
-    case BoardArch::kBitnet25:
-      MC_TRY(bitnet_.init(&model.bitnet, ctx_len, work, pool, kernels));
-      active_ = &bitnet_;
       break;
     case BoardArch::kPle:
       MC_TRY(ple_.init(&model.ple, ctx_len, work, pool, kernels, false));
@@ -270,7 +279,7 @@ Status int_table(const BoardImage& img, BoardRole role, uint32_t n, int limit, A
 
 Status head_groups_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
   if (!img.find(board_tensor_id(BoardRole::kHeadRows))) return Status::Ok();
-  const MatRef* head = out->arch == BoardArch::kLlama ? &out->llama.output : out->arch == BoardArch::kPle ? &out->ple.output : nullptr;
+  const MatRef* head = out->arch == BoardArch::kLlama ? &out->transformer.output : out->arch == BoardArch::kPle ? &out->ple.output : nullptr;
   if (!head) return Status::Error(Code::kUnsupported, "board image: head groups are read for llama and PLE models");
   VocabHead& h = out->head_groups;
   MC_TRY(matrix(img, BoardRole::kHeadRows, 0, &h.rows));

@@ -10,6 +10,7 @@
 #include "model/bitnet_llama2c.h"
 #include "model/decoder.h"
 #include "model/llama.h"
+#include "model/qwen2.h"
 #include "model/ple.h"
 #include "model/vocab_head.h"
 
@@ -17,9 +18,8 @@ namespace mcullm {
 
 struct BoardModel {
   BoardArch arch = BoardArch::kLlama;
-  LlamaModel llama;             // arch kLlama
+  TransformerModel transformer; // the llama family: arch kLlama, kBitnet, kBitnet25, kQwen2
   BitLlama2cModel bitllama2c;   // arch kBitLlama2c
-  BitnetModel bitnet;           // arch kBitnet / kBitnet25
   PleModel ple;                 // arch kPle (int8 activations, as `mcullm run` by default)
   LlamaConfig ple_base;         // ple.cfg.base()
   VocabHead head_groups;        // the head's groups when the image stores them (llama, PLE)
@@ -42,9 +42,8 @@ class BoardDecoder {
   Decoder& decoder() { return *active_; }
 
  private:
-  LlamaContext llama_;
+  TransformerContext transformer_;
   BitLlama2cContext bitllama2c_;
-  BitnetContext bitnet_;
   PleContext ple_;
   Decoder* active_ = nullptr;
 };

@@ -6,12 +6,15 @@ Status llama_from_gguf(const GgufFile& f, Arena& arena, LlamaModel* model) {
   static const char* const kArch[] = {"llama"};
   MC_TRY(gguf_expect_arch(f, kArch, 1, nullptr));
   *model = LlamaModel();
+  model->spec = llama_spec();
   LlamaConfig& c = model->cfg;
   MC_TRY(gguf_read_config(f, "llama", &c));
   if (f.find_kv(kLlamaFfnKey)) {
     GgufStr act{"", 0};
     MC_TRY(f.get_string(kLlamaFfnKey, &act));
-    if (!parse_llama_ffn(act.data, act.size, &model->ffn))
+    if (act.equals("relu"))
+      model->spec.act = FfnAct::kRelu;
+    else if (!act.equals("silu") && !act.equals("swiglu"))
       return Status::Error(Code::kUnsupported, "%s \"%.*s\": only relu and silu FFNs exist", kLlamaFfnKey,
                            act.size > 32 ? 32 : static_cast<int>(act.size), act.data);
   }

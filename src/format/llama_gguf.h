@@ -8,7 +8,7 @@
 
 namespace mcullm {
 
-// The FFN activation (model/llama.h LlamaFfn): "relu" or "silu"; absent: SwiGLU. A ReLU model
+// The FFN activation (FfnAct): "relu" or "silu"; absent: SwiGLU. A ReLU model
 // whose down matrices are f32 gets their transposed copies in `arena` (the sparse FFN).
 constexpr const char* kLlamaFfnKey = "mcullm.ffn_activation";
 

@@ -90,7 +90,7 @@ Status export_llama_gguf(const LlamaModel& model, const Llama2cTokenizer* tok, c
   w->set_f32("llama.rope.freq_base", c.rope_theta);
   w->set_u32("llama.vocab_size", static_cast<uint32_t>(c.vocab_size));
   w->set_string("mcullm.weight_type", dtype_info(opt.weight_type)->name);
-  if (model.ffn != LlamaFfn::kSwiglu) w->set_string(kLlamaFfnKey, llama_ffn_name(model.ffn));
+  if (model.spec.act == FfnAct::kRelu) w->set_string(kLlamaFfnKey, "relu");
   if (!opt.source.empty()) w->set_string("mcullm.source", opt.source);
 
   if (tok) MC_TRY(add_llama_vocab(w, *tok, c.vocab_size));

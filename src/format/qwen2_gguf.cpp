@@ -56,7 +56,7 @@ Status qwen2_part_from_gguf(const GgufFile& f, Arena& arena, int first, int end,
   }
   // The kind of the linear layers: that of the first held layer's wq (check_shapes wants them all alike).
   const DType t0 = n > 0 ? model->layers[0].wq.type : DType::kI2_S;
-  model->ternary = t0 == DType::kI2_S || t0 == DType::kTL1 || t0 == DType::kTL2;
+  model->spec = qwen2_spec(t0 == DType::kI2_S || t0 == DType::kTL1 || t0 == DType::kTL2);
   return model->check_shapes();
 }
 

@@ -169,37 +169,33 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
     c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.dim);
     for (int l = 0; l < b.cfg.n_layers; ++l) c.layer_mats(b.layers[l], l);
-  } else if (m.arch == "bitnet" || m.arch == "bitnet-25") {
-    const BitnetModel& b = m.bitnet_gguf;
+  } else if (m.arch == "llama" || m.arch == "bitnet" || m.arch == "bitnet-25" || m.arch == "qwen2") {
+    const TransformerModel& b = m.model;
     MC_TRY(b.check_shapes());
     tied = b.tied_output;
-    fill_config(b.cfg.base, m.arch == "bitnet" ? BoardArch::kBitnet : BoardArch::kBitnet25, tied, &cfg);
-    cfg.ffn = static_cast<uint8_t>(b.cfg.ffn);
-    cfg.rope = static_cast<uint8_t>(b.cfg.rope);
-    c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
-    if (!tied) c.mat(BoardRole::kOutput, 0, b.output, TensorClass::kHead);
-    c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.base.dim);
-    for (int l = 0; l < b.cfg.base.n_layers; ++l) {
-      const BitnetLayer& L = b.layers[l];
-      c.vec(BoardRole::kAttnNorm, l, L.attn_norm, b.cfg.base.dim);
-      c.vec(BoardRole::kAttnSubNorm, l, L.attn_sub_norm, b.cfg.base.dim);
-      c.vec(BoardRole::kFfnNorm, l, L.ffn_norm, b.cfg.base.dim);
-      c.vec(BoardRole::kFfnSubNorm, l, L.ffn_sub_norm, b.cfg.base.hidden_dim);
-      c.layer_mats(L, l);
-    }
-  } else if (m.arch == "llama") {
-    const LlamaModel& b = m.model;
-    MC_TRY(b.check_shapes());
-    tied = b.tied_output;
-    fill_config(b.cfg, BoardArch::kLlama, tied, &cfg);
-    cfg.ffn = static_cast<uint8_t>(b.ffn);
+    const BoardArch arch = m.arch == "llama"    ? BoardArch::kLlama
+                           : m.arch == "qwen2"  ? BoardArch::kQwen2
+                           : m.arch == "bitnet" ? BoardArch::kBitnet
+                                                : BoardArch::kBitnet25;
+    fill_config(b.cfg, arch, tied, &cfg);
+    cfg.ffn = b.spec.act == FfnAct::kRelu || b.spec.act == FfnAct::kReluSqr ? 1 : 0;
+    if (b.spec.sub_norms) cfg.rope = static_cast<uint8_t>(b.spec.rope);  // the bitnet archs say theirs
     c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
     if (!tied) c.mat(BoardRole::kOutput, 0, b.output, TensorClass::kHead);
     c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.dim);
+    const int d = b.cfg.dim, kv = b.cfg.kv_dim();
     for (int l = 0; l < b.cfg.n_layers; ++l) {
-      c.vec(BoardRole::kAttnNorm, l, b.layers[l].attn_norm, b.cfg.dim);
-      c.vec(BoardRole::kFfnNorm, l, b.layers[l].ffn_norm, b.cfg.dim);
-      c.layer_mats(b.layers[l], l);
+      const TransformerLayer& L = b.layers[l];
+      c.vec(BoardRole::kAttnNorm, l, L.attn_norm, d);
+      if (b.spec.sub_norms) c.vec(BoardRole::kAttnSubNorm, l, L.attn_sub_norm, d);
+      c.vec(BoardRole::kFfnNorm, l, L.ffn_norm, d);
+      if (b.spec.sub_norms) c.vec(BoardRole::kFfnSubNorm, l, L.ffn_sub_norm, b.cfg.hidden_dim);
+      if (b.spec.qkv_bias) {
+        c.vec(BoardRole::kBq, l, L.bq, d);
+        c.vec(BoardRole::kBk, l, L.bk, kv);
+        c.vec(BoardRole::kBv, l, L.bv, kv);
+      }
+      c.layer_mats(L, l);
     }
   } else if (m.arch == "ple") {
     const PleModel& b = m.ple;

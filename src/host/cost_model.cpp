@@ -149,15 +149,19 @@ struct Builder {
 
 Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
   b->f32_act = m.f32_activations;
-  if (m.arch == "llama") {
-    const LlamaModel& x = m.model;
+  if (m.arch == "llama" || m.arch == "bitnet" || m.arch == "bitnet-25" || m.arch == "qwen2") {
+    const TransformerModel& x = m.model;
     MC_TRY(x.check_shapes());
     *cfg = x.cfg;
-    b->embedding_and_head(x.tied_output, x.tok_emb, x.output, x.cfg.vocab_size);
-    b->norm("out_norm", x.cfg.dim);
-    for (int l = 0; l < x.cfg.n_layers; ++l) {
-      b->norm("layer" + std::to_string(l) + ".attn_norm", x.cfg.dim);
-      b->norm("layer" + std::to_string(l) + ".ffn_norm", x.cfg.dim);
+    b->embedding_and_head(x.tied_output, x.tok_emb, x.output, cfg->vocab_size);
+    b->norm("out_norm", cfg->dim);
+    for (int l = 0; l < cfg->n_layers; ++l) {
+      const std::string p = "layer" + std::to_string(l) + ".";
+      b->norm(p + "attn_norm", cfg->dim);
+      if (x.spec.sub_norms) b->norm(p + "attn_sub_norm", cfg->dim);
+      b->norm(p + "ffn_norm", cfg->dim);
+      if (x.spec.sub_norms) b->norm(p + "ffn_sub_norm", cfg->hidden_dim);
+      if (x.spec.qkv_bias) b->norm(p + "qkv_bias", cfg->dim + 2 * cfg->kv_dim());  // read like norms: f32 vectors
       b->layer(x.layers[l], l);
     }
   } else if (m.arch == "bitnet-llama2c") {
@@ -167,33 +171,6 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
     b->tied("tok_emb", x.tok_emb, x.cfg.vocab_size);
     b->norm("out_norm", x.cfg.dim);
     for (int l = 0; l < x.cfg.n_layers; ++l) b->layer(x.layers[l], l);
-  } else if (m.arch == "bitnet" || m.arch == "bitnet-25") {
-    const BitnetModel& x = m.bitnet_gguf;
-    MC_TRY(x.check_shapes());
-    *cfg = x.cfg.base;
-    b->embedding_and_head(x.tied_output, x.tok_emb, x.output, cfg->vocab_size);
-    b->norm("out_norm", cfg->dim);
-    for (int l = 0; l < cfg->n_layers; ++l) {
-      const std::string p = "layer" + std::to_string(l) + ".";
-      b->norm(p + "attn_norm", cfg->dim);
-      b->norm(p + "attn_sub_norm", cfg->dim);
-      b->norm(p + "ffn_norm", cfg->dim);
-      b->norm(p + "ffn_sub_norm", cfg->hidden_dim);
-      b->layer(x.layers[l], l);
-    }
-  } else if (m.arch == "qwen2") {
-    const Qwen2Model& x = m.qwen2;
-    MC_TRY(x.check_shapes());
-    *cfg = x.cfg;
-    b->embedding_and_head(x.tied_output, x.tok_emb, x.output, cfg->vocab_size);
-    b->norm("out_norm", cfg->dim);
-    for (int l = 0; l < cfg->n_layers; ++l) {
-      const std::string p = "layer" + std::to_string(l) + ".";
-      b->norm(p + "attn_norm", cfg->dim);
-      b->norm(p + "ffn_norm", cfg->dim);
-      b->norm(p + "qkv_bias", cfg->dim + 2 * cfg->kv_dim());  // read like norms: f32 vectors
-      b->layer(x.layers[l], l);
-    }
   } else if (m.arch == "ple") {
     const PleModel& x = m.ple;
     MC_TRY(x.check_shapes());

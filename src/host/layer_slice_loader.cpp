@@ -60,7 +60,7 @@ uint64_t layer_slice_hash(const Qwen2Model& m) {
   const LlamaConfig& c = m.cfg;
   uint64_t h = fnv(kFnvOffset, "qwen2", 5);
   for (int v : {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len, m.first_layer,
-                m.end_layer, m.has_embedding ? 1 : 0, m.has_head ? 1 : 0, m.ternary ? 1 : 0})
+                m.end_layer, m.has_embedding ? 1 : 0, m.has_head ? 1 : 0, m.spec.ternary ? 1 : 0})
     h = fnv_value<int32_t>(h, v);
   h = fnv_value(h, c.norm_eps);
   h = fnv_value(h, c.rope_theta);

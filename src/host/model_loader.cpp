@@ -154,12 +154,10 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
       if (st.ok()) set_ple(m.get(), opt);
     } else if (st.ok() && bitnet_gguf_arch(arch)) {
       m->arch = std::string(arch.data, arch.size);
-      st = bitnet_from_gguf(m->gguf, m->tables, &m->bitnet_gguf);
-      m->model.cfg = m->bitnet_gguf.cfg.base;
+      st = bitnet_from_gguf(m->gguf, m->tables, &m->model);
     } else if (st.ok() && arch.equals(kQwen2Arch)) {
       m->arch = kQwen2Arch;
-      st = qwen2_from_gguf(m->gguf, m->tables, &m->qwen2);
-      m->model.cfg = m->qwen2.cfg;
+      st = qwen2_from_gguf(m->gguf, m->tables, &m->model);
     } else if (st.ok()) {
       st = llama_from_gguf(m->gguf, m->tables, &m->model);
     }
@@ -220,21 +218,7 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
     out->decoder = ple;
     return Status::Ok();
   }
-  if (m.arch == "bitnet" || m.arch == "bitnet-25") {
-    auto bit = std::make_shared<BitnetContext>();
-    MC_TRY(bit->init(&m.bitnet_gguf, ctx_len, out->work, pool, kernels, m.kv));
-    MC_TRY(bit->enable_batch(kPrefillBatch, out->work));
-    out->decoder = bit;
-    return Status::Ok();
-  }
-  if (m.arch == "qwen2") {
-    auto q = std::make_shared<Qwen2Context>();
-    MC_TRY(q->init(&m.qwen2, ctx_len, out->work, pool, kernels, m.kv));
-    MC_TRY(q->enable_batch(kPrefillBatch, out->work));
-    out->decoder = q;
-    return Status::Ok();
-  }
-  auto ctx = std::make_shared<LlamaContext>();
+  auto ctx = std::make_shared<TransformerContext>();  // the llama family
   MC_TRY(ctx->init(&m.model, ctx_len, out->work, pool, kernels, m.kv));
   MC_TRY(ctx->enable_batch(kPrefillBatch, out->work));
   out->decoder = ctx;
@@ -352,9 +336,8 @@ void for_each_tl_in(const Layer* layers, int n_layers, Fn fn) {
 // Every tl1 / tl2 matrix of a BitNet or bitllama2.c model.
 template <class Fn>
 void for_each_tl(const LoadedModel& m, Fn fn) {
-  if (m.arch == "bitnet" || m.arch == "bitnet-25") for_each_tl_in(m.bitnet_gguf.layers, m.bitnet_gguf.cfg.base.n_layers, fn);
   if (m.arch == "bitnet-llama2c") for_each_tl_in(m.bitnet.layers, m.bitnet.cfg.n_layers, fn);
-  if (m.arch == "qwen2") for_each_tl_in(m.qwen2.layers, m.qwen2.end_layer - m.qwen2.first_layer, fn);
+  if (m.arch != "bitnet-llama2c" && m.arch != "ple") for_each_tl_in(m.model.layers, m.model.end() - m.model.first_layer, fn);
 }
 }  // namespace
 

@@ -25,19 +25,17 @@ struct LoadedModel {
   std::string path;
   std::string format;  // "esp32-ai v0" / "esp32-ai v1", "gguf", "llama2.c legacy", "llama2.c ak42 v1", "llama2.c ak42 v2",
                        // "bitllama2.c ternary (msb)" / "(lsb)" (+ ", detected" when auto-detected)
-  std::string arch = "llama";  // "llama", "bitnet-llama2c" (the BitLinear model in `bitnet`), or
-                               // "bitnet" / "bitnet-25" (llama.cpp's BitNet b1.58 GGUF, in `bitnet_gguf`),
-                               // "ple" (esp32-ai's per-layer-embedding model, in `ple`), "qwen2" (in `qwen2`)
+  std::string arch = "llama";  // the llama family "llama", "bitnet" / "bitnet-25" (llama.cpp's BitNet b1.58
+                               // GGUF), "qwen2" (all in `model`); "bitnet-llama2c" (the BitLinear model in
+                               // `bitnet`), "ple" (esp32-ai's per-layer-embedding model, in `ple`)
   MappedFile file;
   std::unique_ptr<uint8_t[]> table_memory;  // backs `tables`
   Arena tables;                             // tensor tables, expanded weights, GGUF indexes
   GgufFile gguf;                            // valid when format == "gguf"
-  LlamaModel model;                         // arch "llama"; for other archs only model.cfg is set
+  TransformerModel model;                   // the llama family; for other archs only model.cfg is set
   BitLlama2cModel bitnet;                   // arch "bitnet-llama2c"
-  BitnetModel bitnet_gguf;                  // arch "bitnet" / "bitnet-25"
   TernaryLayout bit_order = TernaryLayout::kBitllama2cMsb;  // of a bitllama2.c file
   PleModel ple;                             // arch "ple" (esp32-ai format v0 / v1)
-  Qwen2Model qwen2;                         // arch "qwen2"
   bool f32_activations = false;             // arch "ple": f32 matvec inputs, as esp32-ai's C core
   KvType kv = KvType::kF32;                 // the KV cache make_decoder gives every architecture
   VocabHead head_groups;                    // the head's groups when the GGUF stores them (mcullm head --write)

@@ -6,52 +6,6 @@
 
 namespace mcullm {
 
-Status check_slice_range(const LlamaConfig& c, const SliceRange& r) {
-  if (r.first < 0 || r.end < r.first || r.end > c.n_layers)
-    return Status::Error(Code::kInvalidArgument, "layers %d:%d are not a range inside the model's %d layers", r.first, r.end,
-                         c.n_layers);
-  if (r.first == r.end && !r.master) return Status::Error(Code::kInvalidArgument, "the slice %d:%d has no layers", r.first, r.end);
-  return Status::Ok();
-}
-
-Status LlamaSlice::init(const LlamaModel* model, const SliceRange& range, int ctx_len, Arena& arena, ThreadPool* pool,
-                        const KernelSet* kernels, KvType kv) {
-  MC_TRY(model->check_shapes());
-  MC_TRY(check_slice_range(model->cfg, range));
-  LlamaConfig cache_cfg = model->cfg;
-  cache_cfg.n_layers = range.end - range.first;  // the KV cache of this range only
-  MC_TRY(s_.init(cache_cfg, ctx_len, arena, kv));
-  model_ = model;
-  range_ = range;
-  pool_ = pool;
-  kernels_ = kernels;
-  return Status::Ok();
-}
-
-Status LlamaSlice::embed(int token, float* hidden) {
-  if (!range_.master) return Status::Error(Code::kInvalidArgument, "this slice has no embedding");
-  MC_TRY(check_token_pos(model_->cfg, s_.ctx_len, token, 0));
-  return llama_embed(*model_, token, hidden);
-}
-
-Status LlamaSlice::run_layers(float* hidden, int pos) {
-  if (pos < 0 || pos >= s_.ctx_len)
-    return Status::Error(Code::kOutOfRange, "position %d is outside the context of %d", pos, s_.ctx_len);
-  const size_t bytes = static_cast<size_t>(model_->cfg.dim) * sizeof(float);
-  memcpy(s_.x, hidden, bytes);
-  llama_layers(*model_, *pool_, *kernels_, s_, range_.first, range_.end, pos);
-  memcpy(hidden, s_.x, bytes);
-  return Status::Ok();
-}
-
-Status LlamaSlice::head(const float* hidden, const float** logits) {
-  if (!range_.master) return Status::Error(Code::kInvalidArgument, "this slice has no head");
-  memcpy(s_.x, hidden, static_cast<size_t>(model_->cfg.dim) * sizeof(float));
-  llama_head(*model_, *pool_, *kernels_, s_);
-  *logits = s_.logits;
-  return Status::Ok();
-}
-
 size_t llama_slice_work_bytes(const LlamaConfig& c, const SliceRange& r, int ctx_len, KvType kv) {
   if (ctx_len <= 0) ctx_len = c.seq_len;
   LlamaConfig cache_cfg = c;
@@ -101,9 +55,11 @@ uint64_t llama_slice_hash(const LlamaModel& m, const SliceRange& r) {
   f.f32(c.norm_eps);
   f.f32(c.rope_theta);
   for (int l = r.first; l < r.end; ++l) {
-    const LlamaLayer& L = m.layers[l];
+    const LlamaLayer& L = m.layer(l);
     f.floats(L.attn_norm, c.dim);
     f.floats(L.ffn_norm, c.dim);
+    if (m.spec.sub_norms) f.floats(L.attn_sub_norm, c.dim), f.floats(L.ffn_sub_norm, c.hidden_dim);
+    if (m.spec.qkv_bias) f.floats(L.bq, c.dim), f.floats(L.bk, c.kv_dim()), f.floats(L.bv, c.kv_dim());
     const MatRef* mats[] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3};
     for (const MatRef* mat : mats) f.matrix(*mat);
   }

@@ -427,13 +427,6 @@ void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const
   }
 }
 
-Status check_batch(const LlamaConfig& c, const DecoderState& s, const BatchState& b, const int* tokens, int n, int pos0) {
-  if (n < 1 || n > (b.cap > 0 ? b.cap : 1))
-    return Status::Error(Code::kInvalidArgument, "a batch of %d tokens (this decoder takes 1..%d)", n, b.cap);
-  for (int i = 0; i < n; ++i) MC_TRY(check_token_pos(c, s.ctx_len, tokens[i], pos0 + i));
-  return Status::Ok();
-}
-
 void rope_batch(const LlamaConfig& c, DecoderState& s, BatchState& b, int layer, int pos0, int n, RopeStyle style) {
   const int hs = c.head_dim();
   for (int i = 0; i < n; ++i) {

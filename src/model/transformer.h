@@ -152,10 +152,8 @@ void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const
                        const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
                        BatchState& b);
 
-// Batched prefill pieces shared by the architectures: check the tokens and positions of a batch;
-// rotate the n queries (b.q) and the n new keys of `layer` (positions pos0..) by their positions'
+// Batched prefill pieces shared by the architectures: rotate the n queries (b.q) and the n new keys of `layer` (positions pos0..) by their positions'
 // angles; the final RMSNorm of b.x and the head into b.logits.
-Status check_batch(const LlamaConfig& c, const DecoderState& s, const BatchState& b, const int* tokens, int n, int pos0);
 void rope_batch(const LlamaConfig& c, DecoderState& s, BatchState& b, int layer, int pos0, int n, RopeStyle style);
 void head_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, const float* out_norm, const MatRef& output,
                 BatchState& b, int n);

@@ -1,0 +1,375 @@
+#include "model/transformer_runner.h"
+
+#include "kernels/ref/dot_order.h"
+#include "model/sparse_ffn.h"
+#include "quant/blocks.h"
+
+namespace mcullm {
+
+namespace {
+
+bool is_ternary_type(const MatRef& m) { return m.type == DType::kI2_S || m.type == DType::kTL1 || m.type == DType::kTL2; }
+
+Status check_vector(const float* v, const char* what, int layer) {
+  if (!v) return Status::Error(Code::kNotFound, "%s of layer %d is missing", what, layer);
+  return Status::Ok();
+}
+
+void add_bias(float* x, const float* b, int n) {
+  for (int i = 0; i < n; ++i) x[i] += b[i];
+}
+
+int act_block(const MatRef& m) {
+  const DTypeInfo* info = dtype_info(m.type);
+  return info ? info->act_block : 0;
+}
+
+}  // namespace
+
+Status TransformerModel::check_shapes() const {
+  const LlamaConfig& c = cfg;
+  MC_TRY(c.validate());
+  if (spec.act != FfnAct::kSilu && spec.act != FfnAct::kRelu && spec.act != FfnAct::kReluSqr)
+    return Status::Error(Code::kUnsupported, "unknown FFN activation");
+  if (spec.rope != RopeStyle::kNeox && spec.rope != RopeStyle::kAdjacent)
+    return Status::Error(Code::kUnsupported, "unknown RoPE style");
+  if (first_layer < 0 || end() < first_layer || end() > c.n_layers)
+    return Status::Error(Code::kInvalidArgument, "layer range [%d, %d) is not inside the model's %d layers", first_layer,
+                         end(), c.n_layers);
+  const int d = c.dim, kv = c.kv_dim(), h = c.hidden_dim;
+  if (has_embedding) MC_TRY(check_dense_matrix(tok_emb, "token embedding", -1, c.vocab_size, d));
+  if (has_head) {
+    MC_TRY(check_dense_matrix(output, "output head", -1, c.vocab_size, d));
+    if (!out_norm) return Status::Error(Code::kNotFound, "final norm is missing");
+  }
+  if (end() > first_layer && !layers) return Status::Error(Code::kNotFound, "layers are missing");
+  for (int l = first_layer; l < end(); ++l) {
+    const TransformerLayer& L = layer(l);
+    MC_TRY(check_vector(L.attn_norm, "attn_norm", l));
+    MC_TRY(check_vector(L.ffn_norm, "ffn_norm", l));
+    if (spec.sub_norms) {
+      MC_TRY(check_vector(L.attn_sub_norm, "attn_sub_norm", l));
+      MC_TRY(check_vector(L.ffn_sub_norm, "ffn_sub_norm", l));
+    }
+    if (spec.qkv_bias) {
+      MC_TRY(check_vector(L.bq, "attn_q bias", l));
+      MC_TRY(check_vector(L.bk, "attn_k bias", l));
+      MC_TRY(check_vector(L.bv, "attn_v bias", l));
+    }
+    const MatRef* mats[7] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3};
+    const char* names[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_down", "ffn_up"};
+    const int rows[7] = {d, kv, kv, d, h, d, h};
+    const int cols[7] = {d, d, d, d, d, h, d};
+    for (int i = 0; i < 7; ++i) {
+      if (spec.ternary) {
+        MC_TRY(check_ternary_matrix(*mats[i], names[i], l, rows[i], cols[i]));
+      } else {
+        if (is_ternary_type(*mats[i]))
+          return Status::Error(Code::kUnsupported, "%s (layer %d) is ternary and the other linear layers dense", names[i], l);
+        MC_TRY(check_matrix(*mats[i], names[i], l, rows[i], cols[i]));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status build_sparse_ffn(TransformerModel* m, Arena& arena) {
+  if (m->spec.act != FfnAct::kRelu || m->spec.ternary) return Status::Ok();
+  const int dim = m->cfg.dim, hidden = m->cfg.hidden_dim;
+  for (int l = m->first_layer; l < m->end(); ++l) {
+    TransformerLayer& L = m->layers[l - m->first_layer];
+    // The sparse FFN reads gate and up with one quantized input, and the down rows as f32.
+    if (L.w2.type != DType::kF32 || L.w1.type != L.w3.type || L.w2.rows != dim || L.w2.cols != hidden) continue;
+    float* t = nullptr;
+    MC_TRY(arena.alloc_array(static_cast<size_t>(dim) * static_cast<size_t>(hidden), TensorClass::kFfn, &t));
+    for (int d = 0; d < dim; ++d) {
+      const float* row = reinterpret_cast<const float*>(L.w2.row(d));
+      for (int i = 0; i < hidden; ++i) t[static_cast<size_t>(i) * dim + d] = row[i];
+    }
+    L.w2_t = t;
+  }
+  return Status::Ok();
+}
+
+// ---- TransformerRunner ----
+
+Status TransformerRunner::init(const TransformerModel* model, int first, int end, bool master, int ctx_len, Arena& arena,
+                               ThreadPool* pool, const KernelSet* kernels, KvType kv) {
+  MC_TRY(model->check_shapes());
+  if (first < model->first_layer || end > model->end() || first > end)
+    return Status::Error(Code::kInvalidArgument, "layers [%d, %d) are not held (this part holds [%d, %d))", first, end,
+                         model->first_layer, model->end());
+  cache_cfg_ = model->cfg;
+  cache_cfg_.n_layers = end - first;
+  MC_TRY(s_.init(cache_cfg_, ctx_len, arena, kv));
+  const TransformerLayer* held = end > first ? &model->layer(first) : nullptr;
+  MC_TRY(tl_lut_buffer_for_layers(held, end - first, 1, arena, &lut_));
+  bool sparse = false;
+  for (int l = first; l < end; ++l) sparse = sparse || model->layer(l).w2_t;
+  if (model->spec.act == FfnAct::kRelu && sparse) {
+    const TensorClass act = TensorClass::kActivations;
+    MC_TRY(arena.alloc_array(static_cast<size_t>(model->cfg.dim) * kF32Lanes, act, &ffn_lanes_));
+    MC_TRY(arena.alloc_array(static_cast<size_t>(model->cfg.hidden_dim), act, &ffn_h_));
+    MC_TRY(arena.alloc_array(static_cast<size_t>(model->cfg.dim), act, &ffn_y_));
+  }
+  model_ = model;
+  first_ = first;
+  end_ = end;
+  master_ = master;
+  pool_ = pool;
+  kernels_ = kernels;
+  return Status::Ok();
+}
+
+Status TransformerRunner::enable_batch(int cap, Arena& arena) {
+  MC_TRY(b_.init(model_->cfg, cap, arena));
+  MC_TRY(s_.reserve_stage(cap, arena));
+  const TransformerLayer* held = end_ > first_ ? &model_->layer(first_) : nullptr;
+  return tl_lut_buffer_for_layers(held, end_ - first_, cap, arena, &lut_batch_);
+}
+
+bool TransformerRunner::ffn_counts(unsigned long long* neurons, unsigned long long* live) const {
+  if (model_->spec.act != FfnAct::kRelu) return false;
+  *neurons = neurons_;
+  *live = live_;
+  return true;
+}
+
+void TransformerRunner::linear(const MatRef* const* mats, float* const* outs, const size_t* strides, int count,
+                               const float* x, size_t x_stride, int n_vals, int n) {
+  const bool ternary = model_->spec.ternary;
+  if (n == 1 && ternary) {
+    run_ternary_matvecs(*pool_, *kernels_, mats, outs, count, x, n_vals, s_, lut_);
+  } else if (n == 1) {
+    run_dense_matvecs(*pool_, *kernels_, mats, outs, count, x, n_vals, s_.act_q, s_.act_scales);
+  } else if (ternary) {
+    run_ternary_matmats(*pool_, *kernels_, mats, outs, strides, count, x, x_stride, n_vals, n, b_, &lut_batch_);
+  } else {
+    run_dense_matmats(*pool_, *kernels_, mats, outs, strides, count, x, x_stride, n_vals, n, b_);
+  }
+}
+
+Status TransformerRunner::embed(const int* tokens, int n) {
+  const TransformerModel& m = *model_;
+  if (!has_embedding()) return Status::Error(Code::kInvalidArgument, "this slice holds no token embedding");
+  if (n < 1 || n > max_batch())
+    return Status::Error(Code::kInvalidArgument, "a batch of %d tokens (this decoder takes 1..%d)", n, max_batch());
+  const size_t D = static_cast<size_t>(m.cfg.dim);
+  for (int i = 0; i < n; ++i) {
+    MC_TRY(check_token_pos(m.cfg, s_.ctx_len, tokens[i], 0));
+    if (!dequantize_row_any(m.tok_emb.type, m.tok_emb.row(tokens[i]), x(n) + i * D, m.cfg.dim))
+      return Status::Error(Code::kUnsupported, "token embedding type %u", static_cast<unsigned>(m.tok_emb.type));
+  }
+  return Status::Ok();
+}
+
+void TransformerRunner::activate(float* g, const float* u) {
+  const int hidden = model_->cfg.hidden_dim;
+  switch (model_->spec.act) {
+    case FfnAct::kSilu: kernels_->silu_mul(g, u, hidden); return;
+    case FfnAct::kRelu:
+      neurons_ += static_cast<unsigned long long>(hidden);
+      live_ += static_cast<unsigned long long>(relu_mul(g, u, g, hidden));
+      return;
+    case FfnAct::kReluSqr:
+      for (int i = 0; i < hidden; ++i) {
+        const float v = g[i] > 0.0f ? g[i] : 0.0f;
+        g[i] = (v * v) * u[i];
+      }
+      return;
+  }
+}
+
+bool TransformerRunner::sparse_ffn(const TransformerLayer& L) {
+  if (model_->spec.act != FfnAct::kRelu || !sparse_on_ || !ffn_lanes_ || !L.w2_t) return false;
+  const int dim = model_->cfg.dim;
+  ActVec act;
+  act.f = s_.xb;
+  if (const int block = act_block(L.w1); block > 0) {
+    quantize_activations(s_.xb, dim, block, s_.act_q, s_.act_scales);
+    act.q = s_.act_q;
+    act.scales = s_.act_scales;
+    act.block = block;
+  }
+  const ReluFfn f{L.w1, L.w3, L.w2, L.w2_t};
+  FfnStats st;
+  ffn_relu_sparse(*kernels_, f, act, s_.hb, s_.hb2, ffn_h_, ffn_y_, ffn_lanes_, &st);
+  neurons_ += static_cast<unsigned long long>(st.neurons);
+  live_ += static_cast<unsigned long long>(st.live);
+  for (int i = 0; i < dim; ++i) s_.x[i] += ffn_y_[i];
+  return true;
+}
+
+// The one layer loop: n = 1 on the single-token buffers (matvecs, one rope_angles per call), n > 1
+// on the batch buffers (matmats); per column the same float operations in the same order.
+Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
+  const TransformerModel& m = *model_;
+  const LlamaConfig& c = m.cfg;
+  const BlockSpec& spec = m.spec;
+  if (l0 < first_ || l1 > end_ || l0 > l1)
+    return Status::Error(Code::kInvalidArgument, "layers [%d, %d) are not held (this part holds [%d, %d))", l0, l1,
+                         first_, end_);
+  if (n < 1 || n > max_batch())
+    return Status::Error(Code::kInvalidArgument, "a batch of %d tokens (this decoder takes 1..%d)", n, max_batch());
+  if (pos0 < 0 || pos0 > s_.ctx_len - n)
+    return Status::Error(Code::kOutOfRange, "positions %d..%d are outside the context of %d tokens", pos0, pos0 + n - 1,
+                         s_.ctx_len);
+  const int dim = c.dim, hs = c.head_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
+  const size_t D = static_cast<size_t>(dim), H = static_cast<size_t>(hidden), KV = static_cast<size_t>(kv_dim);
+  const KernelSet& k = *kernels_;
+  const bool one = n == 1;
+  float* const x = one ? s_.x : b_.x;
+  float* const xb = one ? s_.xb : b_.xb;
+  float* const q = one ? s_.q : b_.q;
+  float* const att_out = one ? s_.att_out : b_.att_out;
+  float* const hb = one ? s_.hb : b_.hb;
+  float* const hb2 = one ? s_.hb2 : b_.hb2;
+  auto norm = [&](float* out, const float* in, const float* w, int width) {
+    const size_t W = static_cast<size_t>(width);
+    for (int i = 0; i < n; ++i) rmsnorm(k, out + i * W, in + i * W, w, width, c.norm_eps);
+  };
+  if (one) rope_angles(c.rope_theta, hs, pos0, s_.rope_cos, s_.rope_sin);
+  for (int l = l0; l < l1; ++l) {
+    const TransformerLayer& L = m.layer(l);
+    const int cl = l - first_;  // the layer's place in this runner's KV cache
+    float* keys = s_.new_keys(cl, pos0);
+    float* values = s_.new_values(cl, pos0);
+
+    norm(xb, x, L.attn_norm, dim);
+    {
+      const MatRef* mats[3] = {&L.wq, &L.wk, &L.wv};
+      float* outs[3] = {q, keys, values};
+      const size_t strides[3] = {D, KV, KV};
+      linear(mats, outs, strides, 3, xb, D, dim, n);
+    }
+    if (spec.qkv_bias) {
+      for (int i = 0; i < n; ++i) {
+        add_bias(q + i * D, L.bq, dim);
+        add_bias(keys + i * KV, L.bk, kv_dim);
+        add_bias(values + i * KV, L.bv, kv_dim);
+      }
+    }
+    if (one) {
+      rope_rotate(q, dim, hs, s_.rope_cos, s_.rope_sin, spec.rope);
+      rope_rotate(keys, kv_dim, hs, s_.rope_cos, s_.rope_sin, spec.rope);
+      attend(*pool_, k, cache_cfg_, s_, cl, pos0);
+    } else {
+      rope_batch(cache_cfg_, s_, b_, cl, pos0, n, spec.rope);
+      attend_batch(*pool_, k, cache_cfg_, s_, cl, pos0, n, q, att_out);
+    }
+    if (spec.sub_norms) norm(att_out, att_out, L.attn_sub_norm, dim);
+    {
+      const MatRef* mats[1] = {&L.wo};
+      float* outs[1] = {xb};
+      const size_t strides[1] = {D};
+      linear(mats, outs, strides, 1, att_out, D, dim, n);
+    }
+    for (size_t i = 0; i < n * D; ++i) x[i] += xb[i];
+
+    norm(xb, x, L.ffn_norm, dim);
+    if (one && sparse_ffn(L)) continue;
+    {
+      const MatRef* mats[2] = {&L.w1, &L.w3};
+      float* outs[2] = {hb, hb2};
+      const size_t strides[2] = {H, H};
+      linear(mats, outs, strides, 2, xb, D, dim, n);
+    }
+    for (int i = 0; i < n; ++i) activate(hb + i * H, hb2 + i * H);
+    if (spec.sub_norms) norm(hb, hb, L.ffn_sub_norm, hidden);
+    {
+      const MatRef* mats[1] = {&L.w2};
+      float* outs[1] = {xb};
+      const size_t strides[1] = {D};
+      linear(mats, outs, strides, 1, hb, H, hidden, n);
+    }
+    for (size_t i = 0; i < n * D; ++i) x[i] += xb[i];
+  }
+  return Status::Ok();
+}
+
+void TransformerRunner::head(int n) {
+  const TransformerModel& m = *model_;
+  if (n > 1) {
+    head_batch(*pool_, *kernels_, m.cfg, m.out_norm, m.output, b_, n);
+    return;
+  }
+  rmsnorm(*kernels_, s_.x, s_.x, m.out_norm, m.cfg.dim, m.cfg.norm_eps);
+  const MatRef* mats[1] = {&m.output};
+  float* outs[1] = {s_.logits};
+  run_dense_matvecs(*pool_, *kernels_, mats, outs, 1, s_.x, m.cfg.dim, s_.act_q, s_.act_scales);
+}
+
+// ---- TransformerContext ----
+
+Status TransformerContext::init(const TransformerModel* model, int ctx_len, Arena& arena, ThreadPool* pool,
+                                const KernelSet* kernels, KvType kv) {
+  if (!model->whole())
+    return Status::Error(Code::kInvalidArgument, "a decoder needs the whole model (this one holds layers [%d, %d)%s%s)",
+                         model->first_layer, model->end(), model->has_embedding ? "" : ", no embedding",
+                         model->has_head ? "" : ", no head");
+  return r_.init(model, 0, model->cfg.n_layers, true, ctx_len, arena, pool, kernels, kv);
+}
+
+Status TransformerContext::forward(int token, int pos, const float** logits) {
+  return prefill(&token, 1, pos, logits);
+}
+
+Status TransformerContext::prefill(const int* tokens, int n, int pos0, const float** logits) {
+  MC_TRY(r_.embed(tokens, n));  // checks n and the tokens; layers() the positions
+  MC_TRY(r_.layers(0, r_.model().cfg.n_layers, pos0, n));
+  if (logits) {
+    r_.head(n);
+    *logits = r_.logits(n);
+  }
+  return Status::Ok();
+}
+
+// ---- TransformerSlice ----
+
+Status check_slice_range(const LlamaConfig& c, const SliceRange& r) {
+  if (r.first < 0 || r.end < r.first || r.end > c.n_layers)
+    return Status::Error(Code::kInvalidArgument, "layers %d:%d are not a range inside the model's %d layers", r.first, r.end,
+                         c.n_layers);
+  if (r.first == r.end && !r.master) return Status::Error(Code::kInvalidArgument, "the slice %d:%d has no layers", r.first, r.end);
+  return Status::Ok();
+}
+
+Status TransformerSlice::init(const TransformerModel* model, int ctx_len, Arena& arena, ThreadPool* pool,
+                              const KernelSet* kernels, KvType kv) {
+  return r_.init(model, model->first_layer, model->end(), true, ctx_len, arena, pool, kernels, kv);
+}
+
+Status TransformerSlice::init(const TransformerModel* model, const SliceRange& range, int ctx_len, Arena& arena,
+                              ThreadPool* pool, const KernelSet* kernels, KvType kv) {
+  MC_TRY(check_slice_range(model->cfg, range));
+  return r_.init(model, range.first, range.end, range.master, ctx_len, arena, pool, kernels, kv);
+}
+
+Status TransformerSlice::embed(int token, float* hidden) {
+  MC_TRY(r_.embed(&token, 1));
+  const float* x = r_.x(1);
+  for (int i = 0; i < dim(); ++i) hidden[i] = x[i];
+  return Status::Ok();
+}
+
+Status TransformerSlice::run_layers_batch(float* hidden, int n, int pos0) {
+  if (n < 1 || n > max_batch())
+    return Status::Error(Code::kInvalidArgument, "a batch of %d positions (this slice takes 1..%d)", n, max_batch());
+  const size_t total = static_cast<size_t>(n) * static_cast<size_t>(dim());
+  float* x = r_.x(n);
+  for (size_t i = 0; i < total; ++i) x[i] = hidden[i];
+  MC_TRY(r_.layers(first_layer(), end_layer(), pos0, n));
+  for (size_t i = 0; i < total; ++i) hidden[i] = x[i];
+  return Status::Ok();
+}
+
+Status TransformerSlice::head(const float* hidden, const float** logits) {
+  if (!has_head()) return Status::Error(Code::kInvalidArgument, "this slice holds no output head");
+  float* x = r_.x(1);
+  for (int i = 0; i < dim(); ++i) x[i] = hidden[i];
+  r_.head(1);
+  *logits = r_.logits(1);
+  return Status::Ok();
+}
+
+}  // namespace mcullm
