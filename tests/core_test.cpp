@@ -289,6 +289,34 @@ TEST(CoreThreadPool, WakesSleepingWorkersAndDestroysWhileIdle) {
   EXPECT_EQ(clamped.size(), 1);
 }
 
+// run_sized: below the pool's threshold the caller alone runs the task as thread 0 of 1; at or
+// above it every thread runs it; threshold 0 (the default) always hands off.
+TEST(CoreThreadPool, RunSizedKeepsSmallWorkOnTheCaller) {
+  Watchdog watchdog("CoreThreadPool.RunSizedKeepsSmallWorkOnTheCaller", 120);
+  HostThreadPool pool(3, 1000);
+  EXPECT_EQ(pool.min_parallel_work(), 1000u);
+  PoolCounters small;
+  small.nth = 1;
+  small.shared.assign(3, 0);
+  pool.run_sized(count_task, &small, 999);
+  EXPECT_EQ(small.calls[0].load(), 1);
+  EXPECT_EQ(small.calls[1].load() + small.calls[2].load(), 0);
+  EXPECT_EQ(small.bad_nth.load(), 0);
+  PoolCounters big;
+  big.nth = 3;
+  big.shared.assign(3, 0);
+  pool.run_sized(count_task, &big, 1000);
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(big.calls[t].load(), 1) << "thread " << t;
+  EXPECT_EQ(big.bad_nth.load(), 0);
+  HostThreadPool always(2);
+  EXPECT_EQ(always.min_parallel_work(), 0u);
+  PoolCounters tiny;
+  tiny.nth = 2;
+  tiny.shared.assign(2, 0);
+  always.run_sized(count_task, &tiny, 0);
+  EXPECT_EQ(tiny.calls[1].load(), 1);
+}
+
 TEST(CoreThreadPool, SerialPoolRunsOnce) {
   SerialPool pool;
   PoolCounters c;

@@ -255,7 +255,7 @@ int bench(const BenchOptions& o) {
       return report(Status::Error(Code::kInvalidArgument, "%s: a test of %d tokens needs more than the model's context of %d",
                                   path.c_str(), need, cfg.seq_len));
     for (int t : threads) {
-      HostThreadPool pool(t);
+      HostThreadPool pool(t, kHostMinParallelWork);
       DecoderInstance dec;
       if (Status st = make_decoder(*lm, need, &pool, kernels, 0, &dec); !st.ok()) return report(st);
       struct Test { bool prompt; int count; };

@@ -328,7 +328,7 @@ int cluster_main(ClusterOptions o) {
     if (prompt.empty()) return report(Status::Error(Code::kInvalidArgument, "the prompt is empty and --no-bos leaves no token"));
   }
 
-  HostThreadPool pool(o.threads);
+  HostThreadPool pool(o.threads, kHostMinParallelWork);
   LocalNodes local;
   std::unique_ptr<cluster::ClusterMaster> master;
   std::vector<std::unique_ptr<cluster::ClusterStream>> cstreams;

@@ -160,7 +160,7 @@ int eval(const EvalOptions& o) {
   const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
   if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
 
-  HostThreadPool pool(o.threads);
+  HostThreadPool pool(o.threads, kHostMinParallelWork);
   DecoderInstance dec;
   if (Status st = make_decoder(*lm, 0, &pool, kernels, 0, &dec); !st.ok()) return report(st);
   Decoder& model = *dec.decoder;

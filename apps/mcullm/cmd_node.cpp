@@ -50,7 +50,7 @@ int node(const NodeCliOptions& o) {
   lo.kv = o.kv;
   std::unique_ptr<SliceSource> source;
   if (Status st = SliceSource::open_node(o.model, lo, no.range, &source); !st.ok()) return report(st);
-  HostThreadPool pool(o.threads);
+  HostThreadPool pool(o.threads, kHostMinParallelWork);
   cluster::NodeServer server(source.get(), no, &pool, kernels);
   if (Status st = server.init(); !st.ok()) return report(st);
   std::fprintf(stderr, "mcullm node: %s layers %d:%d of %d, slice hash %016llx\n", o.model.c_str(), server.range().first,

@@ -113,7 +113,7 @@ int chat(const RunOptions& o, const LoadedModel& lm, const Tokenizer& tok, const
   const int ctx_len = o.ctx > 0 ? o.ctx : cfg.seq_len;
   if (ctx_len > cfg.seq_len)
     return report(Status::Error(Code::kInvalidArgument, "-c %d is longer than the model's context of %d", ctx_len, cfg.seq_len));
-  HostThreadPool pool(o.threads);
+  HostThreadPool pool(o.threads, kHostMinParallelWork);
   DecoderInstance dec;
   if (Status st = make_decoder(lm, ctx_len, &pool, kernels, 16ull * cfg.vocab_size, &dec); !st.ok()) return report(st);
   Sampler sampler;
@@ -226,7 +226,7 @@ int run(RunOptions o) {
   if (static_cast<int>(prompt.size()) > ctx_len)
     return report(Status::Error(Code::kOutOfRange, "the prompt has %zu tokens, the context holds %d (-c)", prompt.size(), ctx_len));
 
-  HostThreadPool pool(o.threads);
+  HostThreadPool pool(o.threads, kHostMinParallelWork);
   DecoderInstance dec;
   if (Status st = make_decoder(*lm, ctx_len, &pool, kernels, 16ull * cfg.vocab_size, &dec); !st.ok()) return report(st);
   Arena& work = dec.work;

@@ -108,7 +108,7 @@ int tune(const TuneOptions& o) {
   const std::string path = o.output.empty() ? tl_tuning_default_path() : o.output;
   TlTuningTable table;
   warn_threads(o.threads);
-  HostThreadPool pool(o.threads);
+  HostThreadPool pool(o.threads, kHostMinParallelWork);
   long long n_candidates = 0;  // each measured once, the default tiling once more per shape
   for (TlType type : types)
     for (const auto& [M, K] : shapes) n_candidates += static_cast<long long>(candidates(type, M, K).size()) + 1;

@@ -3,6 +3,7 @@
 // microsecond), then fall back to sleeping so that an idle pool does not burn a core.
 // Results never depend on nth: every task splits its work into fixed slices (see slice()).
 #pragma once
+#include <stddef.h>
 
 namespace mcullm {
 
@@ -21,6 +22,21 @@ class ThreadPool {
   virtual int size() const = 0;
   // Runs task on every thread (the caller as thread 0) and returns when all have finished.
   virtual void run(TaskFn task, void* ctx) = 0;
+  // run(), or task(ctx, 0, 1) on the caller alone when `work` (multiply-adds, roughly) is below
+  // min_parallel_work(): waking a worker, or waiting for one the OS has preempted on a busy machine,
+  // costs more than a tiny model's whole matrix. The results are the same (fixed slices).
+  void run_sized(TaskFn task, void* ctx, size_t work) {
+    if (work < min_parallel_work_) {
+      task(ctx, 0, 1);
+    } else {
+      run(task, ctx);
+    }
+  }
+  size_t min_parallel_work() const { return min_parallel_work_; }
+  void set_min_parallel_work(size_t work) { min_parallel_work_ = work; }
+
+ private:
+  size_t min_parallel_work_ = 0;  // 0: every task on every thread
 };
 
 // One thread: run() calls task(ctx, 0, 1) directly. Freestanding.

@@ -13,7 +13,8 @@ namespace {
 constexpr int kSpinsBeforeSleep = 1 << 12;  // ~100 us of pause-spinning, then sleep
 }
 
-HostThreadPool::HostThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+HostThreadPool::HostThreadPool(int n_threads, size_t min_parallel_work) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  set_min_parallel_work(min_parallel_work);
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back(&HostThreadPool::worker, this, i);
 }
 

@@ -8,9 +8,15 @@
 
 namespace mcullm {
 
+// What the CLI, the server and the cluster nodes pass as min_parallel_work (ThreadPool::run_sized):
+// below 64 K multiply-adds (a few microseconds of kernel work) a matrix stays on the calling thread.
+// stories260K's matrices all do (on 2 busy cores, -t 2 ran it 200x slower than -t 1), a 15M model's
+// projections do not. The tests pass 0 to exercise every hand-off.
+constexpr size_t kHostMinParallelWork = size_t{1} << 16;
+
 class HostThreadPool final : public ThreadPool {
  public:
-  explicit HostThreadPool(int n_threads);
+  explicit HostThreadPool(int n_threads, size_t min_parallel_work = 0);
   ~HostThreadPool() override;
   HostThreadPool(const HostThreadPool&) = delete;
   HostThreadPool& operator=(const HostThreadPool&) = delete;

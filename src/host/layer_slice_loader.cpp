@@ -174,7 +174,7 @@ Status load_layer_slice(const std::string& path, int first, int end, bool embedd
   if (opt.threads < 1 || opt.threads > 64) return Status::Error(Code::kInvalidArgument, "threads %d (1..64)", opt.threads);
   auto s = std::unique_ptr<LoadedSlice>(new LoadedSlice());
   MC_TRY(load_slice_weights(path, first, end, embedding, head, &s->weights_));
-  s->pool_ = std::make_unique<HostThreadPool>(opt.threads);
+  s->pool_ = std::make_unique<HostThreadPool>(opt.threads, kHostMinParallelWork);
   MC_TRY(make_slice_stream(*s->weights_, opt, s->pool_.get(), opt.kernels ? opt.kernels : &kernels_best(), &s->stream_));
   *out = std::move(s);
   return Status::Ok();

@@ -1,6 +1,7 @@
 #include "model/ternary_lut.h"
 
 #include "kernels/tl_layout.h"
+#include "model/transformer.h"
 
 namespace mcullm {
 
@@ -121,7 +122,7 @@ void run_ternary_q(ThreadPool& pool, const KernelSet& k, const MatRef* const* ma
     for (int c = 0; c < n; ++c) k.tl_lut_build(*t, q + static_cast<size_t>(c) * q_stride, dst + c * lut.col_stride);
     job.lut[m] = dst;
   }
-  pool.run(ternary_task, &job);
+  pool.run_sized(ternary_task, &job, mats_work(mats, count, n));
 }
 
 }  // namespace mcullm

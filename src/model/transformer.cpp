@@ -227,6 +227,12 @@ void matvec_task(void* p, int ith, int nth) {
   }
 }
 
+// Multiply-adds of n positions' attention from pos: scores and values over pos + n keys per head.
+size_t attention_work(const LlamaConfig& c, int pos, int n) {
+  return 2 * static_cast<size_t>(c.n_heads) * static_cast<size_t>(c.head_dim()) * static_cast<size_t>(pos + n) *
+         static_cast<size_t>(n);
+}
+
 int act_block_of(const MatRef& m) {
   const DTypeInfo* info = dtype_info(m.type);
   return info ? info->act_block : 0;
@@ -304,10 +310,16 @@ void matmat_task(void* p, int ith, int nth) {
 
 }  // namespace
 
+size_t mats_work(const MatRef* const* mats, int count, int n) {
+  size_t w = 0;
+  for (int m = 0; m < count; ++m) w += static_cast<size_t>(mats[m]->rows) * static_cast<size_t>(mats[m]->cols);
+  return w * static_cast<size_t>(n);
+}
+
 void run_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
                  const ActVec& act) {
   MatvecJob job{&k, mats, outs, count, &act};
-  pool.run(matvec_task, &job);
+  pool.run_sized(matvec_task, &job, mats_work(mats, count, 1));
 }
 
 void run_dense_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
@@ -355,7 +367,7 @@ AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderStat
 void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos) {
   s.store_kv(layer, pos, 1);
   AttentionJob job = attention_job(&k, c, s, layer, pos);
-  pool.run(attention_task, &job);
+  pool.run_sized(attention_task, &job, attention_work(c, pos, 1));
 }
 
 void attend_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos0,
@@ -364,7 +376,7 @@ void attend_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, De
   BatchAttentionJob job{attention_job(&k, c, s, layer, pos0), n};
   job.first.q = q;
   job.first.out = out;
-  pool.run(batch_attention_task, &job);
+  pool.run_sized(batch_attention_task, &job, attention_work(c, pos0, n));
 }
 
 void run_ternary_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
@@ -399,7 +411,7 @@ void run_ternary_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* con
   a.s_stride = 1;
   a.block = n_vals;
   MatmatJob job{&k, mats, outs, out_strides, count, &a, n};
-  pool.run(matmat_task, &job);
+  pool.run_sized(matmat_task, &job, mats_work(mats, count, n));
 }
 
 void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
@@ -422,7 +434,7 @@ void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const
       a.block = block;
     }
     MatmatJob job{&k, mats + start, outs + start, out_strides + start, end - start, &a, n};
-    pool.run(matmat_task, &job);
+    pool.run_sized(matmat_task, &job, mats_work(mats + start, end - start, n));
     start = end;
   }
 }

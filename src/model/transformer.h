@@ -125,6 +125,8 @@ void rope_angles(float theta, int head_dim, int pos, float* cos_out, float* sin_
 // Rotates vec (n values, heads of head_dim) by the angles rope_angles wrote.
 void rope_rotate(float* vec, int n, int head_dim, const float* cos_, const float* sin_, RopeStyle style);
 
+// Multiply-adds of `count` matrices times n columns: the work ThreadPool::run_sized weighs.
+size_t mats_work(const MatRef* const* mats, int count, int n);
 // Rows of each matrix split over the pool's threads, all reading the same input `act`, in one hand-off.
 void run_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
                  const ActVec& act);

@@ -118,7 +118,7 @@ Status Engine::create(const EngineOptions& o, std::unique_ptr<Engine>* out) {
   for (int i = 0; i < o.parallel; ++i) {
     auto slot = std::make_unique<Slot>();
     if (!o.remote) {  // a board needs no local decoder
-      slot->pool = std::make_unique<HostThreadPool>(o.threads);
+      slot->pool = std::make_unique<HostThreadPool>(o.threads, kHostMinParallelWork);
       MC_TRY(make_decoder(*e->lm_, e->ctx_len_, slot->pool.get(), kernels, 16ull * static_cast<size_t>(cfg.vocab_size) + 4096, &slot->dec));
     }
     e->free_.push_back(slot.get());
