@@ -311,7 +311,7 @@ TEST(Bitnet125M, LoadsWithItsVocabularyAndRuns) {
   std::unique_ptr<LoadedModel> lm;
   const Status st = load_model(dummy125m(), &lm);
   ASSERT_TRUE(st.ok()) << st.message();
-  EXPECT_EQ(lm->arch, "bitnet");
+  EXPECT_STREQ(lm->arch_name(), "bitnet");
   const BitnetModel& m = lm->model;
   EXPECT_EQ(m.cfg.dim, 768);
   EXPECT_EQ(m.cfg.hidden_dim, 3072);

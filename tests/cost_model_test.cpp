@@ -544,7 +544,7 @@ TEST(CliDummyPle, LayoutsLoadRunAndCostLikeTheFixture) {
   auto r = test::run_cli({"dummy", "--arch", "esp32ai-ple", "--layout", "3.4M", "-o", path});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto d = load(path), f = load(ple());
-  ASSERT_EQ(d->arch, "ple");
+  ASSERT_STREQ(d->arch_name(), "ple");
   EXPECT_EQ(d->ple.cfg.input_vocab, f->ple.cfg.input_vocab);
   EXPECT_EQ(d->ple.cfg.dim, f->ple.cfg.dim);
   EXPECT_EQ(d->ple.cfg.ffn, f->ple.cfg.ffn);

@@ -331,7 +331,7 @@ TEST(Qwen2SliceFile, LoadedSlicesInOrderEqualTheWholeModel) {
   const std::string path = write_tiny("tiny.gguf", 9);
   std::unique_ptr<LoadedModel> lm;
   ASSERT_TRUE(load_model(path, &lm).ok());
-  EXPECT_EQ(lm->arch, "qwen2");
+  EXPECT_STREQ(lm->arch_name(), "qwen2");
   const std::vector<int> tokens = some_tokens(10, 300);
   for (int threads : {1, 2}) {
     const std::vector<float> want = forward_logits(lm->model, kernels_best(), threads, tokens);

@@ -90,7 +90,7 @@ double ple_bytes_per_token(const LoadedModel& m) {
 void tensor_totals(const LoadedModel& m, uint64_t* params, uint64_t* bytes) {
   *params = 0;
   *bytes = 0;
-  if (m.arch == "ple") {
+  if (m.is(ArchFamily::kPle)) {
     for_each_ple_tensor(m, [&](const PleSlot& s, double row) {
       *params += static_cast<uint64_t>(s.rows) * static_cast<uint64_t>(s.cols);
       *bytes += static_cast<uint64_t>(row * s.rows);
@@ -119,14 +119,14 @@ std::string model_label(const LoadedModel& m, uint64_t params) {
     const GgufTensor* e = m.gguf.find_tensor("token_embd.weight");
     if (t && dtype_info(t->type)) type = dtype_info(t->type)->name;
     if (t && e && e->type != t->type && dtype_info(e->type)) type += std::string("+") + dtype_info(e->type)->name;
-  } else if (m.arch == "bitnet-llama2c") {
+  } else if (m.is(ArchFamily::kBitLlama2c)) {
     type = "i2_s";
-  } else if (m.arch == "ple") {
+  } else if (m.is(ArchFamily::kPle)) {
     type = m.f32_activations ? "q4e (f32 act.)" : "q4e";
   }
   for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   char buf[128];
-  std::snprintf(buf, sizeof buf, "%s %.0fM %s", m.arch.c_str(), params / 1e6, type.c_str());
+  std::snprintf(buf, sizeof buf, "%s %.0fM %s", m.arch_name(), params / 1e6, type.c_str());
   return buf;
 }
 
@@ -289,7 +289,7 @@ int bench(const BenchOptions& o) {
     const size_t emb = as.mapped_by_class[static_cast<int>(TensorClass::kEmbedding)];
     const bool tied = emb > 0 && as.mapped_by_class[static_cast<int>(TensorClass::kHead)] == 0;
     const double row = cfg.vocab_size > 0 ? static_cast<double>(emb) / cfg.vocab_size : 0;
-    const bool ple = lm->arch == "ple";
+    const bool ple = lm->is(ArchFamily::kPle);
     const double weights = ple ? ple_bytes_per_token(*lm) : static_cast<double>(as.mapped_total()) - (tied ? 0.0 : emb - row);
     const double kv_per_pos = static_cast<double>(cfg.n_layers) * kv_bytes_per_layer_position(cfg, lm->kv);
     char note[320];

@@ -48,7 +48,7 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
   if (Status st = export_board_image(lm, opt, &bytes, &rep); !st.ok()) return report(st);
   if (Status st = write_file_atomic(o.image, bytes.data(), bytes.size()); !st.ok()) return report(st);
   std::fprintf(stderr, "mcullm: wrote %s: %s, %d tensors, %zu bytes; weights sram %llu, psram %llu, flash %llu bytes\n",
-               o.image.c_str(), lm.arch.c_str(), rep.tensors, bytes.size(),
+               o.image.c_str(), lm.arch_name(), rep.tensors, bytes.size(),
                static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kSram)]),
                static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kPsram)]),
                static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kFlash)]));
@@ -117,7 +117,7 @@ int convert(const ConvertOptions& o) {
   lo.bit_order = o.bit_order;
   if (Status st = load_model(o.input, lo, &lm); !st.ok()) return report(st);
   if (!o.image.empty()) return convert_image(o, *lm);
-  if (lm->arch == "ple") return convert_ple(o, *lm);
+  if (lm->is(ArchFamily::kPle)) return convert_ple(o, *lm);
   if (o.format != "gguf")
     return report(Status::Error(Code::kInvalidArgument, "--format %s: only PLE (esp32-ai) models convert to esp32ai", o.format.c_str()));
   Llama2cTokenizer tok;
@@ -127,16 +127,16 @@ int convert(const ConvertOptions& o) {
     if (!o.tokenizer.empty()) return report(tok_status);
     std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the GGUF will have no vocabulary\n", tok_status.message());
   }
-  if (lm->arch == "qwen2" && !lm->model.spec.ternary)
-    return report(Status::Error(Code::kUnsupported, "convert: a qwen2 model with dense linear layers is not converted "
-                                "(qwen2 files with ternary layers repack between i2_s, tl1 and tl2)"));
-  const bool ternary_model = lm->arch == "bitnet-llama2c" || lm->arch == "bitnet" || lm->arch == "bitnet-25" || lm->arch == "qwen2";
+  if (lm->arch->dense_or_ternary && !lm->model.spec.ternary)
+    return report(Status::Error(Code::kUnsupported, "convert: a %s model with dense linear layers is not converted "
+                                "(%s files with ternary layers repack between i2_s, tl1 and tl2)", lm->arch_name(), lm->arch_name()));
+  const bool ternary_model = lm->arch->ternary;
   if (ternary_model && (lm->format == "gguf" || o.type == "tl1" || o.type == "tl2"))
     return convert_ternary(o, *lm, tok_status.ok() ? &tok : nullptr);
   if (o.type == "tl1" || o.type == "tl2")
     return report(Status::Error(Code::kInvalidArgument, "--type %s holds BitNet (ternary) models; this is %s",
                                 o.type.c_str(), lm->format.c_str()));
-  if (lm->arch == "bitnet-llama2c") {  // BitLinear layers: the ternary weights and scales as they are
+  if (lm->is(ArchFamily::kBitLlama2c)) {  // BitLinear layers: the ternary weights and scales as they are
     if (!o.type.empty() && o.type != "i2_s")
       return report(Status::Error(Code::kInvalidArgument, "--type %s: a bitllama2.c ternary model converts to i2_s, tl1 or tl2",
                                   o.type.c_str()));

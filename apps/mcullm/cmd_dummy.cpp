@@ -13,6 +13,7 @@
 #include "format/llama_gguf_writer_host.h"
 #include "format/qwen2_gguf_writer_host.h"
 #include "host/file_io.h"
+#include "model/arch.h"
 #include "model/sampler.h"
 #include "quant/q4e.h"
 
@@ -103,7 +104,9 @@ Status padded_vocab(const std::string& layout, int size, Llama2cTokenizer* tok) 
 // A BitNet b1.58 model of a named layout (bitnet.cpp's generate-dummy-bitnet-model): the word
 // vocabulary, padded with "[PAD<id>]" pieces up to the layout's vocabulary size.
 int dummy_bitnet(const DummyOptions& o) {
-  const std::string name = !o.layout.empty() ? o.layout : o.arch == "bitnet-25" ? "tiny-25" : "tiny";
+  std::string name = o.layout;  // default: the architecture's "tiny" layout
+  for (const BitnetLayout& l : bitnet_layouts())
+    if (name.empty() && l.arch == o.arch && l.name.rfind("tiny", 0) == 0) name = l.name;
   const BitnetLayout* layout = bitnet_layout_by_name(name);
   if (!layout) {
     std::string names;
@@ -233,14 +236,8 @@ int dummy_qwen2(const DummyOptions& o) {
   return 0;
 }
 
-int dummy(const DummyOptions& o) {
-  if (o.shape_given && o.arch != "llama")
-    return report(Status::Error(Code::kInvalidArgument, "--dim, --hidden, --layers, --heads, --kv-heads and --seq-len shape the "
-                                "llama dummy; --arch %s takes its shape from --layout", o.arch.c_str()));
-  if (o.arch == "esp32ai-ple") return dummy_ple(o);
-  if (o.arch == "qwen2") return dummy_qwen2(o);
-  if (o.untied_head) return report(Status::Error(Code::kInvalidArgument, "--untied-head needs --arch qwen2"));
-  if (o.arch != "llama") return dummy_bitnet(o);
+// A llama of the given shape (--dim ...), f32 or one --type, with the word vocabulary.
+int dummy_llama(const DummyOptions& o) {
   if (!o.layout.empty()) return report(Status::Error(Code::kInvalidArgument, "--layout needs --arch bitnet, bitnet-25, qwen2 or esp32ai-ple"));
   if (!o.embd_type.empty()) return report(Status::Error(Code::kInvalidArgument, "--embd-type needs --arch bitnet, bitnet-25 or qwen2"));
   if (o.type == "i2_s" || o.type == "tl1" || o.type == "tl2")
@@ -304,6 +301,35 @@ int dummy(const DummyOptions& o) {
   return 0;
 }
 
+// The writer of each architecture --arch takes (by its GGUF name, model/arch.h).
+struct DummyWriter {
+  const char* gguf_arch;
+  int (*write)(const DummyOptions&);
+};
+constexpr DummyWriter kDummyWriters[] = {
+    {"llama", dummy_llama}, {"bitnet", dummy_bitnet}, {"bitnet-25", dummy_bitnet}, {"esp32ai-ple", dummy_ple}, {"qwen2", dummy_qwen2},
+};
+
+std::vector<std::string> dummy_archs() {
+  std::vector<std::string> names;
+  for (const DummyWriter& d : kDummyWriters) names.push_back(d.gguf_arch);
+  return names;
+}
+
+int dummy(const DummyOptions& o) {
+  const DummyWriter* writer = nullptr;
+  for (const DummyWriter& d : kDummyWriters)
+    if (o.arch == d.gguf_arch) writer = &d;
+  if (!writer || !arch_info_by_gguf(writer->gguf_arch))
+    return report(Status::Error(Code::kInvalidArgument, "--arch %s has no dummy writer", o.arch.c_str()));
+  if (o.shape_given && writer->write != dummy_llama)
+    return report(Status::Error(Code::kInvalidArgument, "--dim, --hidden, --layers, --heads, --kv-heads and --seq-len shape the "
+                                "llama dummy; --arch %s takes its shape from --layout", o.arch.c_str()));
+  if (o.untied_head && writer->write != dummy_qwen2 && writer->write != dummy_ple)
+    return report(Status::Error(Code::kInvalidArgument, "--untied-head needs --arch qwen2"));
+  return writer->write(o);
+}
+
 }  // namespace
 
 void add_dummy_command(CLI::App& app, int* exit_code) {
@@ -315,7 +341,7 @@ void add_dummy_command(CLI::App& app, int* exit_code) {
                                      "qwen2 linear layers: i2_s by default, or tl1, tl2, f32, f16, q8_0, q4_0, q4g64)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s", "tl1", "tl2"}));
   cmd->add_option("--arch", o->arch, "llama (the dims below), bitnet / bitnet-25 (a --layout), or esp32ai-ple (an esp32-ai .bin file)")
-      ->check(CLI::IsMember({"llama", "bitnet", "bitnet-25", "esp32ai-ple", "qwen2"}));
+      ->check(CLI::IsMember(dummy_archs()));
   cmd->add_option("--layout", o->layout, "BitNet layout: 125M 350M 1B 1.5B 2.7B 3.8B 7B large 2B-4T tiny tiny-25 (default tiny); "
                                          "esp32ai-ple: 28.9M (default) or 3.4M; qwen2: ref (the cluster reference design), small, tiny (default)");
   cmd->add_option("--embd-type", o->embd_type, "Token embedding / head type: BitNet f32, f16 (default) or q8_0; qwen2 also "

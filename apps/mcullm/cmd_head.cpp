@@ -76,8 +76,8 @@ int run_head(const HeadOptions& o) {
   LoadOptions lo;
   lo.f32_activations = o.f32_activations;
   if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
-  if (lm->arch != "ple" && lm->arch != "llama")
-    return report(Status::Error(Code::kUnsupported, "mcullm head reads llama and PLE models (this one is %s)", lm->arch.c_str()));
+  if (!lm->arch->head_groups)
+    return report(Status::Error(Code::kUnsupported, "mcullm head reads llama and PLE models (this one is %s)", lm->arch_name()));
   std::vector<int> tops;
   {
     std::stringstream ss(o.tops);
@@ -90,7 +90,7 @@ int run_head(const HeadOptions& o) {
       tops.push_back(static_cast<int>(v));
     }
   }
-  const bool ple = lm->arch == "ple";
+  const bool ple = lm->is(ArchFamily::kPle);
   const MatRef head = ple ? lm->ple.output : lm->model.output;
   const int dim = head.cols, vocab = head.rows;
   const KernelSet& k = kernels_best();

@@ -24,10 +24,9 @@ Status MappedModel::init(Hal& hal, const char* partition) {
 }
 
 Status MappedModel::llama(const LlamaModel** out) const {
-  const BoardArch a = model_.arch;
-  if (a != BoardArch::kLlama && a != BoardArch::kBitnet && a != BoardArch::kBitnet25 && a != BoardArch::kQwen2)
+  if (!model_.arch || model_.arch->family != ArchFamily::kTransformer)
     return Status::Error(Code::kUnsupported, "the cluster roles run llama-family images; this image is %s",
-                         board_arch_name(model_.arch));
+                         board_arch_name(image_.arch()));
   *out = &model_.transformer;
   return Status::Ok();
 }

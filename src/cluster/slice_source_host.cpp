@@ -42,9 +42,9 @@ Qwen2Model SliceSource::qwen2_part(const SliceRange& r) const {
 Status SliceSource::open(const std::string& path, const LoadOptions& opt, std::unique_ptr<SliceSource>* out) {
   auto s = std::unique_ptr<SliceSource>(new SliceSource());
   MC_TRY(load_model(path, opt, &s->lm_));
-  if (s->lm_->arch != "llama" && s->lm_->arch != "qwen2")
+  if (s->lm_->arch->slices == ArchSlices::kNone)
     return Status::Error(Code::kUnsupported, "%s is a %s model: the cluster runs llama and qwen2 models", path.c_str(),
-                         s->lm_->arch.c_str());
+                         s->lm_->arch_name());
   *out = std::move(s);
   return Status::Ok();
 }
@@ -67,7 +67,8 @@ std::string gguf_arch(const std::string& path) {
 
 Status SliceSource::open_node(const std::string& path, const LoadOptions& opt, const SliceRange& first,
                               std::unique_ptr<SliceSource>* out) {
-  if (gguf_arch(path) != "qwen2") return open(path, opt, out);
+  const ArchInfo* arch = arch_info_by_gguf(gguf_arch(path).c_str());
+  if (!arch || arch->slices != ArchSlices::kRanges) return open(path, opt, out);
   auto s = std::unique_ptr<SliceSource>(new SliceSource());
   s->path_ = path;
   s->kv_ = opt.kv;

@@ -48,7 +48,8 @@ class SliceSource {
   Status make(const SliceRange& r, int ctx_len, ThreadPool* pool, const KernelSet* kernels, std::unique_ptr<SliceInstance>* out) const;
 
  private:
-  bool qwen2() const { return part_ || lm_->arch == "qwen2"; }
+  // Sliced by ranges (ArchSlices::kRanges, qwen2), else mapped whole (kMapped, llama).
+  bool qwen2() const { return part_ || lm_->arch->slices == ArchSlices::kRanges; }
   // The range of the whole qwen2 model as a part holding only it (pointers into the whole model).
   Qwen2Model qwen2_part(const SliceRange& r) const;
 

@@ -6,6 +6,7 @@
 
 #include "format/llama_gguf_writer_host.h"
 #include "format/ternary_gguf_host.h"
+#include "model/arch.h"
 #include "model/sampler.h"
 #include "quant/blocks.h"
 #include "quant/ternary.h"
@@ -14,18 +15,18 @@ namespace mcullm {
 
 const std::vector<BitnetLayout>& bitnet_layouts() {
   static const std::vector<BitnetLayout> layouts = {
-      // name     arch         dim   hidden layers heads kv  vocab  seq
-      {"125M", "bitnet", 768, 3072, 11, 12, 12, 32002, 2048},
-      {"350M", "bitnet", 1024, 3072, 24, 16, 16, 32002, 2048},
-      {"1B", "bitnet", 2048, 3584, 24, 32, 32, 32002, 2048},
-      {"1.5B", "bitnet", 1536, 9216, 28, 32, 32, 32002, 2048},
-      {"2.7B", "bitnet", 3072, 7680, 24, 32, 32, 32002, 2048},
-      {"3.8B", "bitnet", 3840, 8192, 24, 32, 32, 32002, 2048},
-      {"7B", "bitnet", 4096, 12032, 32, 32, 32, 32002, 2048},
-      {"large", "bitnet", 1536, 4096, 24, 16, 16, 32002, 2048},
-      {"2B-4T", "bitnet-25", 2560, 6912, 30, 20, 5, 128256, 4096},
-      {"tiny", "bitnet", 256, 512, 2, 4, 2, 0, 256},
-      {"tiny-25", "bitnet-25", 256, 384, 2, 4, 1, 0, 256},
+      // name     arch         dim   hidden layers heads kv  vocab  seq   rope theta
+      {"125M", "bitnet", 768, 3072, 11, 12, 12, 32002, 2048, 10000.0f},
+      {"350M", "bitnet", 1024, 3072, 24, 16, 16, 32002, 2048, 10000.0f},
+      {"1B", "bitnet", 2048, 3584, 24, 32, 32, 32002, 2048, 10000.0f},
+      {"1.5B", "bitnet", 1536, 9216, 28, 32, 32, 32002, 2048, 10000.0f},
+      {"2.7B", "bitnet", 3072, 7680, 24, 32, 32, 32002, 2048, 10000.0f},
+      {"3.8B", "bitnet", 3840, 8192, 24, 32, 32, 32002, 2048, 10000.0f},
+      {"7B", "bitnet", 4096, 12032, 32, 32, 32, 32002, 2048, 10000.0f},
+      {"large", "bitnet", 1536, 4096, 24, 16, 16, 32002, 2048, 10000.0f},
+      {"2B-4T", "bitnet-25", 2560, 6912, 30, 20, 5, 128256, 4096, 500000.0f},
+      {"tiny", "bitnet", 256, 512, 2, 4, 2, 0, 256, 10000.0f},
+      {"tiny-25", "bitnet-25", 256, 384, 2, 4, 1, 0, 256, 500000.0f},
   };
   return layouts;
 }
@@ -50,7 +51,8 @@ std::vector<int8_t> random_ternary(uint64_t* state, int rows, int cols) {
 Status write_bitnet_dummy(const BitnetDummyOptions& opt, const Llama2cTokenizer& tok, GgufWriter* w,
                           BitnetDummyReport* report) {
   const BitnetLayout& L = opt.layout;
-  if (L.arch != "bitnet" && L.arch != "bitnet-25")
+  const ArchInfo* arch = arch_info_by_gguf(L.arch.c_str());
+  if (!arch || arch->family != ArchFamily::kTransformer || !arch->spec.sub_norms)  // the BitNet b1.58 block
     return Status::Error(Code::kInvalidArgument, "layout %s: architecture '%s' (bitnet or bitnet-25)", L.name.c_str(), L.arch.c_str());
   const int vocab = L.vocab > 0 ? L.vocab : tok.vocab_size();
   if (tok.vocab_size() != vocab)
@@ -74,7 +76,7 @@ Status write_bitnet_dummy(const BitnetDummyOptions& opt, const Llama2cTokenizer&
   w->set_u32(p + "feed_forward_length", static_cast<uint32_t>(L.hidden));
   w->set_u32(p + "attention.head_count", static_cast<uint32_t>(L.heads));
   w->set_u32(p + "attention.head_count_kv", static_cast<uint32_t>(L.kv_heads));
-  w->set_f32(p + "rope.freq_base", L.arch == "bitnet-25" ? 500000.0f : 10000.0f);
+  w->set_f32(p + "rope.freq_base", L.rope_theta);
   w->set_f32(p + "attention.layer_norm_rms_epsilon", 1e-5f);
   w->set_u32(p + "vocab_size", static_cast<uint32_t>(vocab));
   w->set_string("mcullm.source", "mcullm dummy --arch " + L.arch + " --layout " + L.name + " --seed " + std::to_string(opt.seed));

@@ -17,6 +17,7 @@ struct BitnetLayout {
   int dim = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0;
   int vocab = 0;     // 0: the tokenizer's size
   int seq_len = 2048;
+  float rope_theta = 10000.0f;  // rope.freq_base
 };
 
 // bitnet.cpp's generator layouts (125M, 350M, 1B, 1.5B, 2.7B, 3.8B, 7B; vocab 32002 as its

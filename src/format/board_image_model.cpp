@@ -144,35 +144,30 @@ LlamaConfig board_llama_config(const BoardImageConfig& c) {
 }
 
 const LlamaConfig& BoardModel::cfg() const {
-  switch (arch) {
-    case BoardArch::kBitLlama2c: return bitllama2c.cfg;
-    case BoardArch::kPle: return ple_base;
-    default: break;
+  switch (arch ? arch->family : ArchFamily::kTransformer) {
+    case ArchFamily::kBitLlama2c: return bitllama2c.cfg;
+    case ArchFamily::kPle: return ple_base;
+    case ArchFamily::kTransformer: break;
   }
   return transformer.cfg;
 }
 
-// The llama family (model/transformer_runner.h): config.ffn 1 is ReLU for llama, ReLU^2 for the
-// bitnet archs; config.rope the RoPE style of the bitnet archs; qwen2's linear layers are ternary
-// or dense as layer 0's wq.
+// The llama family (model/transformer_runner.h): the row's spec, with what the image chooses:
+// config.ffn 1 is ReLU for a dense arch, ReLU^2 for a ternary one (act_variants); config.rope the
+// RoPE style of the sub-norm (bitnet) archs; dense_or_ternary (qwen2) as layer 0's wq.
 static Status transformer_from_image(const BoardImage& img, const LlamaConfig& cfg, Arena& tables, BoardModel* out) {
   const BoardImageConfig& ic = img.config();
   TransformerModel& m = out->transformer;
   m = TransformerModel();
   m.cfg = cfg;
-  switch (out->arch) {
-    case BoardArch::kBitnet:
-    case BoardArch::kBitnet25:
-      m.spec = bitnet_spec(false);
-      m.spec.act = ic.ffn ? FfnAct::kReluSqr : FfnAct::kSilu;
-      m.spec.rope = static_cast<RopeStyle>(ic.rope);
-      break;
-    case BoardArch::kQwen2: {
-      const BoardImageTensor* wq = img.find(board_tensor_id(BoardRole::kWq, 0));
-      m.spec = qwen2_spec(wq && static_cast<DType>(wq->dtype) == DType::kI2_S);
-      break;
-    }
-    default: m.spec = llama_spec(ic.ffn ? FfnAct::kRelu : FfnAct::kSilu);  // ReLU runs dense here (no f32 down copy)
+  const ArchInfo& a = *out->arch;
+  m.spec = a.spec;
+  if (a.act_variants)  // ReLU runs dense here (no f32 down copy)
+    m.spec.act = !ic.ffn ? FfnAct::kSilu : a.spec.ternary ? FfnAct::kReluSqr : FfnAct::kRelu;
+  if (a.spec.sub_norms) m.spec.rope = static_cast<RopeStyle>(ic.rope);  // written by the export for these archs
+  if (a.dense_or_ternary) {
+    const BoardImageTensor* wq = img.find(board_tensor_id(BoardRole::kWq, 0));
+    m.spec.ternary = wq && static_cast<DType>(wq->dtype) == DType::kI2_S;
   }
   const int d = cfg.dim, h = cfg.hidden_dim, kv = cfg.kv_dim();
   MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
@@ -198,16 +193,14 @@ static Status transformer_from_image(const BoardImage& img, const LlamaConfig& c
 }
 
 static Status arch_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
-  out->arch = img.arch();
+  out->arch = arch_info_by_board(img.config().arch);
+  if (!out->arch) return Status::Error(Code::kUnsupported, "board image: unknown architecture");
   const LlamaConfig cfg = board_llama_config(img.config());
   MC_TRY(cfg.validate());
   const int d = cfg.dim;
-  switch (out->arch) {
-    case BoardArch::kLlama:
-    case BoardArch::kBitnet:
-    case BoardArch::kBitnet25:
-    case BoardArch::kQwen2: return transformer_from_image(img, cfg, tables, out);
-    case BoardArch::kBitLlama2c: {
+  switch (out->arch->family) {
+    case ArchFamily::kTransformer: return transformer_from_image(img, cfg, tables, out);
+    case ArchFamily::kBitLlama2c: {
       BitLlama2cModel& m = out->bitllama2c;
       m.cfg = cfg;
       MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
@@ -221,26 +214,24 @@ static Status arch_from_image(const BoardImage& img, Arena& tables, BoardModel* 
       }
       return m.check_shapes();
     }
-    case BoardArch::kPle: return ple_from_image(img, cfg, tables, out);
+    case ArchFamily::kPle: return ple_from_image(img, cfg, tables, out);
   }
   return Status::Error(Code::kUnsupported, "board image: unknown architecture");
 }
 
 Status BoardDecoder::init(const BoardModel& model, int ctx_len, Arena& work, ThreadPool* pool, const KernelSet* kernels) {
   active_ = nullptr;
-  switch (model.arch) {
-    case BoardArch::kLlama:
-    case BoardArch::kBitnet:
-    case BoardArch::kBitnet25:
-    case BoardArch::kQwen2:
+  if (!model.arch) return Status::Error(Code::kUnsupported, "board image: unknown architecture");
+  switch (model.arch->family) {
+    case ArchFamily::kTransformer:
       MC_TRY(transformer_.init(&model.transformer, ctx_len, work, pool, kernels));
       active_ = &transformer_;
       break;
-    case BoardArch::kBitLlama2c:
+    case ArchFamily::kBitLlama2c:
       MC_TRY(bitllama2c_.init(&model.bitllama2c, ctx_len, work, pool, kernels));
       active_ = &bitllama2c_;
       break;
-    case BoardArch::kPle:
+    case ArchFamily::kPle:
       MC_TRY(ple_.init(&model.ple, ctx_len, work, pool, kernels, false));
       active_ = &ple_;
       break;
@@ -279,7 +270,9 @@ Status int_table(const BoardImage& img, BoardRole role, uint32_t n, int limit, A
 
 Status head_groups_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
   if (!img.find(board_tensor_id(BoardRole::kHeadRows))) return Status::Ok();
-  const MatRef* head = out->arch == BoardArch::kLlama ? &out->transformer.output : out->arch == BoardArch::kPle ? &out->ple.output : nullptr;
+  const MatRef* head = !out->arch->head_groups                 ? nullptr
+                       : out->arch->family == ArchFamily::kPle ? &out->ple.output
+                                                               : &out->transformer.output;
   if (!head) return Status::Error(Code::kUnsupported, "board image: head groups are read for llama and PLE models");
   VocabHead& h = out->head_groups;
   MC_TRY(matrix(img, BoardRole::kHeadRows, 0, &h.rows));

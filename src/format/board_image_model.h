@@ -6,6 +6,7 @@
 #include "core/thread_pool.h"
 #include "format/board_image.h"
 #include "kernels/kernels.h"
+#include "model/arch.h"
 #include "model/bitnet.h"
 #include "model/bitnet_llama2c.h"
 #include "model/decoder.h"
@@ -17,10 +18,10 @@
 namespace mcullm {
 
 struct BoardModel {
-  BoardArch arch = BoardArch::kLlama;
-  TransformerModel transformer; // the llama family: arch kLlama, kBitnet, kBitnet25, kQwen2
-  BitLlama2cModel bitllama2c;   // arch kBitLlama2c
-  PleModel ple;                 // arch kPle (int8 activations, as `mcullm run` by default)
+  const ArchInfo* arch = nullptr;  // the image's row (model/arch.h), set by board_model_from_image
+  TransformerModel transformer; // family kTransformer (llama, bitnet, bitnet-25, qwen2)
+  BitLlama2cModel bitllama2c;   // family kBitLlama2c
+  PleModel ple;                 // family kPle (int8 activations, as `mcullm run` by default)
   LlamaConfig ple_base;         // ple.cfg.base()
   VocabHead head_groups;        // the head's groups when the image stores them (llama, PLE)
   bool has_head_groups = false;

@@ -162,22 +162,19 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
   Collector c;
   BoardImageConfig cfg;
   bool tied = true;
-  if (m.arch == "bitnet-llama2c") {
+  const BoardArch board_arch = static_cast<BoardArch>(m.arch->board_arch);
+  if (m.is(ArchFamily::kBitLlama2c)) {
     const BitLlama2cModel& b = m.bitnet;
     MC_TRY(b.check_shapes());
-    fill_config(b.cfg, BoardArch::kBitLlama2c, true, &cfg);
+    fill_config(b.cfg, board_arch, true, &cfg);
     c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
     c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.dim);
     for (int l = 0; l < b.cfg.n_layers; ++l) c.layer_mats(b.layers[l], l);
-  } else if (m.arch == "llama" || m.arch == "bitnet" || m.arch == "bitnet-25" || m.arch == "qwen2") {
+  } else if (m.is(ArchFamily::kTransformer)) {
     const TransformerModel& b = m.model;
     MC_TRY(b.check_shapes());
     tied = b.tied_output;
-    const BoardArch arch = m.arch == "llama"    ? BoardArch::kLlama
-                           : m.arch == "qwen2"  ? BoardArch::kQwen2
-                           : m.arch == "bitnet" ? BoardArch::kBitnet
-                                                : BoardArch::kBitnet25;
-    fill_config(b.cfg, arch, tied, &cfg);
+    fill_config(b.cfg, board_arch, tied, &cfg);
     cfg.ffn = b.spec.act == FfnAct::kRelu || b.spec.act == FfnAct::kReluSqr ? 1 : 0;
     if (b.spec.sub_norms) cfg.rope = static_cast<uint8_t>(b.spec.rope);  // the bitnet archs say theirs
     c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
@@ -197,14 +194,14 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
       }
       c.layer_mats(L, l);
     }
-  } else if (m.arch == "ple") {
+  } else if (m.is(ArchFamily::kPle)) {
     const PleModel& b = m.ple;
     MC_TRY(b.check_shapes());
     if (m.f32_activations)
       return Status::Error(Code::kUnsupported, "board image: the board runs PLE models with int8 activations");
     const PleConfig& pc = b.cfg;
     tied = pc.tied_head;
-    fill_config(pc.base(), BoardArch::kPle, tied, &cfg);
+    fill_config(pc.base(), board_arch, tied, &cfg);
     cfg.ple_dim = pc.ple_dim;
     cfg.input_vocab = pc.input_vocab;
     cfg.group = pc.group;
@@ -228,7 +225,7 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
       c.mat(BoardRole::kPleProj, l, L.ple_proj, TensorClass::kOther);
     }
   } else {
-    return Status::Error(Code::kUnsupported, "board image: architecture %s", m.arch.c_str());
+    return Status::Error(Code::kUnsupported, "board image: architecture %s", m.arch_name());
   }
   if (m.has_head_groups) {
     if (m.head_groups.rows.rows > (1 << 24))

@@ -115,7 +115,7 @@ Status cluster_model_from_loaded(const LoadedModel& lm, int ctx_len, int kv_byte
   MC_TRY(cost_model(lm, roomy, co, &r));
   const LlamaConfig& c = lm.model.cfg;
   ClusterModel m;
-  m.name = lm.path + " (" + lm.arch + ")";
+  m.name = lm.path + " (" + lm.arch_name() + ")";
   m.dim = c.dim;
   m.hidden_dim = c.hidden_dim;
   m.n_layers = c.n_layers;

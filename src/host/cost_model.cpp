@@ -149,7 +149,7 @@ struct Builder {
 
 Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
   b->f32_act = m.f32_activations;
-  if (m.arch == "llama" || m.arch == "bitnet" || m.arch == "bitnet-25" || m.arch == "qwen2") {
+  if (m.is(ArchFamily::kTransformer)) {
     const TransformerModel& x = m.model;
     MC_TRY(x.check_shapes());
     *cfg = x.cfg;
@@ -164,14 +164,14 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
       if (x.spec.qkv_bias) b->norm(p + "qkv_bias", cfg->dim + 2 * cfg->kv_dim());  // read like norms: f32 vectors
       b->layer(x.layers[l], l);
     }
-  } else if (m.arch == "bitnet-llama2c") {
+  } else if (m.is(ArchFamily::kBitLlama2c)) {
     const BitLlama2cModel& x = m.bitnet;
     MC_TRY(x.check_shapes());
     *cfg = x.cfg;
     b->tied("tok_emb", x.tok_emb, x.cfg.vocab_size);
     b->norm("out_norm", x.cfg.dim);
     for (int l = 0; l < x.cfg.n_layers; ++l) b->layer(x.layers[l], l);
-  } else if (m.arch == "ple") {
+  } else if (m.is(ArchFamily::kPle)) {
     const PleModel& x = m.ple;
     MC_TRY(x.check_shapes());
     const PleConfig& c = x.cfg;
@@ -197,7 +197,7 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
       b->mat(p + "ple_proj", L.ple_proj, TensorClass::kOther);
     }
   } else {
-    return Status::Error(Code::kUnsupported, "cost model: architecture %s", m.arch.c_str());
+    return Status::Error(Code::kUnsupported, "cost model: architecture %s", m.arch_name());
   }
   return Status::Ok();
 }
@@ -348,7 +348,7 @@ std::string format_cost_report(const LoadedModel& model, const BoardProfile& boa
   char line[256];
   const CostTensor& kv = r.tensors.back();
   std::snprintf(line, sizeof line, "board: %s, %d core(s); model %s (%s); context %d, token at position %d; KV cache in %s\n",
-                board.name.c_str(), opt.threads, model.path.c_str(), model.arch.c_str(), r.ctx_len, r.pos,
+                board.name.c_str(), opt.threads, model.path.c_str(), model.arch_name(), r.ctx_len, r.pos,
                 tier_name(kv.tier));
   s += line;
   std::snprintf(line, sizeof line, "%-10s %14s %14s %14s %10s\n", "tier", "capacity", "placed_bytes",

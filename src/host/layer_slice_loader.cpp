@@ -80,7 +80,7 @@ Status load_slice_weights(const std::string& path, int first, int end, bool embe
                           std::unique_ptr<SliceWeights>* out) {
   auto w = std::make_unique<SliceWeights>();
   w->path = path;
-  w->arch = kQwen2Arch;
+  w->arch = arch_info_by_gguf(kQwen2Arch);
   // The file is mapped while the slice's tensors are copied out, then unmapped: pages of other
   // layers are never read (the GGUF header is parsed from the first pages only).
   MappedFile file;

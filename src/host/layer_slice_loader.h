@@ -17,6 +17,7 @@
 #include "core/arena.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
+#include "model/arch.h"
 #include "model/layer_slice.h"
 #include "model/qwen2.h"
 
@@ -25,7 +26,7 @@ namespace mcullm {
 // The slice's weights, owned, shared by every stream of a node.
 struct SliceWeights {
   std::string path;
-  std::string arch;                       // "qwen2"
+  const ArchInfo* arch = nullptr;         // its row (model/arch.h): qwen2, the ArchSlices::kRanges one
   std::unique_ptr<uint8_t[]> memory;      // backs `arena`: the copied tensors and the layer table
   Arena arena;                            // by class: embedding, attention, ffn, norm, head; other = tables
   Qwen2Model model;                       // holds [first, end) (+ embedding / head), points into `arena`

@@ -85,7 +85,7 @@ namespace {
 
 // A loaded PLE model: its arch, options and the shared config summary the commands print.
 void set_ple(LoadedModel* m, const LoadOptions& opt) {
-  m->arch = "ple";
+  m->arch = arch_info("ple");
   m->f32_activations = opt.f32_activations;
   m->model.cfg = m->ple.cfg.base();
 }
@@ -93,7 +93,7 @@ void set_ple(LoadedModel* m, const LoadOptions& opt) {
 Status load_bitllama2c(LoadedModel* m, const LoadOptions& opt) {
   const uint8_t* data = m->file.data();
   const size_t size = m->file.size();
-  m->arch = "bitnet-llama2c";
+  m->arch = arch_info("bitnet-llama2c");
   TernaryLayout order = TernaryLayout::kBitllama2cMsb;
   bool detected = false;
   if (opt.bit_order == "lsb") {
@@ -122,6 +122,32 @@ Status load_bitllama2c(LoadedModel* m, const LoadOptions& opt) {
   return Status::Ok();
 }
 
+// "llama, bitllama2c, ...": the GGUF architectures of the registry, for messages.
+std::string known_gguf_archs() {
+  std::string s;
+  for (int i = 0; i < n_archs(); ++i) s += std::string(i ? ", " : "") + arch_table()[i].gguf_arch;
+  return s;
+}
+
+// The model of a GGUF file whose row m->arch is set: the family's reader.
+Status read_gguf_model(LoadedModel* m, const LoadOptions& opt) {
+  switch (m->arch->family) {
+    case ArchFamily::kBitLlama2c:
+      MC_TRY(bitllama2c_from_gguf(m->gguf, m->tables, &m->bitnet));
+      m->model.cfg = m->bitnet.cfg;
+      return Status::Ok();
+    case ArchFamily::kPle:
+      MC_TRY(ple_from_gguf(m->gguf, m->tables, &m->ple));
+      set_ple(m, opt);
+      return Status::Ok();
+    case ArchFamily::kTransformer: break;
+  }
+  // The llama family's readers (format/*_gguf.h) each set the model's BlockSpec.
+  if (m->arch->spec.sub_norms) return bitnet_from_gguf(m->gguf, m->tables, &m->model);
+  if (m->arch->spec.qkv_bias) return qwen2_from_gguf(m->gguf, m->tables, &m->model);
+  return llama_from_gguf(m->gguf, m->tables, &m->model);
+}
+
 }  // namespace
 
 Status load_model(const std::string& path, std::unique_ptr<LoadedModel>* out) {
@@ -143,29 +169,27 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
   if (is_gguf(data, size)) {
     m->format = "gguf";
     st = m->gguf.open(data, size, m->tables);
-    GgufStr arch{"", 0};
-    if (st.ok() && m->gguf.find_kv("general.architecture")) st = m->gguf.get_string("general.architecture", &arch);
-    if (st.ok() && arch.equals(kBitLlama2cArch)) {
-      m->arch = "bitnet-llama2c";
-      st = bitllama2c_from_gguf(m->gguf, m->tables, &m->bitnet);
-      m->model.cfg = m->bitnet.cfg;
-    } else if (st.ok() && arch.equals(kPleGgufArch)) {
-      st = ple_from_gguf(m->gguf, m->tables, &m->ple);
-      if (st.ok()) set_ple(m.get(), opt);
-    } else if (st.ok() && bitnet_gguf_arch(arch)) {
-      m->arch = std::string(arch.data, arch.size);
-      st = bitnet_from_gguf(m->gguf, m->tables, &m->model);
-    } else if (st.ok() && arch.equals(kQwen2Arch)) {
-      m->arch = kQwen2Arch;
-      st = qwen2_from_gguf(m->gguf, m->tables, &m->model);
-    } else if (st.ok()) {
-      st = llama_from_gguf(m->gguf, m->tables, &m->model);
+    // A file without general.architecture is read as llama (as llama.cpp's early files).
+    std::string arch = "llama";
+    if (st.ok() && m->gguf.find_kv("general.architecture")) {
+      GgufStr s{"", 0};
+      st = m->gguf.get_string("general.architecture", &s);
+      arch.assign(s.data, s.size);
     }
+    if (st.ok()) {
+      m->arch = arch_info_by_gguf(arch.c_str());
+      if (!m->arch) {
+        m->arch = arch_info("llama");
+        st = Status::Error(Code::kUnsupported, "GGUF architecture '%s' is not one mcullm runs (%s)", arch.c_str(),
+                           known_gguf_archs().c_str());
+      }
+    }
+    if (st.ok()) st = read_gguf_model(m.get(), opt);
     if (st.ok() && gguf_has_vocab_head(m->gguf)) {  // head groups stored by `mcullm head --write`
-      if (m->arch != "llama" && m->arch != "ple")
-        st = Status::Error(Code::kUnsupported, "head groups are read for llama and PLE models (this one is %s)", m->arch.c_str());
+      if (!m->arch->head_groups)
+        st = Status::Error(Code::kUnsupported, "head groups are read for llama and PLE models (this one is %s)", m->arch_name());
       else
-        st = vocab_head_from_gguf(m->gguf, m->arch == "ple" ? m->ple.output : m->model.output, m->tables, &m->head_groups);
+        st = vocab_head_from_gguf(m->gguf, m->is(ArchFamily::kPle) ? m->ple.output : m->model.output, m->tables, &m->head_groups);
       m->has_head_groups = st.ok();
     }
   } else if (esp32ai_is_model(data, size)) {
@@ -206,13 +230,13 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
                        4ull * c.n_heads * static_cast<size_t>(ctx_len) * sizeof(float) + batch + extra_bytes + (1u << 20);
   out->memory.reset(new uint8_t[bytes]);
   out->work.reset(Tier::kHost, out->memory.get(), bytes);
-  if (m.arch == "bitnet-llama2c") {
+  if (m.is(ArchFamily::kBitLlama2c)) {
     auto bit = std::make_shared<BitLlama2cContext>();
     MC_TRY(bit->init(&m.bitnet, ctx_len, out->work, pool, kernels, m.kv));
     out->decoder = bit;
     return Status::Ok();
   }
-  if (m.arch == "ple") {
+  if (m.is(ArchFamily::kPle)) {
     auto ple = std::make_shared<PleContext>();
     MC_TRY(ple->init(&m.ple, ctx_len, out->work, pool, kernels, m.f32_activations, m.kv));
     out->decoder = ple;
@@ -336,8 +360,8 @@ void for_each_tl_in(const Layer* layers, int n_layers, Fn fn) {
 // Every tl1 / tl2 matrix of a BitNet or bitllama2.c model.
 template <class Fn>
 void for_each_tl(const LoadedModel& m, Fn fn) {
-  if (m.arch == "bitnet-llama2c") for_each_tl_in(m.bitnet.layers, m.bitnet.cfg.n_layers, fn);
-  if (m.arch != "bitnet-llama2c" && m.arch != "ple") for_each_tl_in(m.model.layers, m.model.end() - m.model.first_layer, fn);
+  if (m.is(ArchFamily::kBitLlama2c)) for_each_tl_in(m.bitnet.layers, m.bitnet.cfg.n_layers, fn);
+  if (m.is(ArchFamily::kTransformer)) for_each_tl_in(m.model.layers, m.model.end() - m.model.first_layer, fn);
 }
 }  // namespace
 

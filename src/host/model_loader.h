@@ -9,6 +9,7 @@
 #include "host/mapped_file.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
+#include "model/arch.h"
 #include "model/decoder.h"
 #include "model/bitnet.h"
 #include "model/bitnet_llama2c.h"
@@ -25,9 +26,9 @@ struct LoadedModel {
   std::string path;
   std::string format;  // "esp32-ai v0" / "esp32-ai v1", "gguf", "llama2.c legacy", "llama2.c ak42 v1", "llama2.c ak42 v2",
                        // "bitllama2.c ternary (msb)" / "(lsb)" (+ ", detected" when auto-detected)
-  std::string arch = "llama";  // the llama family "llama", "bitnet" / "bitnet-25" (llama.cpp's BitNet b1.58
-                               // GGUF), "qwen2" (all in `model`); "bitnet-llama2c" (the BitLinear model in
-                               // `bitnet`), "ple" (esp32-ai's per-layer-embedding model, in `ple`)
+  // The architecture's row (model/arch.h), never null: family kTransformer ("llama", "bitnet" /
+  // "bitnet-25", "qwen2") is in `model`, kBitLlama2c in `bitnet`, kPle in `ple`.
+  const ArchInfo* arch = arch_info("llama");
   MappedFile file;
   std::unique_ptr<uint8_t[]> table_memory;  // backs `tables`
   Arena tables;                             // tensor tables, expanded weights, GGUF indexes
@@ -40,6 +41,8 @@ struct LoadedModel {
   KvType kv = KvType::kF32;                 // the KV cache make_decoder gives every architecture
   VocabHead head_groups;                    // the head's groups when the GGUF stores them (mcullm head --write)
   bool has_head_groups = false;
+  const char* arch_name() const { return arch->name; }
+  bool is(ArchFamily f) const { return arch->family == f; }
 };
 
 struct LoadOptions {
