@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "kernels/ref/q4e_ref.h"
 #include "test_support.h"
 
 namespace mcullm {
