@@ -9,18 +9,13 @@
 #include <vector>
 
 #include "core/fmath.h"
+#include "kernel_test_data.h"
 #include "kernels/kernels.h"
 
 namespace mcullm {
 namespace {
 
-struct Rng {
-  uint64_t s = 0x9E3779B97F4A7C15ull;
-  float uniform(float lo, float hi) {
-    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-    return lo + (hi - lo) * static_cast<float>(s >> 40) / static_cast<float>(1ull << 24);
-  }
-};
+using test::Rng;
 
 TEST(AttentionKernels, ScoresAreTheScaledDotProduct) {
   Rng rng;
@@ -59,29 +54,21 @@ TEST(AttentionKernels, SoftmaxSumsToOneIncludingExtremes) {
 
 TEST(AttentionKernels, SwiGluFollowsTheDefinition) {
   Rng rng;
-  const float inf = std::numeric_limits<float>::infinity();
   for (int n : {1, 7, 8, 9, 172, 1000}) {
-    std::vector<float> g(n), u(n);
-    for (float& v : g) v = rng.uniform(-120, 120);
-    for (float& v : u) v = rng.uniform(-2, 2);
-    if (n > 4) { g[0] = -0.0f; g[1] = 89.0f; g[2] = -105.0f; g[3] = inf; g[4] = 1e-40f; }
+    std::vector<float> g, u;
+    test::swiglu_inputs(rng, n, &g, &u);
     std::vector<float> a = g;
     kernels_ref().silu_mul(a.data(), u.data(), n);
-    for (int i = 0; i < n; ++i)
-      if (std::isfinite(g[i]) && std::fabs(g[i]) < 80)
-        EXPECT_NEAR(a[i], g[i] / (1 + std::exp(-static_cast<double>(g[i]))) * u[i], 1e-5 * (1 + std::fabs(g[i] * u[i])));
+    for (int i = 0; i < n; ++i) {
+      if (!std::isfinite(g[i]) || std::fabs(g[i]) >= 80) continue;
+      EXPECT_NEAR(a[i], g[i] / (1 + std::exp(-static_cast<double>(g[i]))) * u[i], 1e-5 * (1 + std::fabs(g[i] * u[i])));
+    }
   }
 }
 
 // The reference SwiGLU is mc_silu(g) * up on a sweep of floats, the specials included.
 TEST(AttentionKernels, SwiGluIsScalarSiluEverywhere) {
-  std::vector<float> g;
-  const uint32_t step = 4093 * 977;
-  for (uint32_t bits = 0; bits < 0xFFFFFFFFu - step; bits += step) {
-    float f;
-    std::memcpy(&f, &bits, 4);
-    if (!std::isnan(f)) g.push_back(f);
-  }
+  const std::vector<float> g = test::float_sweep(4093 * 977);
   std::vector<float> ones(g.size(), 1.0f), a = g;
   kernels_ref().silu_mul(a.data(), ones.data(), static_cast<int>(g.size()));
   for (size_t i = 0; i < g.size(); ++i) {

@@ -185,14 +185,6 @@ TEST_P(KernelConformance, QuantizeBlocks) {
 
 // ---- attention, softmax, SwiGLU ----------------------------------------------------------------
 
-struct Rng {
-  uint64_t s = 0x9E3779B97F4A7C15ull;
-  float uniform(float lo, float hi) {
-    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-    return lo + (hi - lo) * static_cast<float>(s >> 40) / static_cast<float>(1ull << 24);
-  }
-};
-
 TEST_P(KernelConformance, AttentionScoresAndValues) {
   Rng rng;
   for (int hs : {1, 2, 3, 4, 6, 7, 8, 9, 12, 15, 16, 17, 24, 31, 32, 33, 48, 64, 80, 128}) {
@@ -238,12 +230,9 @@ TEST_P(KernelConformance, Softmax) {
 
 TEST_P(KernelConformance, SwiGlu) {
   Rng rng;
-  const float inf = std::numeric_limits<float>::infinity();
   for (int n : {1, 7, 8, 9, 172, 1000}) {
-    std::vector<float> g(n), u(n);
-    for (float& v : g) v = rng.uniform(-120, 120);
-    for (float& v : u) v = rng.uniform(-2, 2);
-    if (n > 4) { g[0] = -0.0f; g[1] = 89.0f; g[2] = -105.0f; g[3] = inf; g[4] = 1e-40f; }
+    std::vector<float> g, u;
+    swiglu_inputs(rng, n, &g, &u);
     std::vector<float> a = g, b = g;
     ref().silu_mul(a.data(), u.data(), n);
     k().silu_mul(b.data(), u.data(), n);
@@ -254,11 +243,7 @@ TEST_P(KernelConformance, SwiGlu) {
 // A vector exp inside softmax / SwiGLU equals mc_expf on every float of a dense sweep, the specials
 // included: silu(g) * 1 = g / (1 + exp(-g)), so equal bits of silu over the sweep pin down the exp.
 TEST_P(KernelConformance, VectorExpEqualsScalarExpEverywhere) {
-  std::vector<float> g;
-  for (uint32_t u = 0; u < 0xFFFFFFFFu - 4093; u += 4093) {
-    const float f = from_bits(u);
-    if (!std::isnan(f)) g.push_back(f);
-  }
+  const std::vector<float> g = float_sweep(4093);
   std::vector<float> ones(g.size(), 1.0f), a = g, b = g;
   ref().silu_mul(a.data(), ones.data(), static_cast<int>(g.size()));
   k().silu_mul(b.data(), ones.data(), static_cast<int>(g.size()));

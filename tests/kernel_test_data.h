@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <utility>
 #include <vector>
@@ -196,6 +197,39 @@ inline std::vector<std::pair<int, int>> row_ranges(int rows) {
   if (rows > 4) out.push_back({3, 4});
   out.push_back({rows / 2, rows / 2});  // empty: nothing written
   return out;
+}
+
+// Every float whose bits are a multiple of `step`, but the NaNs (infinities, zeros, subnormals included).
+inline std::vector<float> float_sweep(uint32_t step) {
+  std::vector<float> g;
+  for (uint32_t u = 0; u < 0xFFFFFFFFu - step; u += step)
+    if (!std::isnan(from_bits(u))) g.push_back(from_bits(u));
+  return g;
+}
+
+// A small xorshift generator of uniform floats (the attention, softmax and SwiGLU data).
+struct Rng {
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  float uniform(float lo, float hi) {
+    s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+    return lo + (hi - lo) * static_cast<float>(s >> 40) / static_cast<float>(1ull << 24);
+  }
+};
+
+// SwiGLU inputs: gates in [-120, 120] (exp overflows and underflows) with -0, inf and a subnormal
+// among the first five, ups in [-2, 2].
+inline void swiglu_inputs(Rng& rng, int n, std::vector<float>* g, std::vector<float>* u) {
+  g->resize(n);
+  u->resize(n);
+  for (float& v : *g) v = rng.uniform(-120, 120);
+  for (float& v : *u) v = rng.uniform(-2, 2);
+  if (n > 4) {
+    (*g)[0] = -0.0f;
+    (*g)[1] = 89.0f;
+    (*g)[2] = -105.0f;
+    (*g)[3] = std::numeric_limits<float>::infinity();
+    (*g)[4] = 1e-40f;
+  }
 }
 
 // esp32-ai int4 (q4e) from normal weights (every eighth 8x larger), bound one byte past an aligned
