@@ -11,21 +11,17 @@ file(GLOB_RECURSE MCULLM_ALL_SOURCES CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/src/*.cpp)
 set(MCULLM_CORE_SOURCES)
 set(MCULLM_HOST_SOURCES)
-set(MCULLM_AVX2_SOURCES)
-set(MCULLM_AVX512_SOURCES)
-set(MCULLM_NEON_SOURCES)
+set(MCULLM_KERNEL_FOLDER_SOURCES)
 set(MCULLM_HTTP_SOURCES)
 foreach(f IN LISTS MCULLM_ALL_SOURCES)
   if(f MATCHES "/src/serve/(http_server|web_assets)\\.cpp$")
     list(APPEND MCULLM_HTTP_SOURCES ${f})
   elseif(f MATCHES "_host\\.cpp$" OR f MATCHES "/src/(tokenizer|host|serve)/")
     list(APPEND MCULLM_HOST_SOURCES ${f})
-  elseif(f MATCHES "/src/kernels/x86/")
-    list(APPEND MCULLM_AVX2_SOURCES ${f})
-  elseif(f MATCHES "/src/kernels/x86_512/")
-    list(APPEND MCULLM_AVX512_SOURCES ${f})
-  elseif(f MATCHES "/src/kernels/arm/")
-    list(APPEND MCULLM_NEON_SOURCES ${f})
+  elseif(f MATCHES "/src/kernels/[^/]+/" AND NOT f MATCHES "/src/kernels/(ref|esp32s3)/")
+    # A kernel table's folder with its own instruction set: compiled by its mcullm_kernel_folder line.
+    # (esp32s3 compiles to nothing off Xtensa; the firmware and targets/ builds take it in.)
+    list(APPEND MCULLM_KERNEL_FOLDER_SOURCES ${f})
   else()
     list(APPEND MCULLM_CORE_SOURCES ${f})
   endif()
@@ -35,32 +31,34 @@ add_library(mcullm_core STATIC ${MCULLM_CORE_SOURCES})
 target_include_directories(mcullm_core PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
 target_compile_options(mcullm_core PRIVATE -fno-exceptions -fno-rtti)
 
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND MCULLM_AVX2_SOURCES)
-  # Compiled for AVX2 but only called after a runtime CPU check (kernels/dispatch.cpp).
-  set_source_files_properties(${MCULLM_AVX2_SOURCES} PROPERTIES COMPILE_OPTIONS "-mavx2")
-  # The AVX-VNNI GEMM (kernels_avxvnni(): AVX2 + F16C + AVX-VNNI, no AVX-512).
-  set_source_files_properties(${PROJECT_SOURCE_DIR}/src/kernels/x86/gemm_avxvnni.cpp PROPERTIES
-                              COMPILE_OPTIONS "-mavx2;-mf16c;-mavxvnni")
-  target_sources(mcullm_core PRIVATE ${MCULLM_AVX2_SOURCES})
-  target_compile_definitions(mcullm_core PRIVATE MCULLM_HAVE_AVX2=1)
-  if(MCULLM_AVX512_SOURCES)
-    # AVX-512 F + BW + VL + VNNI and F16C (the LUT kernels, the block types' GEMM), also behind a runtime CPU
-    # check (kernels_avx512() asks for all four).
-    set(avx512_flags -mavx2 -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni)
-    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-      # GCC 12 warns about its own headers' undefined pass-through vectors in the AVX-512 intrinsics.
-      list(APPEND avx512_flags -Wno-maybe-uninitialized)
+# One line per kernel table folder (src/kernels/<folder>/): mcullm_kernel_folder(<folder> <processors>
+# <define> [compile options...]) compiles the folder into the core when the target processor matches
+# and sets the define its line in the registry (kernels/dispatch.cpp) sits under. The folders' kernels
+# are called only after the registry's CPU check, so their flags never reach code every CPU runs.
+function(mcullm_kernel_folder folder processors define)
+  set(srcs ${MCULLM_KERNEL_FOLDER_SOURCES})
+  list(FILTER srcs INCLUDE REGEX "/src/kernels/${folder}/")
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "${processors}" AND srcs)
+    if(ARGN)
+      set_source_files_properties(${srcs} PROPERTIES COMPILE_OPTIONS "${ARGN}")
     endif()
-    set_source_files_properties(${MCULLM_AVX512_SOURCES} PROPERTIES COMPILE_OPTIONS "${avx512_flags}")
-    target_sources(mcullm_core PRIVATE ${MCULLM_AVX512_SOURCES})
-    target_compile_definitions(mcullm_core PRIVATE MCULLM_HAVE_AVX512=1)
+    target_sources(mcullm_core PRIVATE ${srcs})
+    target_compile_definitions(mcullm_core PRIVATE ${define}=1)
   endif()
+endfunction()
+
+# AVX-512 F + BW + VL + VNNI and F16C (the LUT kernels, the block types' GEMM), behind kernels_avx512()'s
+# check of all four. GCC 12 warns about its own headers' undefined pass-through vectors in the AVX-512 intrinsics.
+set(avx512_flags -mavx2 -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  list(APPEND avx512_flags -Wno-maybe-uninitialized)
 endif()
-if(CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64" AND MCULLM_NEON_SOURCES)
-  # NEON is part of every aarch64 CPU: no runtime check needed.
-  target_sources(mcullm_core PRIVATE ${MCULLM_NEON_SOURCES})
-  target_compile_definitions(mcullm_core PRIVATE MCULLM_HAVE_NEON=1)
-endif()
+mcullm_kernel_folder(x86 "x86_64|AMD64" MCULLM_HAVE_AVX2 -mavx2)
+mcullm_kernel_folder(x86_512 "x86_64|AMD64" MCULLM_HAVE_AVX512 ${avx512_flags})
+mcullm_kernel_folder(arm "aarch64|arm64" MCULLM_HAVE_NEON)  # NEON is part of every aarch64 CPU: no runtime check
+# The AVX-VNNI GEMM (kernels_avxvnni(): AVX2 + F16C + AVX-VNNI, no AVX-512).
+set_source_files_properties(${PROJECT_SOURCE_DIR}/src/kernels/x86/gemm_avxvnni.cpp PROPERTIES
+                            COMPILE_OPTIONS "-mavx2;-mf16c;-mavxvnni")
 
 find_package(Threads REQUIRED)
 # Host dependencies: nlohmann-json (tokenizer.json reader, the server's JSON), utf8proc (WordPiece

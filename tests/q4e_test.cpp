@@ -1,6 +1,6 @@
 // esp32-ai's int4 layout (q4e): quantize / dequantize round trip, the reference kernels follow the
-// kernels.h order (recomputed here from the raw bytes), AVX2 equals the reference bit for bit, and
-// esp32-ai's int8 activation rule (one scale, ties to even).
+// kernels.h order (recomputed here from the raw bytes) and esp32-ai's int8 activation rule (one
+// scale, ties to even). (Every table against the reference: kernel_conformance_test.cpp.)
 #include "quant/q4e.h"
 
 #include <cmath>
@@ -8,30 +8,15 @@
 #include <random>
 #include <vector>
 
+#include "kernel_test_data.h"
 #include "kernels/kernels.h"
-#include "kernels/ref/q4e_ref.h"
 #include "test_support.h"
 
 namespace mcullm {
 namespace {
 
-struct Tensor {
-  std::vector<uint8_t> bytes;
-  MatRef m;
-};
-
-Tensor make_tensor(int rows, int cols, int group, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(rows) * cols);
-  for (float& v : x) v = normal(rng) * ((rng() & 7) == 0 ? 8.0f : 1.0f);
-  Tensor t;
-  t.bytes.assign(q4e_tensor_bytes(rows, cols, group) + 1, 0xEE);
-  // +1: bind at an odd address so the scales are unaligned, as in esp32-ai files
-  q4e_quantize_tensor(x.data(), rows, cols, group, t.bytes.data() + 1);
-  EXPECT_TRUE(q4e_bind(t.bytes.data() + 1, rows, cols, &t.m));
-  return t;
-}
+using Tensor = test::Q4eTensor;
+constexpr auto make_tensor = test::make_q4e_tensor;
 
 // Raw-byte decoding, written apart from quant/q4e.h.
 int raw_weight(const Tensor& t, int r, int j) {
@@ -135,35 +120,6 @@ TEST(Q4E, ReferenceFollowsTheContractOrder) {
         EXPECT_EQ(yf[r], acc);
         EXPECT_EQ(yq[r], accq * xs);
         EXPECT_NEAR(yf[r], exact, 1e-4 * (1 + std::fabs(exact)));
-      }
-    }
-  }
-}
-
-TEST(Q4E, Avx2EqualsReferenceBitForBit) {
-  const KernelSet* avx2 = kernels_avx2();
-  if (!avx2) MCULLM_SKIP_OR_FAIL("AVX2", "no AVX2 on this CPU");
-  for (int cols : {1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 415, 1000, 4099}) {
-    for (int group : {1, 3, 32, 64, 128, 100000}) {
-      const int rows = 17;
-      Tensor t = make_tensor(rows, cols, group, 100 + cols * 7 + group);
-      std::mt19937_64 rng(cols + group);
-      std::vector<int8_t> xq(cols);
-      for (auto& v : xq) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
-      const float xs = 0.013f;
-      std::vector<float> a(rows, -1.0f), b(rows, -1.0f);
-      kernels_ref().matvec_q4e_q8(t.m, xq.data(), &xs, a.data(), 1, rows);
-      avx2->matvec_q4e_q8(t.m, xq.data(), &xs, b.data(), 1, rows);
-      for (int r = 0; r < rows; ++r) EXPECT_EQ(std::memcmp(&a[r], &b[r], 4), 0) << cols << " " << group << " " << r;
-      // f32 activations with signed zeros, tiny and huge values: rows 0..8 and 1..9 (8-row blocks + tails)
-      std::vector<float> x(cols);
-      std::normal_distribution<float> normal(0.0f, 1.0f);
-      for (int j = 0; j < cols; ++j) x[j] = j % 11 == 3 ? -0.0f : j % 13 == 5 ? normal(rng) * 1e30f : normal(rng);
-      for (int start : {0, 1}) {
-        std::vector<float> fa(rows, -1.0f), fb(rows, -1.0f);
-        kernels_ref().matvec_q4e_f32(t.m, x.data(), fa.data(), start, rows);
-        avx2->matvec_q4e_f32(t.m, x.data(), fb.data(), start, rows);
-        for (int r = 0; r < rows; ++r) EXPECT_EQ(std::memcmp(&fa[r], &fb[r], 4), 0) << "f32 " << cols << " " << group << " " << r;
       }
     }
   }

@@ -1,5 +1,5 @@
 // TL1 / TL2 LUT kernels (kernels.h "LUT kernels"): the reference against a plain integer dot product
-// of the unpacked weights, and every SIMD variant compiled in (avx2, avx512, neon) bit for bit
+// of the unpacked weights, and every registered table with its own LUT kernels (avx2, avx512, neon) bit for bit
 // against the reference on a shape sweep (pair tails, K below one block, odd tile counts, each TL1 bm),
 // 1 and 2 threads, batch 1 and > 1, per-token and per-tensor activation scales. Also the per-tensor
 // cache, the applicability rule, the workspace size and activation quantization.
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/thread_pool_host.h"
+#include "kernel_test_data.h"
 #include "kernels/kernels.h"
 #include "test_support.h"
 
@@ -33,10 +34,15 @@ const Shape kShapes[] = {
     {TlType::kTL1, 768, 768, 256, 128, 32}, {TlType::kTL1, 192, 96, 64, 32, 16},   {TlType::kTL1, 64, 512, 64, 256, 64},
 };
 
+// The registered tables this CPU runs, once per distinct pair of LUT kernels (avxvnni and amx have
+// avx2's and avx512's; a table with the reference's is left out).
 std::vector<const KernelSet*> variants() {
   std::vector<const KernelSet*> v;
-  for (const KernelSet* k : {kernels_avx2(), kernels_avx512(), kernels_neon()})
-    if (k) v.push_back(k);
+  for (const KernelSet* k : test::runnable_tables()) {
+    bool seen = k->tl_lut_build == kernels_ref().tl_lut_build && k->tl_matmul == kernels_ref().tl_matmul;
+    for (const KernelSet* o : v) seen = seen || (k->tl_lut_build == o->tl_lut_build && k->tl_matmul == o->tl_matmul);
+    if (!seen) v.push_back(k);
+  }
   return v;
 }
 

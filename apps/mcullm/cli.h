@@ -58,6 +58,9 @@ int report(const Status& st);
 // -s,--seed: -1 (the default) draws a random seed; resolve_seed gives the seed to use (>= 1 for -1).
 void add_seed_option(CLI::App* cmd, int64_t* seed, const std::string& what = "Sampling seed");
 int64_t resolve_seed(int64_t seed);
+// --kernels: the registered kernel tables of this build (kernels/kernels.h kernel_tables) and "auto";
+// a table this CPU cannot run is refused when the command resolves it (kernels_by_name).
+void add_kernels_option(CLI::App* cmd, std::string* kernels);
 // -t,--threads: defaults to the physical cores; a warning when more than the logical cores.
 void add_threads_option(CLI::App* cmd, int* threads, const std::string& what = "Threads");
 int physical_cores();

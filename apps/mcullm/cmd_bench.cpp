@@ -331,7 +331,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp test (comma list; 0 = none)");
   cmd->add_option("-t,--threads", o->threads, "Threads (comma list; default: the physical cores)");
   cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->check(CLI::Range(1, 1000));
-  cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "auto"}));
+  add_kernels_option(cmd, &o->kernels);
   cmd->add_option("--board", o->board, "Also print the cost model's tg prediction on this board (preset or JSON file)");
   add_pretuned_options(cmd, &o->pretuned);
   add_kv_option(cmd, &o->kv);

@@ -433,7 +433,7 @@ void add_cluster_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--min-p", o->min_p, "Min-p (0 = off)")->check(CLI::Range(0.0f, 1.0f));
   add_threads_option(cmd, &o->threads, "Threads of the master (embedding, head)");
   cmd->add_option("--node-threads", o->node_threads, "--local: threads of each node")->check(CLI::Range(1, 256));
-  cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "auto"}));
+  add_kernels_option(cmd, &o->kernels);
   add_kv_option(cmd, &o->kv);
   cmd->add_flag("--fingerprint", o->fingerprint, "Print each stream's fingerprint (as `mcullm run --fingerprint`)");
   cmd->add_flag("-q,--quiet", o->quiet, "Do not print the generated text");

@@ -265,7 +265,7 @@ void add_eval_command(CLI::App& app, int* exit_code) {
   CLI::Option* chunks = cmd->add_option("--chunks", o->chunks, "Score only the first N chunks (N >= 1; default: all)");
   cmd->add_option("--max-chunk-bytes", o->max_chunk_bytes, "Largest chunk in bytes, counting its closing blank line (>= 1)")->capture_default_str();
   add_threads_option(cmd, &o->threads);
-  cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "auto"}));
+  add_kernels_option(cmd, &o->kernels);
   add_kv_option(cmd, &o->kv);
   cmd->add_flag("--json", o->json, "Print one JSON object with the figures on stdout (the summary goes to stderr)");
   cmd->callback([o, exit_code, chunks] {

@@ -96,7 +96,7 @@ void add_node_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--rate", o->rate, "--serial: pace sending to this many bits per second (0: as fast as it goes)");
   cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's; the master's hello sets it)")->check(CLI::Range(0, 1 << 24));
   add_threads_option(cmd, &o->threads);
-  cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "auto"}));
+  add_kernels_option(cmd, &o->kernels);
   cmd->add_option("--max-layers", o->max_layers, "Refuse to hold more layers than this (0: no limit)")->check(CLI::Range(0, 4096));
   cmd->add_option("--max-streams", o->max_streams, "KV caches (streams) kept at once")->check(CLI::Range(1, 4096));
   add_kv_option(cmd, &o->kv);

@@ -315,7 +315,7 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--repeat-last-n", o->repeat_last_n, "Tokens the repeat penalty looks back (-1 = all)")->check(CLI::Range(-1, 1 << 24));
   cmd->add_option("--sampler", o->sampler, "default, or llama2c (llama2.c's RNG and top-p: same seed, same text)")
       ->check(CLI::IsMember({"default", "llama2c"}));
-  cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "auto"}));
+  add_kernels_option(cmd, &o->kernels);
   cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
       ->check(CLI::IsMember({"msb", "lsb", "auto"}));
   add_pretuned_options(cmd, &o->pretuned);

@@ -157,7 +157,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--alias", o->engine.alias, "Model id in the API (default: the model file's name)");
   cmd->add_option("--chat-template", o->engine.chat_template,
                   std::string("Chat template for /v1/chat/completions: ") + ChatTemplate::known_names() + " (default: the model file's own)");
-  cmd->add_option("--kernels", o->engine.kernels, "ref, avx2, avx512, amx or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "auto"}));
+  add_kernels_option(cmd, &o->engine.kernels);
   cmd->add_option("--token-delay-ms", o->engine.token_delay_ms, "Sleep after each token (to mimic a slow board in demos and tests)")
       ->check(CLI::Range(0, 10000));
   cmd->add_option("--host", o->http.host, "Address to listen on");

@@ -171,7 +171,7 @@ void add_tune_command(CLI::App& app, int* exit_code) {
   add_threads_option(cmd, &o->threads);
   cmd->add_option("--tokens", o->tokens, "Tokens per call (1 = generation)")->check(CLI::Range(1, 512));
   cmd->add_option("--time-ms", o->time_ms, "Time spent on each candidate tiling")->check(CLI::Range(0, 60000));
-  cmd->add_option("--kernels", o->kernels, "ref, avx2, avx512, amx, neon or auto")->check(CLI::IsMember({"ref", "avx2", "avx512", "amx", "neon", "auto"}));
+  add_kernels_option(cmd, &o->kernels);
   cmd->callback([o, exit_code] { *exit_code = tune(*o); });
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cli.h"
+#include "kernels/kernels.h"
 
 #ifndef MCULLM_VERSION
 #define MCULLM_VERSION "unknown"
@@ -47,6 +48,20 @@ int physical_cores() {
   }
   const int n = static_cast<int>(cores.size());
   return n > 0 && n <= logical_cores() ? n : logical_cores();
+}
+
+void add_kernels_option(CLI::App* cmd, std::string* kernels) {
+  int n = 0;
+  const KernelTable* tables = kernel_tables(&n);
+  std::vector<std::string> names;
+  std::string help = "Kernel table: ";
+  for (int i = 0; i < n; ++i) {
+    names.push_back(tables[i].name);
+    help += std::string(tables[i].name) + ", ";
+  }
+  names.push_back("auto");
+  help += "or auto (the first of these this CPU runs)";
+  cmd->add_option("--kernels", *kernels, help)->check(CLI::IsMember(names));
 }
 
 void add_threads_option(CLI::App* cmd, int* threads, const std::string& what) {

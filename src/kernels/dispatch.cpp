@@ -99,7 +99,7 @@ const KernelSet* kernels_amx() {
 }
 
 #if defined(MCULLM_HAVE_NEON)
-const KernelSet* kernels_neon_table();  // kernels/ref/matvec_ref.cpp
+const KernelSet* kernels_neon_table();  // kernels/arm/table_neon.cpp
 #endif
 
 const KernelSet* kernels_neon() {
@@ -122,25 +122,46 @@ const KernelSet* kernels_pie() {
 #endif
 }
 
+namespace {
+const KernelSet* kernels_ref_table() { return &kernels_ref(); }
+
+// The registry: one line per table this build holds, fastest first (kernels_best takes the first
+// that runs here). A table's line sits under the define its CMake line sets.
+constexpr KernelTable kTables[] = {
+#if defined(__XTENSA__) && defined(MCULLM_PIE)
+    {"pie", kernels_pie},
+#endif
+#if defined(MCULLM_HAVE_AVX512)
+    {"amx", kernels_amx},
+    {"avx512", kernels_avx512},
+#endif
+#if defined(MCULLM_HAVE_AVX2)
+    {"avxvnni", kernels_avxvnni},
+    {"avx2", kernels_avx2},
+#endif
+#if defined(MCULLM_HAVE_NEON)
+    {"neon", kernels_neon},
+#endif
+    {"ref", kernels_ref_table},
+};
+constexpr int kTableCount = static_cast<int>(sizeof(kTables) / sizeof(kTables[0]));
+}  // namespace
+
+const KernelTable* kernel_tables(int* count) {
+  *count = kTableCount;
+  return kTables;
+}
+
 const KernelSet& kernels_best() {
-  if (const KernelSet* k = kernels_pie()) return *k;
-  if (const KernelSet* k = kernels_amx()) return *k;
-  if (const KernelSet* k = kernels_avx512()) return *k;
-  if (const KernelSet* k = kernels_avxvnni()) return *k;
-  if (const KernelSet* k = kernels_avx2()) return *k;
-  if (const KernelSet* k = kernels_neon()) return *k;
+  for (const KernelTable& t : kTables)
+    if (const KernelSet* k = t.get()) return *k;
   return kernels_ref();
 }
 
 const KernelSet* kernels_by_name(const char* name) {
-  if (strcmp(name, "ref") == 0) return &kernels_ref();
-  if (strcmp(name, "avx2") == 0) return kernels_avx2();
-  if (strcmp(name, "avxvnni") == 0) return kernels_avxvnni();
-  if (strcmp(name, "avx512") == 0) return kernels_avx512();
-  if (strcmp(name, "amx") == 0) return kernels_amx();
-  if (strcmp(name, "neon") == 0) return kernels_neon();
-  if (strcmp(name, "pie") == 0) return kernels_pie();
   if (strcmp(name, "auto") == 0) return &kernels_best();
+  for (const KernelTable& t : kTables)
+    if (strcmp(name, t.name) == 0) return t.get();
   return nullptr;
 }
 

@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant/blocks.h"
 #include "quant/dtype.h"
 #include "quant/ternary.h"
 
@@ -161,62 +162,95 @@ class ThreadPool;
 bool tl_mul_mat(const KernelSet& k, const TlTensor& w, const float* x, int n_tokens, float* y, void* work,
                 size_t work_bytes, ThreadPool* pool, TlActQuant mode = TlActQuant::kPerToken);
 
+// The scalar reference kernels (kernels/ref/): the oracle every optimized kernel equals bit for bit,
+// and every table's default entry (KernelSet below), so a table names only the kernels it replaces.
+float dot_f32_ref(const float* a, const float* b, int n);
+void matvec_f32_ref(const MatRef& w, const float* x, float* y, int r0, int r1);
+void matvec_f16_ref(const MatRef& w, const float* x, float* y, int r0, int r1);
+void matvec_q8_0_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matvec_q4_0_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matvec_q4g64_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void attn_scores_ref(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores);
+void attn_values_ref(const float* att, const float* values, size_t stride, int n, int hs, float* out);
+void softmax_ref(float* x, int n);
+void silu_mul_ref(float* gate, const float* up, int n);
+// i2_s rows (quant/ternary.h) times int8 activations with one scale: y[r] = (float)isum * (w.scale * xs[0]).
+void matvec_i2s_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matmat_i2s_ref(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
+                    size_t y_stride, int r0, int r1);
+void tl_lut_build_ref(const TlTensor& w, const int8_t* q, uint8_t* lut);
+void tl_matmul_ref(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens,
+                   float* y, size_t y_stride, int tile0, int tile1);
+void matvec_q4e_f32_ref(const MatRef& w, const float* x, float* y, int r0, int r1);
+void matvec_q4e_q8_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void attn_scores_q8_ref(const int8_t* q, float qs, const int8_t* keys, const float* kscales, size_t stride,
+                        size_t s_stride, int n, int hs, float scale, float* scores);
+void attn_values_q8_ref(const float* att, const int8_t* values, const float* vscales, size_t stride, size_t s_stride,
+                        int n, int hs, float* out);
+// (quantize_i8s and quantize_activations, quant/ternary.h and quant/blocks.h, are their own references.)
+// The matmat_tiled entry of tables without a block GEMM: declines every call.
+bool matmat_tiled_none(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
+
+// A kernel table. Every entry defaults to the reference kernel: a table is written with designated
+// initializers naming the kernels it replaces, in this order, e.g.
+//   constexpr KernelSet kAvx2 = {.name = "avx2", .dot_f32 = avx2::dot_f32, ...};
+// (constant-initialised: no guard variables, which the MCU builds cannot have).
 struct KernelSet {
-  const char* name;
-  float (*dot_f32)(const float* a, const float* b, int n);
+  const char* name = nullptr;
+  float (*dot_f32)(const float* a, const float* b, int n) = dot_f32_ref;
   // y[r] = (row r of w) . x, for r in [r0, r1).
-  void (*matvec_f32)(const MatRef& w, const float* x, float* y, int r0, int r1);
-  void (*matvec_f16)(const MatRef& w, const float* x, float* y, int r0, int r1);
-  void (*matvec_q8_0)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
-  void (*matvec_q4_0)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
-  void (*matvec_q4g64)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+  void (*matvec_f32)(const MatRef& w, const float* x, float* y, int r0, int r1) = matvec_f32_ref;
+  void (*matvec_f16)(const MatRef& w, const float* x, float* y, int r0, int r1) = matvec_f16_ref;
+  void (*matvec_q8_0)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) = matvec_q8_0_ref;
+  void (*matvec_q4_0)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) = matvec_q4_0_ref;
+  void (*matvec_q4g64)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) = matvec_q4g64_ref;
 
   // Attention over one head. scores[t] = dot_f32(q, keys + t * stride, hs) / scale for t < n.
-  void (*attn_scores)(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores);
+  void (*attn_scores)(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores) = attn_scores_ref;
   // out[i] = sum over t < n, in increasing t, of att[t] * values[t * stride + i], for i < hs.
-  void (*attn_values)(const float* att, const float* values, size_t stride, int n, int hs, float* out);
+  void (*attn_values)(const float* att, const float* values, size_t stride, int n, int hs, float* out) = attn_values_ref;
   // In-place softmax: m = running max (x[i] > m replaces m, so NaNs are never picked unless x[0]
   // is one), x[i] = mc_expf(x[i] - m), sum in increasing i, then x[i] /= sum.
-  void (*softmax)(float* x, int n);
+  void (*softmax)(float* x, int n) = softmax_ref;
   // gate[i] = mc_silu(gate[i]) * up[i]: the SwiGLU product.
-  void (*silu_mul)(float* gate, const float* up, int n);
+  void (*silu_mul)(float* gate, const float* up, int n) = silu_mul_ref;
   // i2_s rows times int8 activations with one scale (xs[0]): see the contract above.
-  void (*matvec_i2s)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+  void (*matvec_i2s)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) = matvec_i2s_ref;
   // The same for n columns: column c's int8 activations at xq + c * xq_stride, its scale xs[c], its
   // outputs at y + c * y_stride; every output has matvec_i2s's bits (integer sums are exact).
   void (*matmat_i2s)(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
-                     size_t y_stride, int r0, int r1);
+                     size_t y_stride, int r0, int r1) = matmat_i2s_ref;
 
   // One token's LUT (tl_lut_bytes) from its int8 activations (w.cols of them).
-  void (*tl_lut_build)(const TlTensor& w, const int8_t* q, uint8_t* lut);
+  void (*tl_lut_build)(const TlTensor& w, const int8_t* q, uint8_t* lut) = tl_lut_build_ref;
   // Tiles [tile0, tile1) (BM rows each) for n_tokens: token n's LUT at lut + n * lut_stride, its
   // inverse activation scale inv_scales[n], output row y + n * y_stride (see the contract above).
   void (*tl_matmul)(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens,
-                    float* y, size_t y_stride, int tile0, int tile1);
+                    float* y, size_t y_stride, int tile0, int tile1) = tl_matmul_ref;
   // esp32-ai int4 rows (q4e) times f32 or int8 activations: see the contract above.
-  void (*matvec_q4e_f32)(const MatRef& w, const float* x, float* y, int r0, int r1);
-  void (*matvec_q4e_q8)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+  void (*matvec_q4e_f32)(const MatRef& w, const float* x, float* y, int r0, int r1) = matvec_q4e_f32_ref;
+  void (*matvec_q4e_q8)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) = matvec_q4e_q8_ref;
 
   // Attention over one head of an int8 KV cache (see the contract above): key t at keys + t * stride,
   // its scale at kscales[t * s_stride]; q the int8 query with scale qs.
   void (*attn_scores_q8)(const int8_t* q, float qs, const int8_t* keys, const float* kscales, size_t stride,
-                         size_t s_stride, int n, int hs, float scale, float* scores);
+                         size_t s_stride, int n, int hs, float scale, float* scores) = attn_scores_q8_ref;
   void (*attn_values_q8)(const float* att, const int8_t* values, const float* vscales, size_t stride, size_t s_stride,
-                         int n, int hs, float* out);
+                         int n, int hs, float* out) = attn_values_q8_ref;
 
   // BitLinear's activation quantization, bit for bit quant/ternary.h's quantize_i8s (the reference):
   // q = round-half-away(x * s) clamped to [-128, 127], s = i8s_scale(max |x|), *inv_scale = 1 / s.
-  void (*quantize_i8s)(const float* x, int n, int8_t* q, float* inv_scale);
+  void (*quantize_i8s)(const float* x, int n, int8_t* q, float* inv_scale) = mcullm::quantize_i8s;
 
   // quant/blocks.h's quantize_activations (the reference), bit for bit: int8 blocks for the
   // quantized weight types' activations.
-  void (*quantize_blocks)(const float* x, int n, int block, int8_t* q, float* scales);
+  void (*quantize_blocks)(const float* x, int n, int block, int8_t* q, float* scales) = quantize_activations;
 
   // Rows [r0, r1) times n columns as a register-tiled GEMM (q8_0 / q4_0 / q4g64: int8 on VNNI, x.q;
   // avx512 also f16: x.f): every output has the matvec's bits. False (y untouched) for other types,
   // rows too long for it, or in tables without one (matmat_tiled_none); matmat() then runs matvecs
   // over row blocks.
-  bool (*matmat_tiled)(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
+  bool (*matmat_tiled)(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1) = matmat_tiled_none;
 };
 
 const KernelSet& kernels_ref();
@@ -237,8 +271,20 @@ const KernelSet* kernels_neon();
 // The ESP32-S3 PIE table (kernels/esp32s3/: the reference with PIE integer loops for q4g64, q4e, i2_s
 // and the int8 attention scores); only in Xtensa builds with MCULLM_PIE, nullptr elsewhere.
 const KernelSet* kernels_pie();
-// "ref", "avx2", "avxvnni", "avx512", "amx", "neon", "pie" or "auto" (the fastest available); nullptr for an unknown or unavailable name.
+
+// The kernel registry (kernels/dispatch.cpp): every table compiled into this build, fastest first,
+// "ref" last. get() is one of the functions above: nullptr when this CPU cannot run the table.
+// kernels_best, kernels_by_name and the CLI's --kernels choices all read it.
+struct KernelTable {
+  const char* name;
+  const KernelSet* (*get)();
+};
+// The registry's tables; *count receives their number (at least 1: ref).
+const KernelTable* kernel_tables(int* count);
+// A registered table's name, or "auto" (kernels_best); nullptr for a name the registry does not know
+// or a table this CPU cannot run.
 const KernelSet* kernels_by_name(const char* name);
+// The first registered table this CPU runs.
 const KernelSet& kernels_best();
 
 // Rows [r0, r1) of w times x, whatever w's type (x.q must be filled when w is quantized; for i2_s

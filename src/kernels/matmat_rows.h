@@ -22,9 +22,6 @@ inline void for_row_blocks(const MatRef& w, int n, int r0, int r1, F&& f) {
   }
 }
 
-// The matmat_tiled entry of tables without a block GEMM: declines every call.
-static inline bool matmat_tiled_none(const MatRef&, const ActMat&, int, float*, size_t, int, int) { return false; }
-
 template <void (*Matvec)(const MatRef&, const int8_t*, const float*, float*, int, int)>
 void matmat_i2s_by_rows(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
                         size_t y_stride, int r0, int r1) {

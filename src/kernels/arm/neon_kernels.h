@@ -1,5 +1,5 @@
-// The NEON kernel functions of the aarch64 table (gathered in kernels/ref/matvec_ref.cpp with the
-// reference kernels NEON does not replace). NEON is part of every aarch64 CPU: no runtime check.
+// The NEON kernel functions of the aarch64 table (table_neon.cpp). NEON is part of every aarch64
+// CPU: no runtime check.
 #pragma once
 #include "kernels/kernels.h"
 
@@ -14,5 +14,7 @@ void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, i
 void matvec_q4g64(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens,
+               float* y, size_t y_stride, int tile0, int tile1);  // tl_neon.cpp (TL1; TL2 takes the reference)
 
 }  // namespace mcullm::neon

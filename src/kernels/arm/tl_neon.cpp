@@ -3,7 +3,7 @@
 // int32 per tile row. TL2 (an x86 layout) takes the reference kernel.
 #include <arm_neon.h>
 
-#include "kernels/ref/tl_ref.h"
+#include "kernels/arm/neon_kernels.h"
 #include "kernels/tl_layout.h"
 
 namespace mcullm {
@@ -50,8 +50,8 @@ void tl2_unused(const TlTensor&, int, const uint8_t*, int32_t*) {}
 
 }  // namespace
 
-void tl_matmul_neon(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens,
-                    float* y, size_t y_stride, int tile0, int tile1) {
+void neon::tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens,
+                     float* y, size_t y_stride, int tile0, int tile1) {
   if (w.type != TlType::kTL1) {
     tl_matmul_ref(w, lut, lut_stride, inv_scales, n_tokens, y, y_stride, tile0, tile1);
     return;

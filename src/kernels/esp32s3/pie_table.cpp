@@ -42,7 +42,7 @@ int32_t dot_s8(const int8_t* a, const int8_t* b, int n) {
 void attn_scores_q8_pie(const int8_t* q, float qs, const int8_t* keys, const float* kscales, size_t stride,
                         size_t s_stride, int n, int hs, float scale, float* scores) {
   if (!aligned16(q)) {
-    kernels_ref().attn_scores_q8(q, qs, keys, kscales, stride, s_stride, n, hs, scale, scores);
+    attn_scores_q8_ref(q, qs, keys, kscales, stride, s_stride, n, hs, scale, scores);
     return;
   }
   for (int t = 0; t < n; ++t) {
@@ -54,7 +54,7 @@ void attn_scores_q8_pie(const int8_t* q, float qs, const int8_t* keys, const flo
 void matvec_i2s_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
   const int groups = w.cols / 128;
   if (!aligned16(w.data) || (w.row_bytes & 15) != 0 || !aligned16(xq) || groups == 0) {
-    kernels_ref().matvec_i2s(w, xq, xs, y, r0, r1);
+    matvec_i2s_ref(w, xq, xs, y, r0, r1);
     return;
   }
   int32_t xsum = 0;  // sum(code * q) - sum(q) = sum((code - 1) * q)
@@ -68,7 +68,7 @@ void matvec_i2s_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y
 
 void matvec_q4g64_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
   if (!aligned16(xq)) {
-    kernels_ref().matvec_q4g64(w, xq, xs, y, r0, r1);
+    matvec_q4g64_ref(w, xq, xs, y, r0, r1);
     return;
   }
   constexpr int kChunk = 64;  // blocks per assembly call (int32 sums on the stack)
@@ -97,7 +97,7 @@ void matvec_q4g64_pie(const MatRef& w, const int8_t* xq, const float* xs, float*
 void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
   constexpr int kHalf = 256;  // x2: even columns at [0, 256), odd ones at [256, 512)
   if (w.group <= 0 || w.group % 32 != 0 || w.group > 2 * kHalf) {
-    kernels_ref().matvec_q4e_q8(w, xq, xs, y, r0, r1);
+    matvec_q4e_q8_ref(w, xq, xs, y, r0, r1);
     return;
   }
   const int ng = q4e_groups(w.cols, w.group);
@@ -126,26 +126,16 @@ void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float
   for (int r = r0; r < r1; ++r) y[r] = y[r] * xs[0];
 }
 
-// Filled on first use from the reference table (its functions are not visible here; the MCU builds
-// have no C++ runtime for guarded statics). The first call comes from one thread (model load).
-KernelSet g_pie;
-bool g_pie_ready = false;
+constexpr KernelSet kPie = {.name = "pie",
+                            .matvec_q4g64 = matvec_q4g64_pie,
+                            .matvec_i2s = matvec_i2s_pie,
+                            .matmat_i2s = matmat_i2s_by_rows<matvec_i2s_pie>,
+                            .matvec_q4e_q8 = matvec_q4e_q8_pie,
+                            .attn_scores_q8 = attn_scores_q8_pie};
 
 }  // namespace
 
-const KernelSet* kernels_pie_table() {
-  if (!g_pie_ready) {
-    g_pie = kernels_ref();
-    g_pie.name = "pie";
-    g_pie.matvec_q4g64 = matvec_q4g64_pie;
-    g_pie.matvec_i2s = matvec_i2s_pie;
-    g_pie.matmat_i2s = matmat_i2s_by_rows<matvec_i2s_pie>;
-    g_pie.attn_scores_q8 = attn_scores_q8_pie;
-    g_pie.matvec_q4e_q8 = matvec_q4e_q8_pie;
-    g_pie_ready = true;
-  }
-  return &g_pie;
-}
+const KernelSet* kernels_pie_table() { return &kPie; }
 
 }  // namespace mcullm
 #endif

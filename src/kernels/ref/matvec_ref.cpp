@@ -3,19 +3,11 @@
 #include "kernels/kernels.h"
 #include "kernels/ref/dot_order.h"
 #include "kernels/matmat_rows.h"
-#include "kernels/ref/q4e_ref.h"
-#include "kernels/ref/ternary_ref.h"
-#include "kernels/ref/tl_ref.h"
-#if defined(MCULLM_HAVE_NEON)
-#include "kernels/arm/neon_kernels.h"
-#endif
 #include "quant/blocks.h"
 #include "quant/f16.h"
 #include "quant/ternary.h"
 
 namespace mcullm {
-
-namespace {
 
 float dot_f32_ref(const float* a, const float* b, int n) {
   float acc[kF32Lanes] = {};
@@ -36,6 +28,7 @@ void matvec_f16_ref(const MatRef& w, const float* x, float* y, int r0, int r1) {
   }
 }
 
+namespace {
 // Integer value of weight j of a block (block-local index).
 inline int weight_q8_0(const BlockQ8_0& b, int j) { return b.qs[j]; }
 inline int weight_q4_0(const BlockQ4_0& b, int j) { return (j < 16 ? (b.qs[j] & 0x0F) : (b.qs[j - 16] >> 4)) - 8; }
@@ -55,6 +48,22 @@ void matvec_blocks_ref(const MatRef& w, const int8_t* xq, const float* xs, float
     y[r] = fold_lanes8(acc);
   }
 }
+}  // namespace
+
+void matvec_q8_0_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  matvec_blocks_ref<BlockQ8_0, 32, weight_q8_0>(w, xq, xs, y, r0, r1);
+}
+void matvec_q4_0_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  matvec_blocks_ref<BlockQ4_0, 32, weight_q4_0>(w, xq, xs, y, r0, r1);
+}
+void matvec_q4g64_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>(w, xq, xs, y, r0, r1);
+}
+void matmat_i2s_ref(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
+                    size_t y_stride, int r0, int r1) {
+  matmat_i2s_by_rows<matvec_i2s_ref>(w, xq, xq_stride, xs, n, y, y_stride, r0, r1);
+}
+bool matmat_tiled_none(const MatRef&, const ActMat&, int, float*, size_t, int, int) { return false; }
 
 void attn_scores_ref(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores) {
   for (int t = 0; t < n; ++t) scores[t] = dot_f32_ref(q, keys + static_cast<size_t>(t) * stride, hs) / scale;
@@ -103,30 +112,10 @@ void silu_mul_ref(float* gate, const float* up, int n) {
   for (int i = 0; i < n; ++i) gate[i] = mc_silu(gate[i]) * up[i];
 }
 
-}  // namespace
-
 namespace {
-// Constant-initialised (no guard variable: the MCU builds have no C++ runtime).
-constexpr KernelSet kRef = {
-    "ref", dot_f32_ref, matvec_f32_ref, matvec_f16_ref, matvec_blocks_ref<BlockQ8_0, 32, weight_q8_0>,
-    matvec_blocks_ref<BlockQ4_0, 32, weight_q4_0>, matvec_blocks_ref<BlockQ4G64, 64, weight_q4g64>,
-    attn_scores_ref, attn_values_ref, softmax_ref, silu_mul_ref, matvec_i2s_ref, matmat_i2s_by_rows<matvec_i2s_ref>,
-    tl_lut_build_ref, tl_matmul_ref, matvec_q4e_f32_ref, matvec_q4e_q8_ref, attn_scores_q8_ref, attn_values_q8_ref, quantize_i8s, quantize_activations, matmat_tiled_none};
-#if defined(MCULLM_HAVE_NEON)
-// aarch64: the NEON kernels (kernels/arm/) and the reference for the rest: f16 matvec, softmax,
-// SwiGLU, the TL LUT build, q4e with f32 activations (esp32-ai's sequential float order) and the
-// int8 KV cache's attention run scalar.
-constexpr KernelSet kNeon = {
-    "neon", neon::dot_f32, neon::matvec_f32, matvec_f16_ref, neon::matvec_q8_0, neon::matvec_q4_0, neon::matvec_q4g64,
-    neon::attn_scores, neon::attn_values, softmax_ref, silu_mul_ref, neon::matvec_i2s,
-    matmat_i2s_by_rows<neon::matvec_i2s>, tl_lut_build_ref, tl_matmul_neon, matvec_q4e_f32_ref, neon::matvec_q4e_q8,
-    attn_scores_q8_ref, attn_values_q8_ref, quantize_i8s, quantize_activations, matmat_tiled_none};
-#endif
+constexpr KernelSet kRef = {.name = "ref"};  // every entry defaults to the reference (kernels.h)
 }  // namespace
 
-#if defined(MCULLM_HAVE_NEON)
-const KernelSet* kernels_neon_table() { return &kNeon; }
-#endif
 const KernelSet& kernels_ref() { return kRef; }
 
 }  // namespace mcullm

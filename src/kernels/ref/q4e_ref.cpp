@@ -1,4 +1,4 @@
-#include "kernels/ref/q4e_ref.h"
+#include "kernels/kernels.h"
 
 #include "quant/q4e.h"
 

@@ -1,4 +1,4 @@
-#include "kernels/ref/ternary_ref.h"
+#include "kernels/kernels.h"
 
 namespace mcullm {
 

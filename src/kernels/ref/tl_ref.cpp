@@ -1,6 +1,6 @@
 // Scalar reference of the TL1 / TL2 LUT kernels: LUT construction and the table-lookup matmul,
 // walking the packed bytes in storage order (quant/ternary.h, kernels/tl_layout.h).
-#include "kernels/ref/tl_ref.h"
+#include "kernels/kernels.h"
 
 #include "kernels/tl_layout.h"
 

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
+#include "kernels/matmat_rows.h"
 #include "quant/blocks.h"
 
 namespace mcullm::avx2 {
@@ -31,14 +32,34 @@ void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y,
 void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale);
 void quantize_blocks(const float* x, int n, int block, int8_t* q, float* scales);
 
-// The AVX2 table's entries after its name, with the given batched-product entry (matmat_tiled):
-// table_avx2.cpp (none) and the avxvnni table (gemm_avxvnni.cpp) share them.
-#define MCULLM_AVX2_ENTRIES(matmat_tiled)                                                                      \
-  avx2::dot_f32, avx2::matvec_f32, avx2::matvec_f16, avx2::matvec_q8_0, avx2::matvec_q4_0, avx2::matvec_q4g64,  \
-      avx2::attn_scores, avx2::attn_values, avx2::softmax, avx2::silu_mul, avx2::matvec_i2s,                    \
-      matmat_i2s_by_rows<avx2::matvec_i2s>, avx2::tl_lut_build, avx2::tl_matmul, avx2::matvec_q4e_f32,          \
-      avx2::matvec_q4e_q8, avx2::attn_scores_q8, avx2::attn_values_q8, avx2::quantize_i8s, avx2::quantize_blocks, \
-      matmat_tiled
+// The AVX2 table under `name` with the given block GEMM (matmat_tiled): table_avx2.cpp (none) and
+// the avxvnni table (gemm_avxvnni.cpp) are it; the AVX-512 tables start from it (x86_512/). AVX2
+// replaces every reference kernel.
+constexpr KernelSet table(const char* name,
+                          bool (*matmat_tiled)(const MatRef&, const ActMat&, int, float*, size_t, int, int)) {
+  return {.name = name,
+          .dot_f32 = dot_f32,
+          .matvec_f32 = matvec_f32,
+          .matvec_f16 = matvec_f16,
+          .matvec_q8_0 = matvec_q8_0,
+          .matvec_q4_0 = matvec_q4_0,
+          .matvec_q4g64 = matvec_q4g64,
+          .attn_scores = attn_scores,
+          .attn_values = attn_values,
+          .softmax = softmax,
+          .silu_mul = silu_mul,
+          .matvec_i2s = matvec_i2s,
+          .matmat_i2s = matmat_i2s_by_rows<matvec_i2s>,
+          .tl_lut_build = tl_lut_build,
+          .tl_matmul = tl_matmul,
+          .matvec_q4e_f32 = matvec_q4e_f32,
+          .matvec_q4e_q8 = matvec_q4e_q8,
+          .attn_scores_q8 = attn_scores_q8,
+          .attn_values_q8 = attn_values_q8,
+          .quantize_i8s = quantize_i8s,
+          .quantize_blocks = quantize_blocks,
+          .matmat_tiled = matmat_tiled};
+}
 
 // Weights of one block as int8 vectors of 32, in block order (the matvecs and the VNNI GEMM).
 static inline __m256i load_q8_0(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }

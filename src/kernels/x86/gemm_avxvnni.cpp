@@ -22,7 +22,7 @@ bool matmat_tiled(const MatRef& w, const ActMat& x, int n, float* y, size_t y_st
   }
 }
 
-constexpr KernelSet kAvxVnni = {"avxvnni", MCULLM_AVX2_ENTRIES(matmat_tiled)};
+constexpr KernelSet kAvxVnni = avx2::table("avxvnni", matmat_tiled);
 }  // namespace
 
 const KernelSet* kernels_avxvnni_table() { return &kAvxVnni; }

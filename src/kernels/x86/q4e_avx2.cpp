@@ -1,7 +1,6 @@
 // esp32-ai int4 (q4e) times int8 activations with AVX2: each row's nibbles are widened to int8
 // weights (interleaving low and high nibbles restores column order), then every group's int32 sum
 // is formed exactly with the sign trick; the group scales are applied in the reference's order.
-#include "kernels/ref/q4e_ref.h"
 #include "kernels/x86/avx2_kernels.h"
 #include "quant/q4e.h"
 
