@@ -150,8 +150,8 @@ void fuzz_model_file(const uint8_t* data, size_t size) {
   if (!make_decoder(*lm, kSteps, &pool, &kernels_best(), 0, &dec).ok()) return;
   FUZZ_CHECK(dec.decoder->vocab_size() > 0);
   run_tokens(*dec.decoder, dec.decoder->vocab_size());
-  if (lm->arch == "qwen2") {  // the same file as a node's slice: its last layer with the head
-    const int layers = lm->qwen2.cfg.n_layers;
+  if (lm->arch->slices == ArchSlices::kRanges) {  // the same file as a node's slice: its last layer with the head
+    const int layers = lm->model.cfg.n_layers;
     SliceOptions so;
     so.ctx_len = kSteps;
     std::unique_ptr<LoadedSlice> slice;
