@@ -72,7 +72,7 @@ void seeds_of(const std::string& dir, const std::string& name, const std::string
   std::vector<uint8_t> image;
   BoardImageReport rep;
   if (export_board_image(*lm, opt, &image, &rep).ok()) fuzz::write_seed(dir + "/" + name + "_image", 1, image);
-  if (lm->arch != "llama") return;
+  if (lm->arch != arch_info("llama")) return;
   for (const DType t : {DType::kF32, DType::kQ8_0, DType::kQ4G64}) {
     GgufWriter w;
     LlamaExportOptions eo;
