@@ -258,12 +258,7 @@ Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
       attend_batch(*pool_, k, cache_cfg_, s_, cl, pos0, n, q, att_out);
     }
     if (spec.sub_norms) norm(att_out, att_out, L.attn_sub_norm, dim);
-    {
-      const MatRef* mats[1] = {&L.wo};
-      float* outs[1] = {xb};
-      const size_t strides[1] = {D};
-      linear(mats, outs, strides, 1, att_out, D, dim, n);
-    }
+    linear(L.wo, xb, D, att_out, D, dim, n);
     for (size_t i = 0; i < n * D; ++i) x[i] += xb[i];
 
     norm(xb, x, L.ffn_norm, dim);
@@ -276,12 +271,7 @@ Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
     }
     for (int i = 0; i < n; ++i) activate(hb + i * H, hb2 + i * H);
     if (spec.sub_norms) norm(hb, hb, L.ffn_sub_norm, hidden);
-    {
-      const MatRef* mats[1] = {&L.w2};
-      float* outs[1] = {xb};
-      const size_t strides[1] = {D};
-      linear(mats, outs, strides, 1, hb, H, hidden, n);
-    }
+    linear(L.w2, xb, D, hb, H, hidden, n);
     for (size_t i = 0; i < n * D; ++i) x[i] += xb[i];
   }
   return Status::Ok();

@@ -119,6 +119,11 @@ class TransformerRunner {
   // Matrices reading the same n columns (x + i * x_stride, n_vals values): ternary or dense.
   void linear(const MatRef* const* mats, float* const* outs, const size_t* strides, int count, const float* x,
               size_t x_stride, int n_vals, int n);
+  // One matrix of them (wo, down): out has out_stride floats per column.
+  void linear(const MatRef& m, float* out, size_t out_stride, const float* x, size_t x_stride, int n_vals, int n) {
+    const MatRef* mats[1] = {&m};
+    linear(mats, &out, &out_stride, 1, x, x_stride, n_vals, n);
+  }
   // One token's ReLU FFN gate first on s().xb, added to s().x; false where it does not apply.
   bool sparse_ffn(const TransformerLayer& L);
   // g = act(g) * u over the hidden width, counting a ReLU's live neurons.
