@@ -7,12 +7,19 @@
 # core-isa.h for newlib). Upstream GCC 12 has no Espressif patches: no -mdynconfig, no esp32 PSRAM
 # workarounds (the S3 needs none).
 #   tools/esp32s3-toolchain/build-gcc.sh PREFIX OVERLAY_GIT [WORK]
+# The C library: ESP-IDF v5.3 needs newlib 4.3's interfaces (__sglue, _REENT_STDIN, _REENT_SDIDINIT in
+# its newlib_init.c) and Debian 12 ships newlib 3.3.0. With NEWLIB_GIT=git dir of espressif/newlib-esp32
+# (NEWLIB_REV, default esp-4.3.0_20240322: the newlib of ESP-IDF v5.3's toolchain) that newlib is used;
+# its snapshot lacks the generated newlib/Makefile.in, so newlib/ is re-generated with Debian's autoconf
+# 2.71 and automake 1.16 (autoreconf; GCC's config/override.m4 pins 2.69 and is relaxed in the scratch
+# copy). Without NEWLIB_GIT, Debian's newlib-source 3.3.0 (enough for rung 2, not for ESP-IDF's link).
 # PREFIX: install folder (e.g. /work/ext/esp32s3-toolchain); OVERLAY_GIT: git dir of
 # espressif/xtensa-overlays; WORK: scratch (default PREFIX-build). Result: PREFIX/bin/xtensa-esp32s3-elf-{gcc,g++,as,ld,objdump}.
 # One GCC build (not two stages): newlib and libgloss are put into GCC's source tree (a "combined
 # tree"), so the top-level make builds gcc, then libgcc, newlib and libstdc++ with it.
 # Each step leaves a stamp in WORK; re-running resumes after the last finished step.
 # Build dependencies (apt): gcc-12-source binutils-source newlib-source texinfo flex bison libgmp-dev libmpfr-dev libmpc-dev
+#   automake (with NEWLIB_GIT)
 # Two cores: binutils ~10 min, GCC + libraries ~1.5-2 h. JOBS=N to change -j2.
 set -euo pipefail
 PREFIX=$(realpath -m "${1:?usage: build-gcc.sh PREFIX OVERLAY_GIT [WORK]}"); OVERLAY_GIT=$(realpath "${2:?overlay git dir}")
@@ -48,11 +55,20 @@ fi
 if step sources; then
   rm -rf gcc-12.2.0 && tar xf "$GCC_TAR"
   overlay gcc/include/xtensa-config.h gcc-12.2.0/include/xtensa-config.h
-  NLD=$(tar tf "$NL_TAR" | sed -n '1s|/.*||p'); rm -rf "$NLD" && tar xf "$NL_TAR"
-  # Only Espressif's newlib has Xtensa code (libc/sys/xtensa, which reads the overlay's core-isa.h);
-  # Debian's newlib 3.3.0 has none and builds its generic C for the target (no setjmp of its own).
-  NLX="$NLD/newlib/libc/sys/xtensa/include/xtensa/config"
-  [ -d "$NLX" ] && overlay newlib/newlib/libc/sys/xtensa/include/xtensa/config/core-isa.h "$NLX/core-isa.h"
+  if [ -n "${NEWLIB_GIT:-}" ]; then
+    NLD=newlib-esp; rm -rf "$NLD" && mkdir "$NLD"
+    git --git-dir="$NEWLIB_GIT" archive "${NEWLIB_REV:-esp-4.3.0_20240322}" -- . ':!newlib/Makefile.in' | tar x -C "$NLD"
+    sed -i 's/m4_define(\[_GCC_AUTOCONF_VERSION\], \[2.69\])/m4_define([_GCC_AUTOCONF_VERSION], [2.71])/' "$NLD/config/override.m4"
+    # Debian's automake 1.16 names libm's objects a-*.o where newlib's own Makefile.in had libm_a-*.o:
+    # the list of math objects that libc.a copies out of libm.a follows.
+    sed -i 's/\blibm_a-\(s_\|sf_\|frexpl\)/a-\1/g' "$NLD/newlib/Makefile.am"
+    (cd "$NLD/newlib" && autoreconf -f -i -I .. -I ../config > ../../autoreconf.log 2>&1)
+    # Espressif's newlib keeps the core's description in libc/machine/xtensa (setjmp, mem*, str* in assembly).
+    overlay newlib/newlib/libc/sys/xtensa/include/xtensa/config/core-isa.h "$NLD/newlib/libc/machine/xtensa/include/xtensa/config/core-isa.h"
+  else
+    NLD=$(tar tf "$NL_TAR" | sed -n '1s|/.*||p'); rm -rf "$NLD" && tar xf "$NL_TAR"
+    # Debian's newlib 3.3.0 has no Xtensa code and builds its generic C for the target.
+  fi
   ln -s "../$NLD/newlib" gcc-12.2.0/newlib; ln -s "../$NLD/libgloss" gcc-12.2.0/libgloss
   done_ sources
 fi
@@ -67,7 +83,9 @@ if step gcc; then
     --enable-newlib-io-long-long --enable-newlib-io-c99-formats --disable-newlib-supplied-syscalls \
     --enable-newlib-retargetable-locking \
     --with-pkgversion="mcullm tools/esp32s3-toolchain (Debian gcc-12.2 + xtensa_esp32s3 overlay)" > configure.log
-  make -j"$J" MAKEINFO=true CFLAGS_FOR_TARGET="$TFLAGS" CXXFLAGS_FOR_TARGET="$TFLAGS" all > make.log 2>&1
+  # ESP-IDF supplies malloc (heap), the reentrant syscalls, raise and abort: newlib leaves them out.
+  NLFLAGS="-DMALLOC_PROVIDED -DREENTRANT_SYSCALLS_PROVIDED -DSIGNAL_PROVIDED -DABORT_PROVIDED"
+  make -j"$J" MAKEINFO=true CFLAGS_FOR_TARGET="$TFLAGS $NLFLAGS" CXXFLAGS_FOR_TARGET="$TFLAGS" all > make.log 2>&1
   make install MAKEINFO=true > install.log 2>&1
   cd "$WORK"; done_ gcc
 fi
