@@ -3,13 +3,14 @@
 # toolchain of build-gcc.sh, outside the repository, without idf.py: ESP-IDF's CMake build directly.
 #   tools/esp32s3-toolchain/build-firmware.sh WORK TOOLCHAIN_PREFIX MIRROR [MODEL_IMAGE]
 # MIRROR: folder of git dirs named owner+repo/repo (as the fetch tool leaves them): espressif+esp-idf,
-#   espressif+tlsf, espressif+mbedtls, Mbed-TLS+mbedtls, kmackay+micro-ecc, espressif+esptool,
+#   espressif+tlsf, espressif+mbedtls, Mbed-TLS+mbedtls, Mbed-TLS+mbedtls-framework, kmackay+micro-ecc, espressif+esptool,
 #   espressif+esp-idf-kconfig.
 # ESP-IDF release: IDF_REV (default v5.3.4: the oldest the firmware supports, esp_driver_* components).
 # Its own toolchain is GCC 13.2 (esp-13.2.0); ours is GCC 12.2, so the version check is waived with
 # IDF_MAINTAINER=1 (it warns instead). The submodules an app for the ESP32-S3 needs are taken at the
 # commits the release pins (heap/tlsf, mbedtls, the bootloader's micro-ecc); COMPONENTS=main keeps
-# the build to what main/ requires (no Wi-Fi, BT or their binary blobs).
+# the build to what main/ requires (no Wi-Fi, BT or their binary blobs). cmock and mqtt are removed from
+# the scratch tree: ESP-IDF reads every component's CMakeLists, and theirs stop on a missing submodule.
 # Python: Debian's packages (python3-pyparsing -click -pyelftools -serial -cryptography -bitstring
 # -intelhex -construct -yaml -ecdsa) plus esptool v4 and esp-idf-kconfig v2 from their git dirs on
 # PYTHONPATH.
@@ -47,7 +48,16 @@ if [ ! -f esp-idf/.prepared ]; then
   # folders only (some test data blobs are not in that snapshot; ESP-IDF builds no tests or programs).
   sub components/mbedtls/mbedtls "$M/espressif+mbedtls/repo" "$M/Mbed-TLS+mbedtls/repo" v3.6.4 \
     include library 3rdparty cmake scripts CMakeLists.txt pkgconfig
+  # Upstream Mbed TLS pins C99 for its library, where Espressif's fork keeps ESP-IDF's C17 (its
+  # ports use _Static_assert through ESP_STATIC_ASSERT).
+  sed -i 's/^set(CMAKE_C_STANDARD 99)$/# C99 pin removed by build-firmware.sh (ESP-IDF builds C17)/' esp-idf/components/mbedtls/mbedtls/CMakeLists.txt
+  # Upstream Mbed TLS 3.6 keeps its CMake helpers and config.py's Python package in its own submodule,
+  # `framework` (Mbed-TLS/mbedtls-framework), at the commit v3.6.4 pins.
+  FW=$(git --git-dir="$M/Mbed-TLS+mbedtls/repo" ls-tree v3.6.4 framework | awk '{print $3}')
+  mkdir -p esp-idf/components/mbedtls/mbedtls/framework
+  git --git-dir="$M/Mbed-TLS+mbedtls-framework/repo" archive "$FW" | tar x -C esp-idf/components/mbedtls/mbedtls/framework
   sub components/bootloader/subproject/components/micro-ecc/micro-ecc "$M/kmackay+micro-ecc/repo"
+  rm -rf esp-idf/components/cmock esp-idf/components/mqtt
   echo "$REV" > esp-idf/version.txt
   touch esp-idf/.prepared
 fi
@@ -64,9 +74,12 @@ export IDF_PATH="$WORK/esp-idf" IDF_MAINTAINER=1 IDF_COMPONENT_MANAGER=0 IDF_SKI
 export PYTHONPATH="$WORK/py/esptool:$WORK/py/kconfig${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$TC/bin:$PATH"
 PY=${PYTHON:-/usr/bin/python3}  # Debian's Python: its dist-packages hold the packages above
+DEFAULTS="$ROOT/firmware/esp32s3/sdkconfig.defaults"
+grep -q '^components/mbedtls/mbedtls:' submodules.txt 2>/dev/null && DEFAULTS="$DEFAULTS;$ROOT/tools/esp32s3-toolchain/sdkconfig.upstream-mbedtls"
+[ -n "${EXTRA_SDKCONFIG:-}" ] && DEFAULTS="$DEFAULTS;$EXTRA_SDKCONFIG"
 [ -f build/build.ninja ] || cmake -S "$ROOT/firmware/esp32s3" -B build -G Ninja -DIDF_TARGET=esp32s3 -DPYTHON="$PY" \
   -DPYTHON_DEPS_CHECKED=1 -DCOMPONENTS=main -DSDKCONFIG="$WORK/sdkconfig" \
-  -DSDKCONFIG_DEFAULTS="$ROOT/firmware/esp32s3/sdkconfig.defaults${EXTRA_SDKCONFIG:+;$EXTRA_SDKCONFIG}" > cmake.log 2>&1 \
+  -DSDKCONFIG_DEFAULTS="$DEFAULTS" > cmake.log 2>&1 \
   || { tail -30 cmake.log; exit 1; }
 ninja -C build -j"${JOBS:-2}" > ninja.log 2>&1 || { grep -m5 -B2 -A10 -E "error|Error" ninja.log; exit 1; }
 ARGS=(0x0 build/bootloader/bootloader.bin 0x8000 build/partition_table/partition-table.bin 0x10000 build/mcullm_esp32s3.bin)

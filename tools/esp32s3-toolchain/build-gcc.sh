@@ -15,8 +15,8 @@
 # copy). Without NEWLIB_GIT, Debian's newlib-source 3.3.0 (enough for rung 2, not for ESP-IDF's link).
 # PREFIX: install folder (e.g. /work/ext/esp32s3-toolchain); OVERLAY_GIT: git dir of
 # espressif/xtensa-overlays; WORK: scratch (default PREFIX-build). Result: PREFIX/bin/xtensa-esp32s3-elf-{gcc,g++,as,ld,objdump}.
-# One GCC build (not two stages): newlib and libgloss are put into GCC's source tree (a "combined
-# tree"), so the top-level make builds gcc, then libgcc, newlib and libstdc++ with it.
+# One GCC build (not two stages): newlib is put into GCC's source tree (a "combined tree"), so the
+# top-level make builds gcc, then libgcc, newlib and libstdc++ with it.
 # Each step leaves a stamp in WORK; re-running resumes after the last finished step.
 # Build dependencies (apt): gcc-12-source binutils-source newlib-source texinfo flex bison libgmp-dev libmpfr-dev libmpc-dev
 #   automake (with NEWLIB_GIT)
@@ -79,15 +79,30 @@ if step gcc; then
   # formats, retargetable locks, no syscalls of its own: ESP-IDF supplies them).
   ../gcc-12.2.0/configure --target=$T --prefix="$PREFIX" --enable-languages=c,c++ --with-newlib \
     --disable-shared --disable-threads --disable-nls --disable-multilib --disable-libssp --disable-libquadmath \
-    --disable-libgomp --disable-libatomic --disable-lto --disable-plugin --disable-libcc1 --without-isl --without-zstd \
+    --disable-libgomp --disable-libatomic --disable-libgloss --disable-lto --disable-plugin --disable-libcc1 --without-isl --without-zstd \
     --enable-newlib-io-long-long --enable-newlib-io-c99-formats --disable-newlib-supplied-syscalls \
     --enable-newlib-retargetable-locking \
     --with-pkgversion="mcullm tools/esp32s3-toolchain (Debian gcc-12.2 + xtensa_esp32s3 overlay)" > configure.log
   # ESP-IDF supplies malloc (heap), the reentrant syscalls, raise and abort: newlib leaves them out.
   NLFLAGS="-DMALLOC_PROVIDED -DREENTRANT_SYSCALLS_PROVIDED -DSIGNAL_PROVIDED -DABORT_PROVIDED"
-  make -j"$J" MAKEINFO=true CFLAGS_FOR_TARGET="$TFLAGS $NLFLAGS" CXXFLAGS_FOR_TARGET="$TFLAGS" all > make.log 2>&1
-  make install MAKEINFO=true > install.log 2>&1
+  # No libgloss (--disable-libgloss): ESP-IDF brings its own start-up code and syscalls (and Espressif's
+  # libnosys wants the xtensa-esp-elf target's dirent.h).
+  PARTS="gcc target-libgcc target-newlib target-libstdc++-v3"
+  make -j"$J" MAKEINFO=true CFLAGS_FOR_TARGET="$TFLAGS $NLFLAGS" CXXFLAGS_FOR_TARGET="$TFLAGS" \
+    $(printf 'all-%s ' $PARTS) > make.log 2>&1
+  # Debian's -dfsg source has no GFDL manuals (doc/tm.texi.in): skip the manual check install-gcc runs.
+  touch gcc/s-tm-texi
+  make MAKEINFO=true $(printf 'install-%s ' $PARTS) > install.log 2>&1
+  # Espressif's newlib gives its own target (xtensa-esp-elf, sys_dir=esp) a <sys/dirent.h> that ESP-IDF's
+  # VFS implements; for xtensa-esp32s3-elf newlib installs the generic one, which is an #error.
+  ESP_DIRENT="$WORK/${NLD:-newlib-esp}/newlib/libc/sys/esp/include/sys/dirent.h"
+  [ -f "$ESP_DIRENT" ] && cp "$ESP_DIRENT" "$PREFIX/$T/include/sys/dirent.h"
   cd "$WORK"; done_ gcc
 fi
+
+# Upstream GCC's Xtensa link defaults are those of Cadence's simulator (crt1-sim.o, -lsim, -lhal...).
+# An ESP-IDF image brings its own start-up code and vectors, and CMake's compiler check links a test
+# program: a specs file beside libgcc (it overrides the built-in specs) keeps only crti/crtbegin and -lc.
+printf '*startfile:\ncrti%%O%%s crtbegin%%O%%s\n\n*lib:\n-lc\n\n' > "$("$PREFIX/bin/$T-gcc" -print-libgcc-file-name | xargs dirname)/specs"
 "$PREFIX/bin/$T-gcc" --version | head -1
 echo "built: $PREFIX/bin/$T-gcc $PREFIX/bin/$T-g++"
