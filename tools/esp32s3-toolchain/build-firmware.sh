@@ -58,6 +58,12 @@ if [ ! -f esp-idf/.prepared ]; then
   git --git-dir="$M/Mbed-TLS+mbedtls-framework/repo" archive "$FW" | tar x -C esp-idf/components/mbedtls/mbedtls/framework
   sub components/bootloader/subproject/components/micro-ecc/micro-ecc "$M/kmackay+micro-ecc/repo"
   rm -rf esp-idf/components/cmock esp-idf/components/mqtt
+  # With PSRAM, ESP-IDF compiles everything with -mdisable-hardware-atomics (Espressif's GCC only: atomics
+  # through library calls, because S32C1I does not work on PSRAM). Upstream GCC 12 lacks the option, so
+  # atomics stay S32C1I: right for the firmware, which keeps no atomic variable in PSRAM (weights, KV
+  # cache and activations there are plain data).
+  sed -i 's/^if(CONFIG_STDATOMIC_S32C1I_SPIRAM_WORKAROUND)$/if(FALSE)  # build-firmware.sh: upstream GCC/' \
+    esp-idf/components/newlib/project_include.cmake esp-idf/components/newlib/CMakeLists.txt
   echo "$REV" > esp-idf/version.txt
   touch esp-idf/.prepared
 fi
