@@ -106,9 +106,11 @@ check() {  # file, extra flags
   fi
 }
 
-# The app in each configuration menuconfig offers: the three roles, and the UART instead of USB.
+# The app in each configuration menuconfig offers: the three roles, the UART instead of USB, and core 0
+# alone with the reference kernels.
 for f in "$ROOT"/firmware/esp32s3/main/*.cpp; do
-  for variant in "" "-DCONFIG_MCULLM_ROLE_MASTER=1 -DCONFIG_MCULLM_CLUSTER_NODES=1" "-DCONFIG_MCULLM_ROLE_NODE=1" "-DCONFIG_MCULLM_SERIAL_UART=1 -DCONFIG_MCULLM_UART_BAUD=115200"; do
+  for variant in "" "-DCONFIG_MCULLM_ROLE_MASTER=1 -DCONFIG_MCULLM_CLUSTER_NODES=1" "-DCONFIG_MCULLM_ROLE_NODE=1" "-DCONFIG_MCULLM_SERIAL_UART=1 -DCONFIG_MCULLM_UART_BAUD=115200" \
+                 '-DMCULLM_CHECK_ONE_CORE=1 -DCONFIG_MCULLM_KERNELS="ref"'; do
     check "$f" $INC -I"$ROOT/include" -I"$ROOT/src" $IDF_WARN $variant
   done
 done

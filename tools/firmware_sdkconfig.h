@@ -84,6 +84,12 @@
 #define CONFIG_MCULLM_SERIAL_USB 1
 #define CONFIG_MCULLM_CTX 0
 #define CONFIG_MCULLM_WORK_IN_PSRAM 1
+#ifndef CONFIG_MCULLM_KERNELS  // check_firmware_syntax.sh's one-core variant names "ref"
+#define CONFIG_MCULLM_KERNELS "auto"
+#endif
+#ifndef MCULLM_CHECK_ONE_CORE  // a bool set to n is absent from sdkconfig.h
+#define CONFIG_MCULLM_SECOND_CORE 1
+#endif
 #define CONFIG_MCULLM_SRAM_RESERVE_KB 64
 #define CONFIG_MCULLM_PSRAM_RESERVE_KB 256
 #define CONFIG_MCULLM_SPI_MHZ 10

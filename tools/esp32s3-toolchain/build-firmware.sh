@@ -18,6 +18,8 @@
 # and WORK/flash.bin (16 MB: all three at their offsets, plus MODEL_IMAGE at 0x110000 if given).
 # Build dependencies (apt): cmake ninja-build python3 and the Python packages above.
 # PREPARE_ONLY=1 stops after preparing the ESP-IDF tree and the Python packages.
+# VARIANT=NAME builds a second configuration beside the first (WORK/build-NAME, WORK/sdkconfig-NAME,
+# WORK/flash-NAME.bin), e.g. VARIANT=ref EXTRA_SDKCONFIG=... with CONFIG_MCULLM_KERNELS="ref" in it.
 # Status: written before the toolchain finished building; see docs/firmware.md for how far it got.
 set -euo pipefail
 WORK=$(realpath -m "$1"); TC=$(realpath "$2"); M=$(realpath "$3"); MODEL=${4:-}
@@ -83,12 +85,13 @@ PY=${PYTHON:-/usr/bin/python3}  # Debian's Python: its dist-packages hold the pa
 DEFAULTS="$ROOT/firmware/esp32s3/sdkconfig.defaults"
 grep -q '^components/mbedtls/mbedtls:' submodules.txt 2>/dev/null && DEFAULTS="$DEFAULTS;$ROOT/tools/esp32s3-toolchain/sdkconfig.upstream-mbedtls"
 [ -n "${EXTRA_SDKCONFIG:-}" ] && DEFAULTS="$DEFAULTS;$EXTRA_SDKCONFIG"
-[ -f build/build.ninja ] || cmake -S "$ROOT/firmware/esp32s3" -B build -G Ninja -DIDF_TARGET=esp32s3 -DPYTHON="$PY" \
-  -DPYTHON_DEPS_CHECKED=1 -DCOMPONENTS=main -DSDKCONFIG="$WORK/sdkconfig" \
-  -DSDKCONFIG_DEFAULTS="$DEFAULTS" > cmake.log 2>&1 \
-  || { tail -30 cmake.log; exit 1; }
-ninja -C build -j"${JOBS:-2}" > ninja.log 2>&1 || { grep -m5 -B2 -A10 -E "error|Error" ninja.log; exit 1; }
-ARGS=(0x0 build/bootloader/bootloader.bin 0x8000 build/partition_table/partition-table.bin 0x10000 build/mcullm_esp32s3.bin)
+B=build${VARIANT:+-$VARIANT}; FLASH=flash${VARIANT:+-$VARIANT}.bin
+[ -f $B/build.ninja ] || cmake -S "$ROOT/firmware/esp32s3" -B $B -G Ninja -DIDF_TARGET=esp32s3 -DPYTHON="$PY" \
+  -DPYTHON_DEPS_CHECKED=1 -DCOMPONENTS=main -DSDKCONFIG="$WORK/sdkconfig${VARIANT:+-$VARIANT}" \
+  -DSDKCONFIG_DEFAULTS="$DEFAULTS" > $B.cmake.log 2>&1 \
+  || { tail -30 $B.cmake.log; exit 1; }
+ninja -C $B -j"${JOBS:-2}" > $B.ninja.log 2>&1 || { grep -m5 -B2 -A10 -E "error|Error" $B.ninja.log; exit 1; }
+ARGS=(0x0 $B/bootloader/bootloader.bin 0x8000 $B/partition_table/partition-table.bin 0x10000 $B/mcullm_esp32s3.bin)
 [ -n "$MODEL" ] && ARGS+=(0x110000 "$(realpath "$MODEL")")
-"$PY" -m esptool --chip esp32s3 merge_bin --fill-flash-size 16MB -o flash.bin "${ARGS[@]}"
-echo "imaged: $WORK/flash.bin (ESP-IDF $REV)"
+"$PY" -m esptool --chip esp32s3 merge_bin --fill-flash-size 16MB -o $FLASH "${ARGS[@]}"
+echo "imaged: $WORK/$FLASH (ESP-IDF $REV)"

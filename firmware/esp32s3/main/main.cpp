@@ -109,8 +109,14 @@ extern "C" void app_main(void) {
     if (kRole == Role::kNode) return;
     refuse_forever(st);
   }
+#if CONFIG_MCULLM_SECOND_CORE
   static DualCorePool pool(g_hal.worker());
-  const KernelSet* kernels = kernels_by_name("auto");
+#else
+  static SerialPool pool;
+#endif
+  const KernelSet* kernels = kernels_by_name(CONFIG_MCULLM_KERNELS);
+  if (kernels == nullptr)
+    refuse_forever(Status::Error(Code::kInvalidArgument, "no kernel table \"" CONFIG_MCULLM_KERNELS "\" in this build"));
   if (kRole == Role::kNode) run_node(&pool, kernels);
 
   LineServerOptions o;
