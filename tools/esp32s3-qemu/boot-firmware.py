@@ -56,7 +56,7 @@ def pc_tokens(mcullm, model, tok, prompt_ids, n, temp, top_k, seed):
     dump = f"/tmp/boot-firmware-{os.getpid()}.tokens"
     subprocess.run([mcullm, "run", "-m", model, *tok, "--prompt-ids", ",".join(map(str, prompt_ids)), "-n", str(n),
                     "--temp", str(temp), "--top-k", str(top_k), "--top-p", "1", "--min-p", "0", "-s", str(seed),
-                    "--dump-tokens", dump, "-t", "1"], capture_output=True, check=True)
+                    "--dump-tokens", dump, "-t", "1", "-q"], capture_output=True, check=True)
     with open(dump) as f:
         rows = [line.split() for line in f if line.startswith("TOK ")]
     os.remove(dump)

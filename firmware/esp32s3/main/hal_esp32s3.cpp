@@ -183,9 +183,13 @@ Status EspSpi::receive(uint8_t* buf, size_t cap, size_t* n, int timeout_ms) {
 
 void EspWorker::task(void* self) {
   EspWorker* w = static_cast<EspWorker*>(self);
+  bool first = true;
   for (;;) {
     while (__atomic_load_n(&w->flag_, __ATOMIC_ACQUIRE) != 1) {
     }
+    // Once, on the console: which core computes the second share (rung 5 of docs/firmware.md).
+    if (first) ESP_LOGI(kTag, "worker: first share on core %d", esp_cpu_get_core_id());
+    first = false;
     w->job_(w->arg_);
     __atomic_store_n(&w->flag_, 0, __ATOMIC_RELEASE);
   }
