@@ -25,6 +25,7 @@ import select
 import subprocess
 import sys
 import termios
+import threading
 import time
 import tty
 import urllib.request
@@ -198,6 +199,12 @@ def main():
         if not pts:
             print("boot-firmware: QEMU printed no pty for serial0", file=sys.stderr)
             return 1
+        # QEMU's own messages go on to DIR/qemu.log: a full pipe would stop the emulator.
+        def drain(out, path=os.path.join(a.log_dir, "qemu.log")):
+            with open(path, "w") as log:
+                for line in out:
+                    log.write(line)
+        threading.Thread(target=drain, args=(qemu.stdout,), daemon=True).start()
         fd = os.open(pts, os.O_RDWR | os.O_NOCTTY)
         tty.setraw(fd)
         termios.tcflush(fd, termios.TCIOFLUSH)

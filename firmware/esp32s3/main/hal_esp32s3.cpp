@@ -71,7 +71,17 @@ Status EspSerial::init() {
 
 long EspSerial::read(uint8_t* buf, size_t cap, int timeout_ms) {
 #if CONFIG_MCULLM_SERIAL_UART
-  const int n = uart_read_bytes(UART_NUM_0, buf, static_cast<uint32_t>(cap), ticks(timeout_ms));
+  // uart_read_bytes waits until all `cap` bytes came (or the timeout), unlike ByteStream::read, which
+  // returns what is there once the first byte is: wait for one byte, then take only what is buffered.
+  // (Found on the QEMU fork: a 16-byte G line sat unanswered until 256 bytes had arrived.)
+  if (cap == 0) return 0;
+  int n = uart_read_bytes(UART_NUM_0, buf, 1, ticks(timeout_ms));
+  size_t more = 0;
+  if (n == 1 && uart_get_buffered_data_len(UART_NUM_0, &more) == ESP_OK && more > 0) {
+    const size_t take = more < cap - 1 ? more : cap - 1;
+    const int k = uart_read_bytes(UART_NUM_0, buf + 1, static_cast<uint32_t>(take), 0);
+    if (k > 0) n += k;
+  }
 #else
   const int n = usb_serial_jtag_read_bytes(buf, static_cast<uint32_t>(cap), ticks(timeout_ms));
 #endif
