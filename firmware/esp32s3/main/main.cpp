@@ -4,6 +4,7 @@
 //   node    runs the layers the master assigns, over the SPI link
 // All the logic is src/board (written against board/hal.h, tested on the PC through the host HAL);
 // this file only wires the ESP-IDF HAL (hal_esp32s3.h) to it.
+#include <stdio.h>
 #include <string.h>
 
 #include "board/dual_core_pool.h"
@@ -132,6 +133,9 @@ extern "C" void app_main(void) {
     if (Status st = reset_nodes(); !st.ok()) refuse_forever(st);
   }
   if (Status st = g_server.init(g_hal, o); !st.ok()) refuse_forever(st);
-  g_hal.log("ready: speaking the line protocol");
+  char ready[96];
+  snprintf(ready, sizeof ready, "ready: speaking the line protocol (kernels %s, %d core%s)", kernels->name, pool.size(),
+           pool.size() == 1 ? "" : "s");
+  g_hal.log(ready);
   g_server.serve(-1);
 }
