@@ -81,7 +81,8 @@ def read_line(fd, buf, deadline):
 
 def wait_ready(fd, deadline):
     """Sends a one-token probe (`G 1 0 0 1 0 1 1`) every 20 s until the board answers it to the end: a
-    line sent while the firmware is still starting is lost or cut. Returns the bytes read past it."""
+    line sent while the firmware is still starting is lost or cut. The answers to earlier probes are then
+    flushed; returns the (empty) read buffer."""
     probe = b"G 1 0 0 1 0 1 1\n"
     buf = b""
     os.write(fd, probe)
