@@ -24,7 +24,7 @@ TOK=$S/stories260K/tok512.bin
   "$M" convert "$S/esp32-ai-ple/ple4096_int4.bin" --image "$OUT/models/ple.img" 2>/dev/null &&
   "$M" dummy --arch qwen2 --layout small -o "$OUT/models/qwen2-small.gguf" 2>/dev/null &&
   "$M" convert "$OUT/models/qwen2-small.gguf" --image "$OUT/models/qwen2-small.img" 2>/dev/null ||
-  { echo "check-firmware: mcullm convert failed" >&2; exit 1; }
+  { echo "check-firmware: making the models and board images failed (mcullm convert / dummy)" >&2; exit 1; }
 fail=0
 run() {  # name flash model image args...
   local name=$1 flash=$2 model=$3 image=$4

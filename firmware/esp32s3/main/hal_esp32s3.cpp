@@ -247,7 +247,11 @@ Status Esp32s3Hal::init(Role role) {
     MC_TRY(spi_.init());
   }
   if (role != Role::kNode) MC_TRY(serial_.init());
+#if CONFIG_MCULLM_SECOND_CORE
   return worker_.init();
+#else
+  return Status::Ok();  // core 0 alone (menuconfig): no task spinning on core 1
+#endif
 }
 
 Status Esp32s3Hal::map_partition(const char* label, const uint8_t** data, size_t* size) {
