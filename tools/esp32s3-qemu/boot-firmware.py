@@ -31,14 +31,21 @@ import tty
 import urllib.request
 
 
-MODEL_PARTITION = (0x110000, 0xEF0000)  # firmware/esp32s3/partitions.csv: offset, size
+def model_partition():
+    """Offset and size of the `model` partition, from the firmware's own partitions.csv."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../firmware/esp32s3/partitions.csv")
+    for line in open(path):
+        fields = [f.strip() for f in line.split("#")[0].split(",")]
+        if fields[0] == "model":
+            return int(fields[3], 0), int(fields[4], 0)
+    raise SystemExit(f"boot-firmware: no model partition in {path}")
 
 
 def flash_with_image(flash, image, out):
     """A copy of the flash image with `image` in the model partition (the rest of the partition erased)."""
     data = bytearray(open(flash, "rb").read())
     img = open(image, "rb").read()
-    off, size = MODEL_PARTITION
+    off, size = model_partition()
     if len(data) < off + size:
         raise SystemExit(f"boot-firmware: {flash} is {len(data)} bytes; the partition table needs {off + size}")
     if len(img) > size:
