@@ -21,7 +21,7 @@
 
 #include "core/thread_pool_host.h"
 #include "format/llama_gguf_writer_host.h"
-#include "host/model_loader.h"
+#include "load/model_loader_host.h"
 #include "kernels/kernels.h"
 #include "model/llama.h"
 

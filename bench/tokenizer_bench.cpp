@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "text/tokenizer_image.h"
-#include "tokenizer/bpe_tokenizer.h"
-#include "tokenizer/image_tokenizer.h"
-#include "tokenizer/tokenizer_image_writer.h"
-#include "text/pretokenizer.h"
-#include "tokenizer/tokenizer_loader.h"
+#include "tokenizer/tokenizer_image.h"
+#include "tokenizer/bpe_tokenizer_host.h"
+#include "tokenizer/image_tokenizer_host.h"
+#include "tokenizer/tokenizer_image_writer_host.h"
+#include "tokenizer/pretokenizer.h"
+#include "load/tokenizer_loader_host.h"
 
 namespace {
 
@@ -87,7 +87,7 @@ void BM_Encode(benchmark::State& state, const char* relative) {
   set_memory(state, *l.tok);
 }
 
-// The board image's in-place encoder (text/tokenizer_image.h) on the same text in one call, with the
+// The board image's in-place encoder (tokenizer/tokenizer_image.h) on the same text in one call, with the
 // caller's buffers allocated once; counter image_MiB = the image's size (what the board keeps in flash).
 void BM_EncodeImage(benchmark::State& state, const char* relative) {
   const Loaded& l = tokenizer(relative);

@@ -1,10 +1,9 @@
 # Two libraries:
 #  mcullm_core: freestanding (no exceptions, no RTTI, no iostream, no heap after init):
-#               src/core, src/quant, src/kernels, src/model, src/format (readers), src/text
-#               (pre-tokenizer, board tokenizer image)
-#  mcullm_host: everything that needs an OS or the C++ library: files named *_host.cpp,
-#               src/tokenizer, src/host, src/serve (engine and line protocol).
-#  mcullm_http: the HTTP server (src/serve/http_server.cpp, the embedded web page) and the
+#               every src/**/*.cpp not named *_host.cpp (and not in a kernel table's own folder)
+#  mcullm_host: everything that needs an OS or the C++ library. One rule in every folder: such
+#               files are named *_host.cpp / *_host.h (the firmware component and its checks use it too).
+#  mcullm_http: the HTTP server (src/serve/http_server_host.cpp, the embedded web page) and the
 #               cpp-httplib stack it drags in (libssl, libcrypto, brotli, zlib): only `mcullm-serve`
 #               links it, so the other commands start without loading those libraries.
 file(GLOB_RECURSE MCULLM_ALL_SOURCES CONFIGURE_DEPENDS
@@ -14,9 +13,9 @@ set(MCULLM_HOST_SOURCES)
 set(MCULLM_KERNEL_FOLDER_SOURCES)
 set(MCULLM_HTTP_SOURCES)
 foreach(f IN LISTS MCULLM_ALL_SOURCES)
-  if(f MATCHES "/src/serve/(http_server|web_assets)\\.cpp$")
+  if(f MATCHES "/src/serve/(http_server|web_assets)_host\\.cpp$")
     list(APPEND MCULLM_HTTP_SOURCES ${f})
-  elseif(f MATCHES "_host\\.cpp$" OR f MATCHES "/src/(tokenizer|host|serve)/")
+  elseif(f MATCHES "_host\\.cpp$")
     list(APPEND MCULLM_HOST_SOURCES ${f})
   elseif(f MATCHES "/src/kernels/[^/]+/" AND NOT f MATCHES "/src/kernels/(ref|esp32s3)/")
     # A kernel table's folder with its own instruction set: compiled by its mcullm_kernel_folder line.
@@ -101,7 +100,6 @@ target_include_directories(mcullm_host PRIVATE ${MCULLM_ASIO_INCLUDE_DIR})
 
 # The freestanding contract, checked at build time: the core also compiles with no C++ standard
 # library headers at all (-nostdinc++), as the Xtensa emulator build needs (C headers only).
-# (src/text: the pre-tokenizer and the board tokenizer image are core code.)
 add_library(mcullm_core_freestanding_check OBJECT ${MCULLM_CORE_SOURCES})
 target_include_directories(mcullm_core_freestanding_check PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
 target_compile_options(mcullm_core_freestanding_check PRIVATE -nostdinc++ -fno-exceptions -fno-rtti -fno-threadsafe-statics)

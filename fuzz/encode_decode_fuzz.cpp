@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "tokenizer/tokenizer_loader.h"
+#include "load/tokenizer_loader_host.h"
 
 using namespace mcullm;
 

@@ -5,7 +5,7 @@
 // tokens (forward and, where the model batches, prefill) without a crash.
 // With MCULLM_FUZZ_SEEDS=DIR set, seeds are written there first: a tiny llama2.c model built here, its
 // GGUF in f32 / q8_0 / q4g64, a tiny BitNet GGUF, a tiny Qwen2 GGUF, board images, and the small
-// shared models. An accepted Qwen2 file is also loaded as a layer slice (host/layer_slice_loader.h).
+// shared models. An accepted Qwen2 file is also loaded as a layer slice (load/layer_slice_loader_host.h).
 #include <unistd.h>
 
 #include <cstddef>
@@ -25,9 +25,9 @@
 #include "format/llama_gguf_writer_host.h"
 #include "format/qwen2_gguf_writer_host.h"
 #include "fuzz_support.h"
-#include "host/board_image_export.h"
-#include "host/layer_slice_loader.h"
-#include "host/model_loader.h"
+#include "load/board_image_export_host.h"
+#include "load/layer_slice_loader_host.h"
+#include "load/model_loader_host.h"
 
 using namespace mcullm;
 

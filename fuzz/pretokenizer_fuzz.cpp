@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "fuzz_support.h"
-#include "text/pretokenizer.h"
+#include "tokenizer/pretokenizer.h"
 
 using namespace mcullm;
 

@@ -13,8 +13,8 @@
 
 #include "format/gguf_writer_host.h"
 #include "fuzz_support.h"
-#include "tokenizer/bpe_tokenizer.h"
-#include "tokenizer/tokenizer_loader.h"
+#include "tokenizer/bpe_tokenizer_host.h"
+#include "load/tokenizer_loader_host.h"
 
 using namespace mcullm;
 

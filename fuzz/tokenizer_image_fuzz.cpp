@@ -1,4 +1,4 @@
-// Any bytes as a board tokenizer image (text/tokenizer_image.h): open() must refuse it or give an
+// Any bytes as a board tokenizer image (tokenizer/tokenizer_image.h): open() must refuse it or give an
 // image that encodes and decodes without a crash, every id in range. With MCULLM_FUZZ_SEEDS=DIR
 // set, images of llama2.c's tok512.bin and of a small byte-level BPE vocabulary are written there
 // first.
@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "text/tokenizer_image.h"
-#include "tokenizer/bpe_tokenizer.h"
-#include "tokenizer/tokenizer_image_writer.h"
-#include "tokenizer/tokenizer_loader.h"
+#include "tokenizer/tokenizer_image.h"
+#include "tokenizer/bpe_tokenizer_host.h"
+#include "tokenizer/tokenizer_image_writer_host.h"
+#include "load/tokenizer_loader_host.h"
 
 using namespace mcullm;
 

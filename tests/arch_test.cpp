@@ -10,7 +10,7 @@
 
 #include "format/board_image.h"
 #include "format/gguf_writer_host.h"
-#include "host/model_loader.h"
+#include "load/model_loader_host.h"
 #include "test_support.h"
 
 namespace mcullm {

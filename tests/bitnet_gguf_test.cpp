@@ -14,7 +14,7 @@
 #include "format/bitnet_gguf.h"
 #include "format/bitnet_gguf_writer_host.h"
 #include "format/ternary_gguf_host.h"
-#include "host/model_loader.h"
+#include "load/model_loader_host.h"
 #include "quant/ternary.h"
 #include "test_support.h"
 

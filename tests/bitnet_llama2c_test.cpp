@@ -12,7 +12,7 @@
 
 #include "format/bitllama2c.h"
 #include "format/gguf.h"
-#include "host/model_loader.h"
+#include "load/model_loader_host.h"
 #include "quant/ternary.h"
 #include "test_support.h"
 

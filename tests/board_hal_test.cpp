@@ -20,11 +20,11 @@
 #include "board/master.h"
 #include "board/node.h"
 #include "core/fingerprint.h"
-#include "host/board_image_export.h"
-#include "host/model_loader.h"
+#include "load/board_image_export_host.h"
+#include "load/model_loader_host.h"
 #include "model/generate.h"
-#include "serve/engine.h"
-#include "serve/serial_server.h"
+#include "serve/engine_host.h"
+#include "serve/serial_server_host.h"
 #include "test_support.h"
 
 namespace mcullm::board {

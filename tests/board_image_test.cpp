@@ -12,8 +12,8 @@
 #include "format/board_image.h"
 #include "format/board_image_model.h"
 #include "format/board_image_writer_host.h"
-#include "host/board_image_export.h"
-#include "host/model_loader.h"
+#include "load/board_image_export_host.h"
+#include "load/model_loader_host.h"
 #include "test_support.h"
 
 namespace mcullm {

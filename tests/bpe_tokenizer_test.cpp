@@ -10,10 +10,10 @@
 
 #include "test_support.h"
 #include "format/gguf_writer_host.h"
-#include "tokenizer/bpe_tokenizer.h"
-#include "tokenizer/wordpiece_tokenizer.h"
-#include "tokenizer/llama2c_tokenizer.h"
-#include "tokenizer/tokenizer_loader.h"
+#include "tokenizer/bpe_tokenizer_host.h"
+#include "tokenizer/wordpiece_tokenizer_host.h"
+#include "tokenizer/llama2c_tokenizer_host.h"
+#include "load/tokenizer_loader_host.h"
 
 namespace mcullm {
 namespace {

@@ -10,8 +10,8 @@
 #include "test_support.h"
 #include "core/arena.h"
 #include "format/gguf_writer_host.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/tokenizer_loader.h"
+#include "tokenizer/chat_template_host.h"
+#include "load/tokenizer_loader_host.h"
 
 namespace mcullm {
 namespace {

@@ -1,4 +1,4 @@
-// The cluster partition planner (host/cluster_plan.h): its splits are contiguous, cover every layer
+// The cluster partition planner (plan/cluster_plan_host.h): its splits are contiguous, cover every layer
 // once, fit every node, and their slowest stage is the smallest any split achieves (checked against
 // brute force on small cases); models it cannot place get a clear error; the link's frames follow
 // the ESP32-S3 SPI DMA rules; `mcullm plan --cluster` refuses hostile flags.
@@ -8,9 +8,9 @@
 
 #include "cluster/frame.h"
 #include "format/qwen2_gguf_writer_host.h"
-#include "host/cluster_plan.h"
+#include "plan/cluster_plan_host.h"
 #include "quant/dtype.h"
-#include "host/model_loader.h"
+#include "load/model_loader_host.h"
 #include "test_support.h"
 
 namespace mcullm {

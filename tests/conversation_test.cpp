@@ -1,4 +1,4 @@
-// The multi-turn conversation (host/conversation.h) on stories260K: every position is evaluated
+// The multi-turn conversation (model/conversation_host.h) on stories260K: every position is evaluated
 // exactly once across turns (earlier turns are never fed again), a later turn's reply equals what a
 // fresh decoder gives for the same tokens (the KV cache is reused correctly), the cache holds the
 // template's text, a full context is a clear error, and reset starts over. Also `mcullm run -cnv`
@@ -10,8 +10,8 @@
 
 #include "test_support.h"
 #include "core/thread_pool_host.h"
-#include "host/conversation.h"
-#include "host/model_loader.h"
+#include "model/conversation_host.h"
+#include "load/model_loader_host.h"
 #include "kernels/kernels.h"
 
 namespace mcullm {

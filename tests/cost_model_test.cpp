@@ -4,8 +4,8 @@
 #include <cmath>
 #include <fstream>
 
-#include "host/cost_model.h"
-#include "host/cost_model_calibration.h"
+#include "plan/cost_model_host.h"
+#include "plan/cost_model_calibration_host.h"
 #include "test_support.h"
 
 namespace mcullm {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "format/llama_gguf_writer_host.h"
-#include "host/model_loader.h"
+#include "load/model_loader_host.h"
 #include "kernels/kernels.h"
 #include "test_support.h"
 

@@ -10,7 +10,7 @@
 #include "core/arena.h"
 #include "format/gguf.h"
 #include "format/gguf_writer_host.h"
-#include "host/mapped_file.h"
+#include "load/mapped_file_host.h"
 #include "test_support.h"
 
 namespace mcullm {

@@ -12,7 +12,7 @@
 #include "format/vocab_head_gguf_writer_host.h"
 #include "quant/blocks.h"
 #include "quant/q4e.h"
-#include "host/model_loader.h"
+#include "load/model_loader_host.h"
 #include "model/vocab_head_build_host.h"
 #include "test_support.h"
 

@@ -3,7 +3,7 @@
 // error and never a crash.
 #include <random>
 
-#include "serve/line_protocol.h"
+#include "serve/line_protocol_host.h"
 #include "test_support.h"
 
 namespace mcullm::lineproto {

@@ -1,4 +1,4 @@
-#include "tokenizer/llama2c_tokenizer.h"
+#include "tokenizer/llama2c_tokenizer_host.h"
 
 #include <cctype>
 #include <cstdint>

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/thread_pool_host.h"
-#include "host/model_loader.h"
+#include "load/model_loader_host.h"
 #include "model/llama_slice.h"
 #include "test_support.h"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "test_support.h"
-#include "text/pretokenizer.h"
+#include "tokenizer/pretokenizer.h"
 
 // Counts heap allocations made by this executable, to check that pretokenize() makes none.
 namespace {

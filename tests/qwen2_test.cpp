@@ -15,8 +15,8 @@
 #include "format/gguf_writer_host.h"
 #include "format/qwen2_gguf.h"
 #include "format/qwen2_gguf_writer_host.h"
-#include "host/layer_slice_loader.h"
-#include "host/model_loader.h"
+#include "load/layer_slice_loader_host.h"
+#include "load/model_loader_host.h"
 #include "test_support.h"
 
 namespace mcullm {

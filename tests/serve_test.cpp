@@ -23,11 +23,11 @@
 #include <sstream>
 #include <thread>
 
-#include "serve/board_link.h"
-#include "serve/engine.h"
-#include "serve/serial_server.h"
-#include "serve/http_server.h"
-#include "serve/line_protocol.h"
+#include "serve/board_link_host.h"
+#include "serve/engine_host.h"
+#include "serve/serial_server_host.h"
+#include "serve/http_server_host.h"
+#include "serve/line_protocol_host.h"
 #include "test_support.h"
 
 namespace mcullm {
@@ -1262,7 +1262,7 @@ TEST(ServeBridge, HostileBoardOutputGivesClearErrorsAndNoSlotLeak) {
   MC_REQUIRE_SHARED();
   FakeBoard board;
   int fd = -1;
-  ASSERT_TRUE(serve::open_serial(board.path(), 115200, &fd).ok());
+  ASSERT_TRUE(open_serial(board.path(), 115200, &fd).ok());
   serve::EngineOptions eo;
   eo.remote = std::make_shared<serve::BoardLink>(fd, true, 400);
   TestServer bridge(eo);

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "serve/engine.h"
-#include "serve/http_server.h"
+#include "serve/engine_host.h"
+#include "serve/http_server_host.h"
 #include "test_support.h"
 
 namespace mcullm {

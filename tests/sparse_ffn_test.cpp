@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "host/model_loader.h"
+#include "load/model_loader_host.h"
 #include "model/transformer.h"
 #include "quant/blocks.h"
 #include "test_support.h"

@@ -10,7 +10,7 @@
 
 #include "format/gguf.h"
 #include "format/gguf_writer_host.h"
-#include "host/mapped_file.h"
+#include "load/mapped_file_host.h"
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"

@@ -1,4 +1,4 @@
-// The board tokenizer image (text/tokenizer_image.h): written from every SentencePiece-style and
+// The board tokenizer image (tokenizer/tokenizer_image.h): written from every SentencePiece-style and
 // byte-level BPE tokenizer we load, its in-place encoder gives llama.cpp's test vector ids and the
 // host tokenizer's ids on the TinyStories and Shakespeare texts, decodes as the host does, and
 // hostile images (truncated, corrupt offsets, oversized counts, flipped bytes) are refused or at
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "test_support.h"
-#include "text/tokenizer_image.h"
-#include "tokenizer/tokenizer_image_writer.h"
-#include "tokenizer/tokenizer_loader.h"
+#include "tokenizer/tokenizer_image.h"
+#include "tokenizer/tokenizer_image_writer_host.h"
+#include "load/tokenizer_loader_host.h"
 
 namespace mcullm {
 namespace {

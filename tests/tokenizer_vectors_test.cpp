@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "test_support.h"
-#include "tokenizer/bpe_tokenizer.h"
-#include "tokenizer/tokenizer_loader.h"
+#include "tokenizer/bpe_tokenizer_host.h"
+#include "load/tokenizer_loader_host.h"
 
 namespace mcullm {
 namespace {

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Writes src/text/unicode_classes.inc: the code point classes the pre-tokenizers need.
+"""Writes src/tokenizer/unicode_classes.inc: the code point classes the pre-tokenizers need.
 
 Each code point is in exactly one class: whitespace (Unicode White_Space), letter (\\p{L}),
 number (\\p{N}), punctuation (\\p{P}) or other. The table is a sorted list of break points,
 one uint32 each: (first code point << 3) | class. Generated from Python's unicodedata (its
 Unicode version is written into the file); tests/pretokenizer_test.cpp checks every code point
 against PCRE2 with UTF + UCP.
-Usage: python3 tools/gen_unicode_classes.py > src/text/unicode_classes.inc
+Usage: python3 tools/gen_unicode_classes.py > src/tokenizer/unicode_classes.inc
 """
 import unicodedata
 

@@ -1,6 +1,6 @@
 """BPE vocabulary trainer and an encoder that gives the ids mcullm's llama2.c / SentencePiece tokenizer gives.
 
-Vocabulary layout (what src/tokenizer/llama2c_tokenizer.cpp expects): 0 <unk>, 1 <s> (BOS), 2 </s> (EOS),
+Vocabulary layout (what src/tokenizer/llama2c_tokenizer_host.cpp expects): 0 <unk>, 1 <s> (BOS), 2 </s> (EOS),
 3..258 the byte pieces <0x00>..<0xFF> (byte fallback: id = byte + 3), then the merged pieces in merge
 order (score -rank: the C++ encoder merges the highest score first), then the single characters seen in
 training (score -1e10: never produced by a merge). Spaces are literal here; the GGUF spells them U+2581.
@@ -105,7 +105,7 @@ def train_bpe(text, vocab_size, min_char_count=2, log=print):
 
 
 class Tokenizer:
-    """The encoder of src/tokenizer/llama2c_tokenizer.cpp (run.c's): codepoints, byte fallback, then
+    """The encoder of src/tokenizer/llama2c_tokenizer_host.cpp (run.c's): codepoints, byte fallback, then
     repeated merge of the adjacent pair whose concatenation scores highest (leftmost on ties)."""
 
     def __init__(self, pieces, scores):

@@ -25,7 +25,7 @@ void add_tune_command(CLI::App& app, int* exit_code);
 void add_plan_command(CLI::App& app, int* exit_code);  // board placement and the cost model
 
 // --use-pretuned / --tuning FILE: the LUT-kernel tilings `mcullm tune` stored; dummy / convert pack
-// tl1 / tl2 with them, run / bench note the TL matrices a file packed otherwise (host/model_loader.h).
+// tl1 / tl2 with them, run / bench note the TL matrices a file packed otherwise (load/model_loader_host.h).
 struct PretunedOptions {
   bool use = false;
   std::string file;

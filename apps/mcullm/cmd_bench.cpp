@@ -21,8 +21,8 @@
 #include "core/thread_pool_host.h"
 #include "format/esp32ai.h"
 #include "quant/q4e.h"
-#include "host/cost_model.h"
-#include "host/model_loader.h"
+#include "plan/cost_model_host.h"
+#include "load/model_loader_host.h"
 #include "kernels/kernels.h"
 
 namespace mcullm::cli {

@@ -9,9 +9,9 @@
 #include "format/esp32ai_writer_host.h"
 #include "format/llama_gguf_writer_host.h"
 #include "format/ternary_gguf_host.h"
-#include "host/board_image_export.h"
-#include "host/file_io.h"
-#include "host/model_loader.h"
+#include "load/board_image_export_host.h"
+#include "core/file_io_host.h"
+#include "load/model_loader_host.h"
 
 namespace mcullm::cli {
 

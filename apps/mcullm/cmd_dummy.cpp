@@ -12,7 +12,7 @@
 #include "format/esp32ai.h"
 #include "format/llama_gguf_writer_host.h"
 #include "format/qwen2_gguf_writer_host.h"
-#include "host/file_io.h"
+#include "core/file_io_host.h"
 #include "model/arch.h"
 #include "model/sampler.h"
 #include "quant/q4e.h"

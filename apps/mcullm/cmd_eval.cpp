@@ -37,10 +37,10 @@
 #include "progress.h"
 #include "core/fmath.h"
 #include "core/thread_pool_host.h"
-#include "host/model_loader.h"
+#include "load/model_loader_host.h"
 #include "kernels/kernels.h"
 #include "model/llama.h"
-#include "tokenizer/tokenizer_loader.h"
+#include "load/tokenizer_loader_host.h"
 
 namespace mcullm::cli {
 

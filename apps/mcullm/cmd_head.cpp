@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "host/model_loader.h"
+#include "load/model_loader_host.h"
 #include "format/vocab_head_gguf_writer_host.h"
 #include "model/vocab_head_build_host.h"
 #include "quant/blocks.h"

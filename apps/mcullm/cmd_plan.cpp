@@ -1,7 +1,7 @@
-// `mcullm plan`: where a model's weights and buffers go on a board (host/board_profile.h), the bytes
+// `mcullm plan`: where a model's weights and buffers go on a board (plan/board_profile_host.h), the bytes
 // each token reads per tier, tensor class and stage, and the predicted ms per stage and tokens/s
-// (host/cost_model.h); `--calibration` prints the cost model's calibration (docs/cost-model.md);
-// `--cluster N` splits the layers over a chain of N nodes and a master (host/cluster_plan.h,
+// (plan/cost_model_host.h); `--calibration` prints the cost model's calibration (docs/cost-model.md);
+// `--cluster N` splits the layers over a chain of N nodes and a master (plan/cluster_plan_host.h,
 // docs/cluster.md).
 #include <algorithm>
 #include <cstdio>
@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "cli.h"
-#include "host/cost_model.h"
-#include "host/cluster_plan.h"
-#include "host/cost_model_calibration.h"
+#include "plan/cost_model_host.h"
+#include "plan/cluster_plan_host.h"
+#include "plan/cost_model_calibration_host.h"
 
 namespace mcullm::cli {
 

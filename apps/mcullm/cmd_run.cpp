@@ -11,12 +11,12 @@
 
 #include "cli.h"
 #include "core/thread_pool_host.h"
-#include "host/cost_model.h"
-#include "host/model_loader.h"
+#include "plan/cost_model_host.h"
+#include "load/model_loader_host.h"
 #include "kernels/kernels.h"
-#include "host/conversation.h"
+#include "model/conversation_host.h"
 #include "model/generate.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_template_host.h"
 
 namespace mcullm::cli {
 
@@ -150,7 +150,7 @@ int chat(const RunOptions& o, const LoadedModel& lm, const Tokenizer& tok, const
   return 0;
 }
 
-// --board: the model must fit the board's tiers, placed as `mcullm plan` places it (host/cost_model.h).
+// --board: the model must fit the board's tiers, placed as `mcullm plan` places it (plan/cost_model_host.h).
 int check_board(const RunOptions& o, const LoadedModel& lm) {
   BoardProfile board;
   if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "cli.h"
-#include "serve/board_link.h"
-#include "serve/engine.h"
-#include "serve/http_server.h"
-#include "serve/serial_server.h"
+#include "serve/board_link_host.h"
+#include "serve/engine_host.h"
+#include "serve/http_server_host.h"
+#include "serve/serial_server_host.h"
 
 namespace mcullm::cli {
 
@@ -104,7 +104,7 @@ int serve_main(ServeOptions& o) {
   SignalWaiter signals;  // before any thread exists, so that all of them inherit the mask
   if (!o.bridge.empty()) {
     int fd = -1;
-    if (Status st = serve::open_serial(o.bridge, o.baud, &fd); !st.ok()) return report(st);
+    if (Status st = open_serial(o.bridge, o.baud, &fd); !st.ok()) return report(st);
     o.engine.remote = std::make_shared<serve::BoardLink>(fd, true, o.bridge_timeout_s * 1000);
   }
   std::unique_ptr<serve::Engine> engine;
@@ -112,7 +112,7 @@ int serve_main(ServeOptions& o) {
 
   if (!o.serial.empty()) {
     int fd = -1;
-    if (Status st = serve::open_serial(o.serial, o.baud, &fd); !st.ok()) return report(st);
+    if (Status st = open_serial(o.serial, o.baud, &fd); !st.ok()) return report(st);
     std::atomic<bool> stop{false};
     signals.start([&stop] { stop.store(true); });
     std::fprintf(stderr, "mcullm: serving %s on %s (line protocol, %d baud)\n", engine->model_id().c_str(), o.serial.c_str(), o.baud);

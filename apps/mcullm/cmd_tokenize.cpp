@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "cli.h"
-#include "host/file_io.h"
-#include "text/pretokenizer.h"
-#include "tokenizer/image_tokenizer.h"
-#include "tokenizer/tokenizer_image_writer.h"
-#include "tokenizer/tokenizer_loader.h"
+#include "core/file_io_host.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/image_tokenizer_host.h"
+#include "tokenizer/tokenizer_image_writer_host.h"
+#include "load/tokenizer_loader_host.h"
 
 namespace mcullm::cli {
 

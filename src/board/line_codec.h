@@ -1,6 +1,6 @@
 // The serial line protocol's core (docs/protocol.md), freestanding: parsing, formatting, the line
-// splitter and the board's answer to one input line. `mcullm serve --serial` (serve/serial_server.h,
-// through serve/line_protocol.h's std::string wrappers) and the firmware (board/line_server.h) both
+// splitter and the board's answer to one input line. `mcullm serve --serial` (serve/serial_server_host.h,
+// through serve/line_protocol_host.h's std::string wrappers) and the firmware (board/line_server.h) both
 // run this code, so their bytes cannot drift apart. No heap: lines and ids live in caller buffers.
 #pragma once
 #include <stddef.h>

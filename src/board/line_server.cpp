@@ -46,7 +46,7 @@ bool LineServer::error_line(const Status& st) {
 namespace {
 
 // The generation's timing, in the HAL's cycles: P when the prompt's last forward is done, then one T
-// per sampled token (sampling + the forward that made its logits), as serve/engine.cpp times them.
+// per sampled token (sampling + the forward that made its logits), as serve/engine_host.cpp times them.
 struct Run {
   LineServer* server;
   Hal* hal;

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "format/gguf.h"
-#include "host/layer_slice_loader.h"
-#include "host/mapped_file.h"
+#include "load/layer_slice_loader_host.h"
+#include "load/mapped_file_host.h"
 
 namespace mcullm {
 

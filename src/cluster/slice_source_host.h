@@ -12,8 +12,8 @@
 #include "cluster/frame.h"
 #include "cluster/slice_hello.h"
 #include "core/thread_pool.h"
-#include "host/layer_slice_loader.h"
-#include "host/model_loader.h"
+#include "load/layer_slice_loader_host.h"
+#include "load/model_loader_host.h"
 #include "model/layer_slice.h"
 #include "model/llama_slice.h"
 
@@ -42,7 +42,7 @@ class SliceSource {
   // The whole model (open(), not open_node()).
   const LoadedModel& loaded() const { return *lm_; }
   // What identifies the range's weights: llama_slice_hash, or qwen2's layer_slice_hash
-  // (host/layer_slice_loader.h) of the range as a part of the model. Remembered per range.
+  // (load/layer_slice_loader_host.h) of the range as a part of the model. Remembered per range.
   uint64_t hash(const SliceRange& r);
   // A slice with its own arena (KV cache of ctx_len positions, 0 = the model's).
   Status make(const SliceRange& r, int ctx_len, ThreadPool* pool, const KernelSet* kernels, std::unique_ptr<SliceInstance>* out) const;

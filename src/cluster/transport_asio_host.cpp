@@ -18,7 +18,7 @@
 
 #include "cluster/transport_host.h"
 #include "cluster/transport_inbox_host.h"
-#include "serve/serial_server.h"
+#include "core/serial_port_host.h"
 
 namespace mcullm::cluster {
 namespace {
@@ -381,7 +381,7 @@ Status serial_transport_from_fd(int fd, const std::string& name, const SerialOpt
 
 Status open_serial_transport(const std::string& path, const SerialOptions& opt, std::unique_ptr<Transport>* out) {
   int fd = -1;
-  MC_TRY(serve::open_serial(path, opt.baud, &fd));
+  MC_TRY(open_serial(path, opt.baud, &fd));
   return serial_transport_from_fd(fd, path, opt, out);
 }
 
@@ -408,7 +408,7 @@ Status open_pty_transport(const SerialOptions& opt, std::unique_ptr<Transport>* 
   int fd = -1, slave_fd = -1;
   std::string path;
   MC_TRY(open_pty(&fd, &path));
-  if (Status st = serve::open_serial(path, opt.baud, &slave_fd); !st.ok()) {  // raw from the start: no echo
+  if (Status st = open_serial(path, opt.baud, &slave_fd); !st.ok()) {  // raw from the start: no echo
     ::close(fd);
     return st;
   }

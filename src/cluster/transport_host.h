@@ -1,7 +1,7 @@
 // The PC transports behind cluster::Transport (transport.h):
 //   in-process  a connected pair of thread-safe byte queues (tests, a cluster in one process)
 //   TCP         Asio (standalone, Debian libasio-dev): a listener that accepts, a connector with a timeout
-//   serial      a serial device or pseudo-terminal in raw mode (serve/serial_server.h's open_serial),
+//   serial      a serial device or pseudo-terminal in raw mode (core/serial_port_host.h),
 //               with an optional bit rate that paces the sender like an SPI or UART link would
 // Each carries bytes; frames are encoded and decoded by frame.h's codec on both ends.
 #pragma once

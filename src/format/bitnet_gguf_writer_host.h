@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "format/gguf_writer_host.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "tokenizer/llama2c_tokenizer_host.h"
 
 namespace mcullm {
 

@@ -1,7 +1,7 @@
 // The board image: one flat file that a board reads in place (from a flash mapping, or from the
 // host through semihosting on the emulated MCUs). No strings to parse, no allocation per tensor:
 // a fixed header, the model config, one section descriptor per memory tier, a table of tensors
-// sorted by id, then the sections. `mcullm convert --image` writes it (host/board_image_export.h).
+// sorted by id, then the sections. `mcullm convert --image` writes it (load/board_image_export_host.h).
 //
 // Layout (little-endian, every offset a multiple of 64 from the start of the file):
 //   0    header (64 bytes)    magic "MCUIMAGE", version, CRC-32 (IEEE, as zlib) of every byte from

@@ -1,6 +1,6 @@
 #include "format/gguf_writer_host.h"
 
-#include "host/file_io.h"
+#include "core/file_io_host.h"
 
 #include <cstring>
 

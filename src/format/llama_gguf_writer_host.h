@@ -5,7 +5,7 @@
 
 #include "format/gguf_writer_host.h"
 #include "model/llama.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "tokenizer/llama2c_tokenizer_host.h"
 
 namespace mcullm {
 

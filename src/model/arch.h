@@ -21,7 +21,7 @@ enum class ArchFamily : uint8_t {
 enum class ArchSlices : uint8_t {
   kNone,    // not run on a cluster
   kMapped,  // the whole file is mapped; a LlamaSlice over the layers (llama_slice_hash)
-  kRanges,  // a node reads only its range's tensors (host/layer_slice_loader.h, layer_slice_hash)
+  kRanges,  // a node reads only its range's tensors (load/layer_slice_loader_host.h, layer_slice_hash)
 };
 
 struct ArchInfo {

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/kernels.h"
+#include "quant/mat_ref.h"
 
 namespace mcullm {
 
