@@ -4,9 +4,14 @@
 #include "model/vocab_head.h"
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
 #include <random>
 #include <vector>
 
+#include "core/thread_pool.h"
+#include "load/model_loader_host.h"
 #include "model/vocab_head_build_host.h"
 #include "quant/blocks.h"
 #include "quant/q4e.h"
@@ -14,6 +19,17 @@
 
 namespace mcullm {
 namespace {
+
+#define ASSERT_OK(expr)                      \
+  do {                                       \
+    const ::mcullm::Status st_ = (expr);     \
+    ASSERT_TRUE(st_.ok()) << st_.message();  \
+  } while (0)
+#define EXPECT_OK(expr)                      \
+  do {                                       \
+    const ::mcullm::Status st_ = (expr);     \
+    EXPECT_TRUE(st_.ok()) << st_.message();  \
+  } while (0)
 
 struct Head {
   std::vector<uint8_t> bytes;
@@ -98,6 +114,144 @@ TEST(VocabHead, RefusesBadGroupCounts) {
   EXPECT_FALSE(build_vocab_head(head.m, kMaxHeadGroups + 1, 3, arena, &vh).ok());
   ASSERT_TRUE(build_vocab_head(head.m, 50, 3, arena, &vh).ok());  // more groups than rows: one per row
   EXPECT_EQ(vh.n_groups, 10);
+}
+
+// ---- the grouped heads in generation (Decoder::set_head) ----
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+int argmax_lowest(const float* x, int n) {
+  int best = 0;
+  for (int i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+// The logits of each step with `head`, feeding token 1 then `tokens` (the full head's greedy path).
+std::vector<std::vector<float>> step_logits(const LoadedModel& lm, const HeadChoice& head, const std::vector<int>& tokens) {
+  SerialPool pool;
+  DecoderInstance d;
+  EXPECT_OK(make_decoder(lm, 0, &pool, &kernels_best(), 1 << 20, &d));
+  EXPECT_OK(d.decoder->set_head(head, d.work));
+  std::vector<std::vector<float>> out;
+  for (size_t pos = 0; pos < tokens.size(); ++pos) {
+    const float* l = nullptr;
+    EXPECT_OK(d.decoder->forward(tokens[pos], static_cast<int>(pos), &l));
+    if (!l) break;
+    out.emplace_back(l, l + d.decoder->vocab_size());
+  }
+  return out;
+}
+
+// Pruned: the full head's greedy tokens, each computed logit with the full head's bits, the others
+// -inf. Two-stage over every group: the full head's logits; over a few: a subset of them.
+void check_grouped_heads(const LoadedModel& lm, const MatRef& head, int steps) {
+  std::vector<uint8_t> mem(8 << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  VocabHead vh;
+  ASSERT_OK(build_vocab_head(head, 24, 6, arena, &vh));
+  std::vector<int> tokens = {1};  // the full head's greedy path
+  {
+    SerialPool pool;
+    DecoderInstance d;
+    ASSERT_OK(make_decoder(lm, 0, &pool, &kernels_best(), 0, &d));
+    for (int pos = 0; pos + 1 < steps; ++pos) {
+      const float* l = nullptr;
+      ASSERT_OK(d.decoder->forward(tokens.back(), pos, &l));
+      tokens.push_back(argmax_lowest(l, head.rows));
+    }
+  }
+  const auto full = step_logits(lm, HeadChoice(), tokens);
+  const auto pruned = step_logits(lm, HeadChoice{HeadMode::kPruned, &vh, 1}, tokens);
+  const auto all = step_logits(lm, HeadChoice{HeadMode::kTwoStage, &vh, vh.n_groups}, tokens);
+  const auto few = step_logits(lm, HeadChoice{HeadMode::kTwoStage, &vh, 2}, tokens);
+  ASSERT_EQ(full.size(), static_cast<size_t>(steps));
+  ASSERT_EQ(pruned.size(), full.size());
+  ASSERT_EQ(all.size(), full.size());
+  ASSERT_EQ(few.size(), full.size());
+  const int V = head.rows;
+  size_t pruned_skipped = 0, few_skipped = 0;
+  for (int t = 0; t < steps; ++t) {
+    EXPECT_EQ(argmax_lowest(pruned[t].data(), V), argmax_lowest(full[t].data(), V)) << "step " << t;
+    for (int v = 0; v < V; ++v) {
+      EXPECT_EQ(bits(all[t][v]), bits(full[t][v])) << "step " << t << " token " << v;
+      for (const auto* g : {&pruned, &few}) {
+        const float x = (*g)[t][v];
+        if (x == -__builtin_huge_valf()) ++(g == &pruned ? pruned_skipped : few_skipped);
+        else EXPECT_EQ(bits(x), bits(full[t][v])) << "step " << t << " token " << v;
+      }
+    }
+  }
+  EXPECT_GT(few_skipped, 0u);  // two groups of 24 leave most rows out
+  (void)pruned_skipped;        // how many the bound skips depends on the model (docs/single-board.md)
+}
+
+TEST(HeadInGeneration, GroupedHeadsGiveTheFullHeadsBitsOnALlamaModel) {
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(std::string(MCULLM_SOURCE_DIR) + "/models/tinystories-q4.gguf", &lm));
+  check_grouped_heads(*lm, lm->model.output, 24);
+}
+
+TEST(HeadInGeneration, GroupedHeadsGiveTheFullHeadsBitsOnThePleModel) {
+  MC_REQUIRE_SHARED();
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(test::shared_path("models/esp32-ai-ple/ple4096_int4.bin"), &lm));
+  check_grouped_heads(*lm, lm->ple.output, 6);
+}
+
+// A prompt in one batch gives each row the logits that token by token gives, with a grouped head too.
+TEST(HeadInGeneration, BatchedPrefillEqualsTokenByTokenWithATwoStageHead) {
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(std::string(MCULLM_SOURCE_DIR) + "/models/tinystories-q4.gguf", &lm));
+  std::vector<uint8_t> mem(8 << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  VocabHead vh;
+  ASSERT_OK(build_vocab_head(lm->model.output, 16, 6, arena, &vh));
+  const HeadChoice two{HeadMode::kTwoStage, &vh, 3};
+  SerialPool pool;
+  DecoderInstance a, b;
+  ASSERT_OK(make_decoder(*lm, 0, &pool, &kernels_best(), 0, &a));
+  ASSERT_OK(make_decoder(*lm, 0, &pool, &kernels_best(), 0, &b));
+  ASSERT_OK(a.decoder->set_head(two, a.work));
+  ASSERT_OK(b.decoder->set_head(two, b.work));
+  const int prompt[7] = {1, 40, 41, 300, 7, 99, 2};
+  const int V = a.decoder->vocab_size();
+  ASSERT_GE(a.decoder->max_batch(), 7);
+  const float* batch = nullptr;
+  ASSERT_OK(a.decoder->prefill(prompt, 7, 0, &batch));
+  const std::vector<float> rows(batch, batch + 7 * static_cast<size_t>(V));
+  for (int i = 0; i < 7; ++i) {
+    const float* one = nullptr;
+    ASSERT_OK(b.decoder->forward(prompt[i], i, &one));
+    for (int v = 0; v < V; ++v) ASSERT_EQ(bits(rows[static_cast<size_t>(i) * V + v]), bits(one[v])) << "row " << i << " token " << v;
+  }
+}
+
+TEST(HeadInGeneration, RefusesGroupsThatDoNotFitAndMissingGroups) {
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(std::string(MCULLM_SOURCE_DIR) + "/models/tinystories-q4.gguf", &lm));
+  SerialPool pool;
+  DecoderInstance d;
+  ASSERT_OK(make_decoder(*lm, 0, &pool, &kernels_best(), 0, &d));
+  const Status none = d.decoder->set_head(HeadChoice{HeadMode::kPruned, nullptr, 1}, d.work);
+  EXPECT_FALSE(none.ok());
+  EXPECT_NE(std::string(none.message()).find("head --write"), std::string::npos) << none.message();
+  std::vector<uint8_t> mem(1 << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  VocabHead vh;
+  ASSERT_OK(build_vocab_head(lm->model.output, 8, 3, arena, &vh));
+  EXPECT_FALSE(d.decoder->set_head(HeadChoice{HeadMode::kTwoStage, &vh, 0}, d.work).ok());
+  EXPECT_FALSE(d.decoder->set_head(HeadChoice{HeadMode::kTwoStage, &vh, 9}, d.work).ok());
+  std::mt19937_64 rng(3);
+  Head other = make_head(lm->model.output.type, lm->model.output.rows - 1, lm->model.output.cols, rng, false);
+  VocabHead wrong;
+  ASSERT_OK(build_vocab_head(other.m, 8, 3, arena, &wrong));
+  EXPECT_FALSE(d.decoder->set_head(HeadChoice{HeadMode::kPruned, &wrong, 1}, d.work).ok());
+  EXPECT_OK(d.decoder->set_head(HeadChoice{HeadMode::kTwoStage, &vh, 8}, d.work));
 }
 
 }  // namespace

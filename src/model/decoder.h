@@ -2,7 +2,9 @@
 // one token at a position, get the next token's logits. Each architecture's context implements it
 // (LlamaContext today; BitNet, PLE and Qwen2 contexts as they land).
 #pragma once
+#include "core/arena.h"
 #include "mcullm/status.h"
+#include "model/vocab_head.h"
 
 namespace mcullm {
 
@@ -30,6 +32,14 @@ class Decoder {
   virtual bool ffn_counts(unsigned long long* neurons, unsigned long long* live) const {
     (void)neurons, (void)live;
     return false;
+  }
+  // The head forward() and prefill() compute from now on (model/vocab_head.h): the groups must be the
+  // model's head's (same rows, width and vocabulary); scratch comes from `arena`. Architectures
+  // without grouped heads refuse anything but full.
+  virtual Status set_head(const HeadChoice& head, Arena& arena) {
+    (void)arena;
+    if (head.grouped()) return Status::Error(Code::kUnsupported, "this architecture computes the full head only");
+    return Status::Ok();
   }
   virtual int vocab_size() const = 0;
   virtual int ctx_len() const = 0;

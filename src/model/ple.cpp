@@ -110,6 +110,14 @@ Status PleContext::init(const PleModel* model, int ctx_len, Arena& arena, Thread
   return Status::Ok();
 }
 
+Status PleContext::set_head(const HeadChoice& c, Arena& arena) {
+  MC_TRY(check_head_choice(c, model_->output));
+  if (c.grouped() && !head_rows_)
+    MC_TRY(arena.alloc_array(static_cast<size_t>(model_->cfg.output_vocab), TensorClass::kActivations, &head_rows_));
+  head_ = c;
+  return Status::Ok();
+}
+
 void PleContext::run(const MatRef* const* mats, float* const* outs, int count, const float* x, int n) {
   ActVec act;
   act.f = x;
@@ -198,7 +206,9 @@ Status PleContext::forward(int token, int pos, const float** logits) {
   }
 
   rmsnorm(k, s_.x, s_.x, m.out_norm, D, c.norm_eps);
-  {
+  if (head_.grouped()) {
+    grouped_head_logits(k, head_, s_.x, D, f32_act_, act_q_, &act_scale_, head_rows_, s_.logits);
+  } else {
     const MatRef* mats[1] = {&m.output};
     float* outs[1] = {s_.logits};
     run(mats, outs, 1, s_.x, D);

@@ -71,6 +71,7 @@ class PleContext final : public Decoder {
   Status init(const PleModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
               bool f32_activations, KvType kv = KvType::kF32);
   Status forward(int token, int pos, const float** logits) override;
+  Status set_head(const HeadChoice& c, Arena& arena) override;
   int vocab_size() const override { return model_->cfg.output_vocab; }
   int ctx_len() const override { return s_.ctx_len; }
   // After forward: the head's input (the final RMSNorm's output), [dim].
@@ -93,6 +94,8 @@ class PleContext final : public Decoder {
   float* row_ = nullptr;     // [L * P]: the PLE table row
   int8_t* act_q_ = nullptr;  // [max(dim, ffn, ple_dim)]
   float act_scale_ = 0.0f;
+  HeadChoice head_;
+  float* head_rows_ = nullptr;  // grouped head: [output_vocab] logits in row order
 };
 
 }  // namespace mcullm

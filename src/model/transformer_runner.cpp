@@ -277,8 +277,27 @@ Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
   return Status::Ok();
 }
 
+Status TransformerRunner::set_head(const HeadChoice& c, Arena& arena) {
+  if (!has_head()) return Status::Error(Code::kInvalidArgument, "this slice holds no output head");
+  MC_TRY(check_head_choice(c, model_->output));
+  if (c.grouped() && !head_rows_)
+    MC_TRY(arena.alloc_array(static_cast<size_t>(model_->cfg.vocab_size), TensorClass::kActivations, &head_rows_));
+  head_ = c;
+  return Status::Ok();
+}
+
 void TransformerRunner::head(int n) {
   const TransformerModel& m = *model_;
+  if (head_.grouped()) {  // column by column: each the bits of a single token's head
+    const size_t D = static_cast<size_t>(m.cfg.dim), V = static_cast<size_t>(m.cfg.vocab_size);
+    for (int i = 0; i < n; ++i) {
+      float* xi = x(n) + i * D;
+      rmsnorm(*kernels_, xi, xi, m.out_norm, m.cfg.dim, m.cfg.norm_eps);
+      grouped_head_logits(*kernels_, head_, xi, m.cfg.dim, false, s_.act_q, s_.act_scales, head_rows_,
+                          (n == 1 ? s_.logits : b_.logits) + i * V);
+    }
+    return;
+  }
   if (n > 1) {
     head_batch(*pool_, *kernels_, m.cfg, m.out_norm, m.output, b_, n);
     return;

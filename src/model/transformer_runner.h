@@ -99,8 +99,10 @@ class TransformerRunner {
   Status embed(const int* tokens, int n);
   // Layers [l0, l1) (inside the runner's range) at positions pos0.. on x(n).
   Status layers(int l0, int l1, int pos0, int n);
-  // Final norm and head of x(n) into logits(n) (n rows of vocab values).
+  // Final norm and head of x(n) into logits(n) (n rows of vocab values), as set_head chose.
   void head(int n);
+  // The head from now on (full by default); a grouped head's scratch from `arena`.
+  Status set_head(const HeadChoice& c, Arena& arena);
   const float* logits(int n) const { return n == 1 ? s_.logits : b_.logits; }
 
   const TransformerModel& model() const { return *model_; }
@@ -143,6 +145,8 @@ class TransformerRunner {
   float* ffn_y_ = nullptr;
   bool sparse_on_ = true;
   unsigned long long neurons_ = 0, live_ = 0;
+  HeadChoice head_;
+  float* head_rows_ = nullptr;  // grouped head: [vocab] logits in row order
 };
 
 // The whole model as a Decoder.
@@ -161,6 +165,7 @@ class TransformerContext final : public Decoder {
   bool ffn_counts(unsigned long long* neurons, unsigned long long* live) const override {
     return r_.ffn_counts(neurons, live);
   }
+  Status set_head(const HeadChoice& c, Arena& arena) override { return r_.set_head(c, arena); }
   const TransformerModel& model() const { return r_.model(); }
   void set_sparse_ffn(bool on) { r_.set_sparse_ffn(on); }
 
@@ -196,6 +201,7 @@ class TransformerSlice final : public LayerSlice {
   int end_layer() const override { return r_.end(); }
   bool has_embedding() const override { return r_.has_embedding(); }
   bool has_head() const override { return r_.has_head(); }
+  Status set_head(const HeadChoice& c, Arena& arena) { return r_.set_head(c, arena); }
   Status embed(int token, float* hidden) override;
   Status run_layers(float* hidden, int pos) override { return run_layers_batch(hidden, 1, pos); }
   Status head(const float* hidden, const float** logits) override;

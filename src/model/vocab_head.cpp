@@ -52,47 +52,129 @@ void visit_group(const KernelSet& k, const VocabHead& h, const ActVec& x, int g,
   stats->bytes_read += static_cast<size_t>(r1 - r0) * head_row_bytes(h.rows);
 }
 
-}  // namespace
-
-int two_stage_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, int top_groups, float* logits,
-                     HeadStats* stats) {
+// Visits the groups `mode` reads (their rows' logits into logits[row]) and lists them in `visited`;
+// returns how many, and the best row in *best_row (-1 for none).
+int visit_groups(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups, const ActVec& x, float* logits,
+                 int* visited, int* best_row, HeadStats* stats) {
   float xe[4096];
   const int dim = h.dim <= 4096 ? h.dim : 4096;
   head_effective_input(x, dim, xe);
   double score[kMaxHeadGroups];
   int order[kMaxHeadGroups];
-  for (int g = 0; g < h.n_groups; ++g) score[g] = dot_d(h.centroids + static_cast<size_t>(g) * h.dim, xe, dim);
   *stats = HeadStats();
-  stats->bytes_read = static_cast<size_t>(h.n_groups) * static_cast<size_t>(h.dim) * 2;  // f16 centroids
+  const bool pruned = mode == HeadMode::kPruned;
+  if (pruned) {
+    const double xnorm = static_cast<double>(mc_sqrtf(static_cast<float>(dot_d(xe, xe, dim)))) * (1 + 1e-6);
+    // The kernels' rounding: each computed logit is within (dim + 64) * 2^-23 * |row| |x| of the exact
+    // dot product (a generous bound for sums of dim products, group scales and the final scale).
+    const double eps = (dim + 64) * 1.1920928955078125e-07;
+    for (int g = 0; g < h.n_groups; ++g)  // the bound of every row of g (Cauchy-Schwarz)
+      score[g] = dot_d(h.centroids + static_cast<size_t>(g) * h.dim, xe, dim) + h.radius[g] * xnorm +
+                 2 * eps * h.row_norm_max[g] * xnorm;
+    stats->bytes_read = static_cast<size_t>(h.n_groups) * (static_cast<size_t>(h.dim) * 2 + 8);  // f16 centroids, 2 f32 bounds
+  } else {
+    for (int g = 0; g < h.n_groups; ++g) score[g] = dot_d(h.centroids + static_cast<size_t>(g) * h.dim, xe, dim);
+    stats->bytes_read = static_cast<size_t>(h.n_groups) * static_cast<size_t>(h.dim) * 2;  // f16 centroids
+  }
   order_groups(score, h.n_groups, order);
-  int best = -1;
-  for (int i = 0; i < top_groups && i < h.n_groups; ++i) visit_group(k, h, x, order[i], logits, &best, stats);
+  *best_row = -1;
+  const int limit = pruned ? h.n_groups : (top_groups < h.n_groups ? top_groups : h.n_groups);
+  int n = 0;
+  for (; n < limit; ++n) {
+    const int g = order[n];
+    if (pruned && *best_row >= 0 && score[g] < static_cast<double>(logits[*best_row])) break;  // no row of g can reach it
+    visit_group(k, h, x, g, logits, best_row, stats);
+    visited[n] = g;
+  }
+  return n;
+}
+
+}  // namespace
+
+int two_stage_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, int top_groups, float* logits,
+                     HeadStats* stats) {
+  int visited[kMaxHeadGroups], best = -1;
+  visit_groups(k, h, HeadMode::kTwoStage, top_groups, x, logits, visited, &best, stats);
   return best < 0 ? -1 : h.token_of_row[best];
 }
 
 int pruned_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, float* logits, HeadStats* stats) {
-  float xe[4096];
-  const int dim = h.dim <= 4096 ? h.dim : 4096;
-  head_effective_input(x, dim, xe);
-  const double xnorm = static_cast<double>(mc_sqrtf(static_cast<float>(dot_d(xe, xe, dim)))) * (1 + 1e-6);
-  // The kernels' rounding: each computed logit is within (dim + 64) * 2^-23 * |row| |x| of the exact
-  // dot product (a generous bound for sums of dim products, group scales and the final scale).
-  const double eps = (dim + 64) * 1.1920928955078125e-07;
-  double bound[kMaxHeadGroups];
-  int order[kMaxHeadGroups];
-  for (int g = 0; g < h.n_groups; ++g)
-    bound[g] = dot_d(h.centroids + static_cast<size_t>(g) * h.dim, xe, dim) + h.radius[g] * xnorm +
-               2 * eps * h.row_norm_max[g] * xnorm;
-  *stats = HeadStats();
-  stats->bytes_read = static_cast<size_t>(h.n_groups) * (static_cast<size_t>(h.dim) * 2 + 8);  // f16 centroids, 2 f32 bounds
-  order_groups(bound, h.n_groups, order);
-  int best = -1;
-  for (int i = 0; i < h.n_groups; ++i) {
-    const int g = order[i];
-    if (best >= 0 && bound[g] < static_cast<double>(logits[best])) break;  // no row of g can reach it
-    visit_group(k, h, x, g, logits, &best, stats);
-  }
+  int visited[kMaxHeadGroups], best = -1;
+  visit_groups(k, h, HeadMode::kPruned, 0, x, logits, visited, &best, stats);
   return best < 0 ? -1 : h.token_of_row[best];
+}
+
+void grouped_head_logits(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups, const ActVec& x,
+                         float* row_logits, float* logits, HeadStats* stats) {
+  int visited[kMaxHeadGroups], best = -1;
+  const int n = visit_groups(k, h, mode, top_groups, x, row_logits, visited, &best, stats);
+  const int vocab = h.group_start[h.n_groups];
+  for (int v = 0; v < vocab; ++v) logits[v] = -__builtin_huge_valf();
+  for (int i = 0; i < n; ++i)
+    for (int r = h.group_start[visited[i]]; r < h.group_start[visited[i] + 1]; ++r) logits[h.token_of_row[r]] = row_logits[r];
+}
+
+Status check_head_choice(const HeadChoice& c, const MatRef& head) {
+  if (c.mode != HeadMode::kFull && c.mode != HeadMode::kTwoStage && c.mode != HeadMode::kPruned)
+    return Status::Error(Code::kInvalidArgument, "unknown head mode");
+  if (c.mode == HeadMode::kFull) return Status::Ok();
+  if (!c.groups)
+    return Status::Error(Code::kUnsupported, "--head %s needs the head's groups in the model file (mcullm head --write adds them)",
+                         head_mode_name(c.mode));
+  const VocabHead& h = *c.groups;
+  if (h.rows.rows != head.rows || h.dim != head.cols || h.rows.cols != head.cols || h.rows.type != head.type ||
+      h.n_groups < 1 || h.n_groups > kMaxHeadGroups || h.group_start[h.n_groups] != head.rows)
+    return Status::Error(Code::kInvalidArgument, "the head groups (%d rows of %d) do not fit the head (%d rows of %d)",
+                         h.rows.rows, h.dim, head.rows, head.cols);
+  if (c.mode == HeadMode::kTwoStage && (c.top_groups < 1 || c.top_groups > h.n_groups))
+    return Status::Error(Code::kOutOfRange, "--head-top %d is not in 1..%d (the model's head groups)", c.top_groups, h.n_groups);
+  return Status::Ok();
+}
+
+void grouped_head_logits(const KernelSet& k, const HeadChoice& c, const float* x, int dim, bool f32_q4e, int8_t* q,
+                         float* scales, float* row_logits, float* logits) {
+  const MatRef& rows = c.groups->rows;
+  ActVec act;
+  act.f = x;
+  if (rows.type == DType::kQ4E) {
+    if (!f32_q4e) {
+      q4e_quantize_activations(x, dim, q, scales);
+      act.q = q;
+      act.scales = scales;
+      act.block = dim;
+    }
+  } else if (const DTypeInfo* info = dtype_info(rows.type); info && info->act_block > 0) {
+    k.quantize_blocks(x, dim, info->act_block, q, scales);
+    act.q = q;
+    act.scales = scales;
+    act.block = info->act_block;
+  }
+  HeadStats stats;
+  grouped_head_logits(k, *c.groups, c.mode, c.top_groups, act, row_logits, logits, &stats);
+}
+
+bool parse_head_mode(const char* name, HeadMode* out) {
+  if (!name) return false;
+  const char* names[3] = {"full", "two-stage", "pruned"};
+  for (int i = 0; i < 3; ++i) {
+    const char* a = names[i];
+    const char* b = name;
+    while (*a && *a == *b) ++a, ++b;
+    if (!*a && !*b) {
+      *out = static_cast<HeadMode>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* head_mode_name(HeadMode m) {
+  switch (m) {
+    case HeadMode::kFull: return "full";
+    case HeadMode::kTwoStage: return "two-stage";
+    case HeadMode::kPruned: return "pruned";
+  }
+  return "?";
 }
 
 }  // namespace mcullm

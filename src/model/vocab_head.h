@@ -50,4 +50,34 @@ int two_stage_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, in
 // The exact argmax of the full head, reading only the groups that may hold it. `logits`: [vocab].
 int pruned_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, float* logits, HeadStats* stats);
 
+// Which head generation computes. Full: every row (the only exact one for sampling). Two-stage:
+// the rows of the best `top_groups` groups (approximate). Pruned: the groups that may hold the
+// argmax (exact for greedy decoding: the argmax is the full head's; other rows are not computed).
+enum class HeadMode : uint8_t { kFull = 0, kTwoStage, kPruned };
+// "full" / "two-stage" / "pruned"; false for anything else.
+bool parse_head_mode(const char* name, HeadMode* out);
+const char* head_mode_name(HeadMode m);
+// Top groups of the two-stage head when nothing says otherwise.
+constexpr int kDefaultTopGroups = 16;
+
+// What a decoder's head computes; groups null means full.
+struct HeadChoice {
+  HeadMode mode = HeadMode::kFull;
+  const VocabHead* groups = nullptr;
+  int top_groups = kDefaultTopGroups;
+  bool grouped() const { return mode != HeadMode::kFull && groups; }
+};
+
+// The logits by token id of the rows `mode` (two-stage or pruned) reads; every other token gets -inf.
+// A computed logit has the bits of the full head's (the rows are copies, the same kernel).
+// row_logits: [vocab] scratch (row order).
+// The choice fits a head matrix: full, or groups over the same rows (count, width, type).
+Status check_head_choice(const HeadChoice& c, const MatRef& head);
+// What forward()'s head does with `c`: quantizes x as the head's rows need (q4e: one scale for the
+// vector unless f32_q4e) into q / scales ([dim + 64] each), then grouped_head_logits.
+void grouped_head_logits(const KernelSet& k, const HeadChoice& c, const float* x, int dim, bool f32_q4e, int8_t* q,
+                         float* scales, float* row_logits, float* logits);
+void grouped_head_logits(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups, const ActVec& x,
+                         float* row_logits, float* logits, HeadStats* stats);
+
 }  // namespace mcullm
