@@ -31,9 +31,11 @@ void matvec_q4e_f32(const MatRef& w, const float* x, float* y, int r0, int r1);
 void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale);
 void quantize_blocks(const float* x, int n, int block, int8_t* q, float* scales);
+// The block types' GEMM without VNNI (gemm_avx2.cpp, -mf16c): the avx2 table's matmat_tiled.
+bool matmat_tiled(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 
-// The AVX2 table under `name` with the given block GEMM (matmat_tiled): table_avx2.cpp (none) and
-// the avxvnni table (gemm_avxvnni.cpp) are it; the AVX-512 tables start from it (x86_512/). AVX2
+// The AVX2 table under `name` with the given block GEMM (matmat_tiled): table_avx2.cpp (without
+// VNNI, avx2::matmat_tiled) and the avxvnni table (gemm_avxvnni.cpp) are it; the AVX-512 tables start from it (x86_512/). AVX2
 // replaces every reference kernel.
 constexpr KernelSet table(const char* name,
                           bool (*matmat_tiled)(const MatRef&, const ActMat&, int, float*, size_t, int, int)) {
