@@ -24,6 +24,8 @@ void attn_values_q8(const float* att, const int8_t* values, const float* vscales
 void softmax(float* x, int n);
 void silu_mul(float* gate, const float* up, int n);
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y, size_t y_stride,
+                int r0, int r1);
 void tl_lut_build(const TlTensor& w, const int8_t* q, uint8_t* lut);
 void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens, float* y,
                size_t y_stride, int tile0, int tile1);
@@ -51,7 +53,7 @@ constexpr KernelSet table(const char* name,
           .softmax = softmax,
           .silu_mul = silu_mul,
           .matvec_i2s = matvec_i2s,
-          .matmat_i2s = matmat_i2s_by_rows<matvec_i2s>,
+          .matmat_i2s = matmat_i2s,
           .tl_lut_build = tl_lut_build,
           .tl_matmul = tl_matmul,
           .matvec_q4e_f32 = matvec_q4e_f32,
