@@ -58,6 +58,9 @@ mcullm_kernel_folder(arm "aarch64|arm64" MCULLM_HAVE_NEON)  # NEON is part of ev
 # The AVX-VNNI GEMM (kernels_avxvnni(): AVX2 + F16C + AVX-VNNI, no AVX-512).
 set_source_files_properties(${PROJECT_SOURCE_DIR}/src/kernels/x86/gemm_avxvnni.cpp PROPERTIES
                             COMPILE_OPTIONS "-mavx2;-mf16c;-mavxvnni")
+# The AVX2 GEMM without VNNI (the avx2 table's matmat_tiled; kernels_avx2() checks F16C).
+set_source_files_properties(${PROJECT_SOURCE_DIR}/src/kernels/x86/gemm_avx2.cpp PROPERTIES
+                            COMPILE_OPTIONS "-mavx2;-mf16c")
 
 find_package(Threads REQUIRED)
 # Host dependencies: nlohmann-json (tokenizer.json reader, the server's JSON), utf8proc (WordPiece

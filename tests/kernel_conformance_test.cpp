@@ -253,17 +253,19 @@ TEST_P(KernelConformance, VectorExpEqualsScalarExpEverywhere) {
 // ---- ternary (i2_s) and esp32-ai int4 (q4e) ----------------------------------------------------
 
 // Random codes (all four i2_s codes, the invalid one included) times random or extreme int8
-// activations; matvec over a row range, matmat over three columns.
+// activations, and the largest sums (every code the invalid 3, every activation -128: the int16
+// steps of the AVX2 kernels at their bound); matvec over a row range, matmat over six columns (a
+// whole group of four and a rest).
 TEST_P(KernelConformance, I2sMatvecAndMatmat) {
   std::mt19937 rng(14);
-  for (int cols : {128, 256, 640, 2048})
-    for (int extreme = 0; extreme < 2; ++extreme) {
-      const int rows = 9, n = 3;
+  for (int cols : {128, 256, 640, 2048, 4224})
+    for (int extreme = 0; extreme < 3; ++extreme) {
+      const int rows = 9, n = 6;
       std::vector<uint8_t> w(static_cast<size_t>(rows) * cols / 4);
-      for (auto& b : w) b = static_cast<uint8_t>(rng());
+      for (auto& b : w) b = extreme == 2 ? 0xFF : static_cast<uint8_t>(rng());
       std::vector<int8_t> xq(static_cast<size_t>(n) * cols);
-      for (auto& v : xq) v = extreme ? ((rng() & 1) ? 127 : -128) : static_cast<int8_t>(rng());
-      const float xs[n] = {0.013f, -0.5f, 3e-3f};
+      for (auto& v : xq) v = extreme == 2 ? -128 : extreme ? ((rng() & 1) ? 127 : -128) : static_cast<int8_t>(rng());
+      const float xs[n] = {0.013f, -0.5f, 3e-3f, 1.0f, -7e-5f, 0.25f};
       MatRef m;
       m.type = DType::kI2_S;
       m.data = w.data();

@@ -245,7 +245,7 @@ TEST(KernelsMatmat, TiledGemmEqualsRefPerColumn) {
   std::vector<const KernelSet*> sets;
   for (const KernelSet* k : runnable_tables())
     if (k->matmat_tiled != matmat_tiled_none) sets.push_back(k);
-  if (sets.empty()) GTEST_SKIP() << "no table with a block GEMM on this CPU (AVX-VNNI or AVX-512 VNNI)";
+  if (sets.empty()) GTEST_SKIP() << "no table with a block GEMM on this CPU (AVX2, AVX-VNNI or AVX-512 VNNI)";
   std::mt19937_64 rng(23);
   int checked = 0, failures = 0, declined = 0;
   for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4G64, DType::kF16}) {

@@ -191,8 +191,8 @@ struct KernelSet {
   // quantized weight types' activations.
   void (*quantize_blocks)(const float* x, int n, int block, int8_t* q, float* scales) = quantize_activations;
 
-  // Rows [r0, r1) times n columns as a register-tiled GEMM (q8_0 / q4_0 / q4g64: int8 on VNNI, x.q;
-  // avx512 also f16: x.f): every output has the matvec's bits. False (y untouched) for other types,
+  // Rows [r0, r1) times n columns as a register-tiled GEMM (q8_0 / q4_0 / q4g64: int8, x.q, on VNNI
+  // or on plain AVX2 with vpmaddubsw; avx512 also f16: x.f): every output has the matvec's bits. False (y untouched) for other types,
   // rows too long for it, or in tables without one (matmat_tiled_none); matmat() then runs matvecs
   // over row blocks.
   bool (*matmat_tiled)(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1) = matmat_tiled_none;

@@ -24,6 +24,8 @@ void attn_values_q8(const float* att, const int8_t* values, const float* vscales
 void softmax(float* x, int n);
 void silu_mul(float* gate, const float* up, int n);
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y, size_t y_stride,
+                int r0, int r1);
 void tl_lut_build(const TlTensor& w, const int8_t* q, uint8_t* lut);
 void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens, float* y,
                size_t y_stride, int tile0, int tile1);
@@ -31,9 +33,11 @@ void matvec_q4e_f32(const MatRef& w, const float* x, float* y, int r0, int r1);
 void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale);
 void quantize_blocks(const float* x, int n, int block, int8_t* q, float* scales);
+// The block types' GEMM without VNNI (gemm_avx2.cpp, -mf16c): the avx2 table's matmat_tiled.
+bool matmat_tiled(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 
-// The AVX2 table under `name` with the given block GEMM (matmat_tiled): table_avx2.cpp (none) and
-// the avxvnni table (gemm_avxvnni.cpp) are it; the AVX-512 tables start from it (x86_512/). AVX2
+// The AVX2 table under `name` with the given block GEMM (matmat_tiled): table_avx2.cpp (without
+// VNNI, avx2::matmat_tiled) and the avxvnni table (gemm_avxvnni.cpp) are it; the AVX-512 tables start from it (x86_512/). AVX2
 // replaces every reference kernel.
 constexpr KernelSet table(const char* name,
                           bool (*matmat_tiled)(const MatRef&, const ActMat&, int, float*, size_t, int, int)) {
@@ -49,7 +53,7 @@ constexpr KernelSet table(const char* name,
           .softmax = softmax,
           .silu_mul = silu_mul,
           .matvec_i2s = matvec_i2s,
-          .matmat_i2s = matmat_i2s_by_rows<matvec_i2s>,
+          .matmat_i2s = matmat_i2s,
           .tl_lut_build = tl_lut_build,
           .tl_matmul = tl_matmul,
           .matvec_q4e_f32 = matvec_q4e_f32,

@@ -9,6 +9,8 @@ namespace mcullm {
 
 namespace {
 struct DpAvxVnni {
+  static constexpr bool kFlip = true;  // vpdpbusd: unsigned x + 128 times signed weights
+  static constexpr int kGroup = 0;     // dp() below
   static __m256i dp(__m256i acc, __m256i u8, __m256i s8) { return _mm256_dpbusd_avx_epi32(acc, u8, s8); }
 };
 

@@ -10,8 +10,14 @@
 // vpdpbusd multiplies unsigned by signed bytes: the activations go in as x + 128 (x ^ 0x80) and
 // each block's accumulator starts at -128 * (sum of its weights), so the int32 sums are exact.
 //
+// Without VNNI (plain AVX2, gemm_avx2.cpp) the same layout serves, with vpmaddubsw + vpmaddwd in
+// place of vpdpbusd (Dp says whether the activations are flipped to x + 128 as above, or kept signed
+// for a sign trick; see that file for why neither saturates int16).
+//
 // Included by one file per instruction set (internal linkage: each compiles it with its own flags);
-// Dp supplies the vpdpbusd form (AVX-512 VL or AVX-VNNI), Rows x Cols the register tile.
+// Dp supplies kFlip and either (kGroup == 0) the dot-product step dp(acc, x, w) (vpdpbusd on
+// AVX-512 VL or AVX-VNNI) or (kGroup > 0) pairs(x, w), int16 sums of adjacent byte products
+// (vpmaddubsw), kGroup of which may be added in int16 exactly; Rows x Cols the register tile.
 #pragma once
 #include <immintrin.h>
 #include <stddef.h>
@@ -103,21 +109,24 @@ inline void transpose_row(const MatRef& w, int r, int nb, int nchunks, uint8_t* 
       transpose8_epi32(v[h]);
       for (int j = 0; j < kLanes; ++j) {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (h * kLanes + j) * 32), v[h][j]);
-        wsum = Dp::dp(wsum, ones, v[h][j]);
+        if constexpr (Dp::kGroup == 0) wsum = Dp::dp(wsum, ones, v[h][j]);
+        else if constexpr (Dp::kFlip) wsum = _mm256_add_epi32(wsum, _mm256_madd_epi16(Dp::pairs(ones, v[h][j]), _mm256_set1_epi16(1)));
       }
     }
     __m256i* tail = reinterpret_cast<__m256i*>(dst + Layout<T>::J * 32);
-    _mm256_storeu_si256(tail, _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(wsum, 7)));
+    const __m256i start = Dp::kFlip ? _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(wsum, 7)) : _mm256_setzero_si256();
+    _mm256_storeu_si256(tail, start);
     _mm256_storeu_ps(reinterpret_cast<float*>(tail + 1), _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dw))));
   }
 }
 
 // Columns [c0, c0 + C) of x (clamped to the last column: a repeated column is computed but not
-// stored), transposed into dst, one column after another (col_bytes apart).
-template <typename T, int C>
+// stored), transposed into dst, one column after another (col_bytes apart); flipped to x + 128
+// when Dp::kFlip (blocks past the row's end are then 0x80, the flipped 0).
+template <typename T, typename Dp, int C>
 inline void transpose_cols(const ActMat& x, int n, int c0, int nb, int nchunks, uint8_t* dst, size_t col_bytes) {
   constexpr int V = T::kBlock / 32;
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(Dp::kFlip ? 0x80 : 0));
   for (int i = 0; i < C; ++i) {
     const int c = c0 + i < n ? c0 + i : n - 1;
     const int8_t* q = x.q + static_cast<size_t>(c) * x.q_stride;
@@ -159,12 +168,35 @@ inline void tile(const uint8_t* w, size_t w_bytes, int nr, const uint8_t* x, siz
       const __m256i start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[i] + J * 32));
       for (int c = 0; c < C; ++c) acc[i][c] = start;
     }
-    for (int j = 0; j < J; ++j) {
-      __m256i xv[C];
-      for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[c] + j * 32));
-      for (int i = 0; i < R; ++i) {
-        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[i] + j * 32));
-        for (int c = 0; c < C; ++c) acc[i][c] = Dp::dp(acc[i][c], xv[c], wv);
+    if constexpr (Dp::kGroup == 0) {
+      for (int j = 0; j < J; ++j) {
+        __m256i xv[C];
+        for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[c] + j * 32));
+        for (int i = 0; i < R; ++i) {
+          const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[i] + j * 32));
+          for (int c = 0; c < C; ++c) acc[i][c] = Dp::dp(acc[i][c], xv[c], wv);
+        }
+      }
+    } else {
+      // Without VNNI: Dp::pairs gives int16 sums of byte pairs; kGroup steps of them are added in
+      // int16 (Dp bounds that sum below 2^15), then widened to int32 by vpmaddwd with ones.
+      static_assert(J % Dp::kGroup == 0, "whole groups per chunk");
+      const __m256i ones = _mm256_set1_epi16(1);
+      for (int g = 0; g < J; g += Dp::kGroup) {
+        __m256i p[R][C];
+        for (int j = g; j < g + Dp::kGroup; ++j) {
+          __m256i xv[C];
+          for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr[c] + j * 32));
+          for (int i = 0; i < R; ++i) {
+            const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[i] + j * 32));
+            for (int c = 0; c < C; ++c) {
+              const __m256i pj = Dp::pairs(xv[c], wv);
+              p[i][c] = j == g ? pj : _mm256_add_epi16(p[i][c], pj);
+            }
+          }
+        }
+        for (int i = 0; i < R; ++i)
+          for (int c = 0; c < C; ++c) acc[i][c] = _mm256_add_epi32(acc[i][c], _mm256_madd_epi16(p[i][c], ones));
       }
     }
     for (int i = 0; i < R; ++i) {
@@ -195,7 +227,7 @@ __attribute__((noinline)) bool matmat(const MatRef& w, const ActMat& x, int n, f
     const int rb1 = r1 - rb0 < rb ? r1 : rb0 + rb;
     for (int r = rb0; r < rb1; ++r) transpose_row<T, Dp>(w, r, nb, nchunks, wbuf + (r - rb0) * w_bytes);
     for (int c0 = 0; c0 < n; c0 += C) {
-      transpose_cols<T, C>(x, n, c0, nb, nchunks, xbuf, x_bytes);
+      transpose_cols<T, Dp, C>(x, n, c0, nb, nchunks, xbuf, x_bytes);
       const int nc = n - c0 < C ? n - c0 : C;
       for (int r = rb0; r < rb1; r += R) {
         const int nr = rb1 - r < R ? rb1 - r : R;

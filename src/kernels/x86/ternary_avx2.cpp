@@ -56,7 +56,71 @@ inline void rows_dot(const MatRef& w, int r, const int8_t* xq, int32_t* out) {
   for (int i = 0; i < R; ++i) out[i] = hsum_i32(acc[i]);
 }
 
+// One row times C columns (the batched product): the row's codes of a 128-weight group are
+// unpacked once for the C columns. |code| <= 3 and |x| <= 128, so a maddubs pair is at most
+// 2 * 3 * 128 = 768 in magnitude and the 4 pairs of kGroups groups (32 per int16 lane, at most
+// 24576 < 32767) are added in int16 exactly before they are widened to int32.
+template <int C>
+inline void row_cols_dot(const uint8_t* row, int groups, const int8_t* const* x, int32_t* out) {
+  constexpr int kGroups = 8;
+  const __m256i mask = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+  __m256i acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_si256();
+  for (int g0 = 0; g0 < groups; g0 += kGroups) {
+    const int g1 = groups - g0 < kGroups ? groups : g0 + kGroups;
+    __m256i p[C];
+    for (int c = 0; c < C; ++c) p[c] = _mm256_setzero_si256();
+    for (int g = g0; g < g1; ++g) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * g));
+      const __m256i c0 = _mm256_and_si256(_mm256_srli_epi16(raw, 6), mask);
+      const __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+      const __m256i c2 = _mm256_and_si256(_mm256_srli_epi16(raw, 2), mask);
+      const __m256i c3 = _mm256_and_si256(raw, mask);
+      for (int c = 0; c < C; ++c) {
+        const __m256i* xv = reinterpret_cast<const __m256i*>(x[c] + 128 * g);
+        const __m256i s01 = _mm256_add_epi16(_mm256_maddubs_epi16(c0, _mm256_loadu_si256(xv)),
+                                             _mm256_maddubs_epi16(c1, _mm256_loadu_si256(xv + 1)));
+        const __m256i s23 = _mm256_add_epi16(_mm256_maddubs_epi16(c2, _mm256_loadu_si256(xv + 2)),
+                                             _mm256_maddubs_epi16(c3, _mm256_loadu_si256(xv + 3)));
+        p[c] = _mm256_add_epi16(p[c], _mm256_add_epi16(s01, s23));
+      }
+    }
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(p[c], ones));
+  }
+  for (int c = 0; c < C; ++c) out[c] = hsum_i32(acc[c]);
+}
+
 }  // namespace
+
+// Rows in blocks that stay in L1 (matmat_row_block) while the columns pass over them, four columns
+// per pass (the avx512 table's scheme with vpmaddubsw). Each output is
+// (float)(isum - xsum_c) * (w.scale * xs[c]): matvec_i2s's bits (integer sums are exact).
+void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y, size_t y_stride,
+                int r0, int r1) {
+  const int groups = w.cols / 128;
+  constexpr int kCols = 4;
+  for_row_blocks(w, (n + kCols - 1) / kCols, r0, r1, [&](int cb, int rb0, int rb1) {
+    const int c0 = cb * kCols, nc = n - c0 < kCols ? n - c0 : kCols;
+    const int8_t* x[kCols];
+    int32_t xsum[kCols];
+    float scale[kCols];
+    for (int c = 0; c < nc; ++c) {
+      x[c] = xq + static_cast<size_t>(c0 + c) * xq_stride;
+      xsum[c] = sum_i8(x[c], w.cols);
+      scale[c] = w.scale * xs[c0 + c];
+    }
+    int32_t s[kCols];
+    for (int r = rb0; r < rb1; ++r) {
+      if (nc == kCols) {
+        row_cols_dot<kCols>(w.row(r), groups, x, s);
+      } else {
+        for (int c = 0; c < nc; ++c) row_cols_dot<1>(w.row(r), groups, x + c, s + c);
+      }
+      for (int c = 0; c < nc; ++c)
+        y[static_cast<size_t>(c0 + c) * y_stride + r] = static_cast<float>(s[c] - xsum[c]) * scale[c];
+    }
+  });
+}
 
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
   const float scale = w.scale * xs[0];
