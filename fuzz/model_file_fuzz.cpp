@@ -22,7 +22,7 @@
 #include "format/board_image.h"
 #include "format/board_image_model.h"
 #include "format/gguf_writer_host.h"
-#include "format/llama_gguf_writer_host.h"
+#include "format/transformer_gguf_writer_host.h"
 #include "format/qwen2_gguf_writer_host.h"
 #include "fuzz_support.h"
 #include "host/board_image_export.h"
@@ -75,10 +75,10 @@ void seeds_of(const std::string& dir, const std::string& name, const std::string
   if (lm->arch != arch_info("llama")) return;
   for (const DType t : {DType::kF32, DType::kQ8_0, DType::kQ4G64}) {
     GgufWriter w;
-    LlamaExportOptions eo;
+    GgufExportOptions eo;
     eo.weight_type = t;
-    LlamaExportReport er;
-    if (export_llama_gguf(lm->model, nullptr, eo, &w, &er).ok())
+    GgufExportReport er;
+    if (export_transformer_gguf(lm->model, nullptr, eo, &w, &er).ok())
       fuzz::write_seed(dir + "/" + name + "_gguf_" + std::to_string(static_cast<int>(t)), 0, w.to_bytes());
   }
 }

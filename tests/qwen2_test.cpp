@@ -13,7 +13,8 @@
 #include "core/fingerprint.h"
 #include "core/thread_pool_host.h"
 #include "format/gguf_writer_host.h"
-#include "format/qwen2_gguf.h"
+#include "format/transformer_gguf.h"
+#include "model/qwen2.h"
 #include "format/qwen2_gguf_writer_host.h"
 #include "host/layer_slice_loader.h"
 #include "host/model_loader.h"
@@ -60,11 +61,11 @@ struct Loaded {
   std::vector<uint8_t> tables = std::vector<uint8_t>(size_t{8} << 20);
   Arena table_arena;
   GgufFile file;
-  Qwen2Model model;
+  TransformerModel model;
   Status load(const std::vector<uint8_t>& bytes, int first = 0, int end = -1, bool emb = true, bool head = true) {
     table_arena.reset(Tier::kHost, tables.data(), tables.size());
     MC_TRY(file.open(bytes.data(), bytes.size(), table_arena));
-    return qwen2_part_from_gguf(file, table_arena, first, end, emb, head, &model);
+    return transformer_part_from_gguf(file, table_arena, first, end, emb, head, &model);
   }
 };
 
@@ -83,7 +84,7 @@ std::vector<int> some_tokens(int n, int vocab) {
 }
 
 // The logits of forward() over `tokens`, all rows; fails on a non-finite or flat row.
-std::vector<float> forward_logits(const Qwen2Model& model, const KernelSet& k, int threads, const std::vector<int>& tokens,
+std::vector<float> forward_logits(const TransformerModel& model, const KernelSet& k, int threads, const std::vector<int>& tokens,
                                   KvType kv = KvType::kF32) {
   std::vector<uint8_t> mem(size_t{32} << 20);
   Arena arena(Tier::kHost, mem.data(), mem.size());

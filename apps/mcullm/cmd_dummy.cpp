@@ -10,7 +10,7 @@
 #include "cli.h"
 #include "format/bitnet_gguf_writer_host.h"
 #include "format/esp32ai.h"
-#include "format/llama_gguf_writer_host.h"
+#include "format/transformer_gguf_writer_host.h"
 #include "format/qwen2_gguf_writer_host.h"
 #include "host/file_io.h"
 #include "model/arch.h"
@@ -243,7 +243,7 @@ int dummy_llama(const DummyOptions& o) {
   if (o.type == "i2_s" || o.type == "tl1" || o.type == "tl2")
     return report(Status::Error(Code::kInvalidArgument, "--type %s needs --arch bitnet or bitnet-25", o.type.c_str()));
   const std::vector<std::string> vocab = dummy_vocab();
-  LlamaModel m;
+  TransformerModel m;
   LlamaConfig& c = m.cfg;
   c.dim = o.dim;
   c.hidden_dim = o.hidden;
@@ -268,8 +268,8 @@ int dummy_llama(const DummyOptions& o) {
   m.tok_emb = f32_matrix(emb.data(), c.vocab_size, c.dim);
   m.output = m.tok_emb;
   m.out_norm = f.ones(d);
-  std::vector<LlamaLayer> layers(static_cast<size_t>(c.n_layers));
-  for (LlamaLayer& L : layers) {
+  std::vector<TransformerLayer> layers(static_cast<size_t>(c.n_layers));
+  for (TransformerLayer& L : layers) {
     L.attn_norm = f.ones(d);
     L.ffn_norm = f.ones(d);
     L.wq = f32_matrix(f.fill(d * d, wa), c.dim, c.dim);
@@ -287,13 +287,13 @@ int dummy_llama(const DummyOptions& o) {
   for (size_t i = 0; i < vocab.size(); ++i) scores[i] = i < 259 ? 0.0f : -static_cast<float>(i);
   if (Status st = tok.load_vocab(vocab, scores); !st.ok()) return report(st);
 
-  LlamaExportOptions opt;
+  GgufExportOptions opt;
   opt.weight_type = dtype_info_by_name(o.type.empty() ? "f32" : o.type.c_str())->type;
   opt.name = "mcullm dummy";
   opt.source = "mcullm dummy seed " + std::to_string(o.seed);
   GgufWriter w;
-  LlamaExportReport rep;
-  if (Status st = export_llama_gguf(m, &tok, opt, &w, &rep); !st.ok()) return report(st);
+  GgufExportReport rep;
+  if (Status st = export_transformer_gguf(m, &tok, opt, &w, &rep); !st.ok()) return report(st);
   if (!o.chat_template.empty()) w.set_string("tokenizer.chat_template", o.chat_template);
   if (Status st = w.write_file(o.output); !st.ok()) return report(st);
   std::fprintf(stderr, "mcullm: wrote %s: dummy llama, dim %d, %d layers, vocab %d, %s, %.2f MiB of weights\n",

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "format/llama_gguf_writer_host.h"
+#include "format/transformer_gguf_writer_host.h"
 #include "format/ternary_gguf_host.h"
 #include "model/arch.h"
 #include "model/sampler.h"

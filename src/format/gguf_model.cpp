@@ -53,7 +53,7 @@ Status get_float(const GgufFile& f, const char* prefix, const char* key, float* 
 }  // namespace
 
 Status gguf_read_config(const GgufFile& f, const char* p, LlamaConfig* out) {
-  LlamaConfig c;
+  LlamaConfig c = *out;
   MC_TRY(get_dim(f, p, "embedding_length", true, &c.dim));
   MC_TRY(get_dim(f, p, "feed_forward_length", true, &c.hidden_dim));
   MC_TRY(get_dim(f, p, "block_count", true, &c.n_layers));

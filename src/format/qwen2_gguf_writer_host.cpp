@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "format/llama_gguf_writer_host.h"
-#include "format/qwen2_gguf.h"
+#include "format/transformer_gguf_writer_host.h"
+#include "format/transformer_gguf.h"
 #include "format/ternary_gguf_host.h"
 #include "model/sampler.h"
 #include "quant/blocks.h"
@@ -86,8 +86,8 @@ Status write_qwen2_dummy(const Qwen2DummyOptions& opt, const Llama2cTokenizer& t
     return Status::Error(Code::kInvalidArgument, "embedding type %s (a dense type that holds rows of %d)",
                          dtype_info(opt.embedding_type) ? dtype_info(opt.embedding_type)->name : "?", L.dim);
   *report = Qwen2DummyReport();
-  const std::string p = std::string(kQwen2Arch) + ".";
-  w->set_string("general.architecture", kQwen2Arch);
+  const std::string p = std::string("qwen2.");
+  w->set_string("general.architecture", "qwen2");
   w->set_string("general.name", opt.name);
   w->set_u32(p + "block_count", static_cast<uint32_t>(L.layers));
   w->set_u32(p + "context_length", static_cast<uint32_t>(L.seq_len));
