@@ -13,7 +13,7 @@
 #include "core/thread_pool_host.h"
 #include "format/transformer_gguf.h"
 #include "model/bitnet.h"
-#include "format/bitnet_gguf_writer_host.h"
+#include "dummy_gguf.h"
 #include "format/ternary_gguf_host.h"
 #include "host/model_loader.h"
 #include "quant/ternary.h"
@@ -42,13 +42,13 @@ Llama2cTokenizer small_vocab(int n) {
 }
 
 std::vector<uint8_t> tiny_bytes(const std::string& layout, uint64_t seed, DType ternary = DType::kI2_S) {
-  BitnetDummyOptions opt;
+  GgufDummyOptions opt;
   opt.layout = *bitnet_layout_by_name(layout);
   opt.seed = seed;
-  opt.ternary_type = ternary;
+  opt.linear_type = ternary;
   GgufWriter w;
-  BitnetDummyReport rep;
-  const Status st = write_bitnet_dummy(opt, small_vocab(300), &w, &rep);
+  GgufDummyReport rep;
+  const Status st = write_gguf_dummy(opt, small_vocab(300), &w, &rep);
   EXPECT_TRUE(st.ok()) << st.message();
   return w.to_bytes();
 }

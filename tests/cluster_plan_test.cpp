@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "cluster/frame.h"
-#include "format/qwen2_gguf_writer_host.h"
+#include "host/model_layouts.h"
 #include "host/cluster_plan.h"
 #include "quant/dtype.h"
 #include "host/model_loader.h"

@@ -15,7 +15,7 @@
 #include "format/gguf_writer_host.h"
 #include "format/transformer_gguf.h"
 #include "model/qwen2.h"
-#include "format/qwen2_gguf_writer_host.h"
+#include "dummy_gguf.h"
 #include "host/layer_slice_loader.h"
 #include "host/model_loader.h"
 #include "test_support.h"
@@ -44,15 +44,15 @@ struct Variant {
 };
 
 std::vector<uint8_t> tiny_bytes(uint64_t seed, Variant v = Variant(), const char* layout = "tiny") {
-  Qwen2DummyOptions opt;
+  GgufDummyOptions opt;
   opt.layout = *qwen2_layout_by_name(layout);
   opt.seed = seed;
   opt.linear_type = v.linear;
   opt.embedding_type = v.embedding;
   opt.tied_head = v.tied;
   GgufWriter w;
-  Qwen2DummyReport rep;
-  const Status st = write_qwen2_dummy(opt, small_vocab(300), &w, &rep);
+  GgufDummyReport rep;
+  const Status st = write_gguf_dummy(opt, small_vocab(300), &w, &rep);
   EXPECT_TRUE(st.ok()) << st.message();
   return w.to_bytes();
 }
@@ -136,7 +136,7 @@ TEST(Qwen2Dummy, TinyLoadsWithItsLayout) {
 }
 
 TEST(Qwen2Dummy, RefLayoutIsTheReferenceDesign) {
-  const Qwen2Layout* r = qwen2_layout_by_name("ref");
+  const ModelLayout* r = qwen2_layout_by_name("ref");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->layers, 24);
   EXPECT_EQ(r->dim, 896);

@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "format/bitnet_gguf_writer_host.h"
-#include "format/qwen2_gguf_writer_host.h"
+#include "dummy_gguf.h"
 #include "format/transformer_gguf.h"
 #include "format/transformer_gguf_writer_host.h"
 #include "host/model_loader.h"
@@ -41,23 +40,23 @@ std::vector<Source> sources() {
   std::vector<Source> out;
   const Llama2cTokenizer tok = small_vocab(300);
   for (const char* layout : {"tiny", "tiny-25"}) {
-    BitnetDummyOptions o;
+    GgufDummyOptions o;
     o.layout = *bitnet_layout_by_name(layout);
-    o.ternary_type = std::string(layout) == "tiny" ? DType::kI2_S : DType::kTL2;
+    o.linear_type = std::string(layout) == "tiny" ? DType::kI2_S : DType::kTL2;
     GgufWriter w;
-    BitnetDummyReport r;
-    EXPECT_TRUE(write_bitnet_dummy(o, tok, &w, &r).ok());
+    GgufDummyReport r;
+    EXPECT_TRUE(write_gguf_dummy(o, tok, &w, &r).ok());
     out.push_back({std::string("bitnet ") + layout, w.to_bytes()});
   }
   for (DType linear : {DType::kI2_S, DType::kF16}) {
-    Qwen2DummyOptions o;
+    GgufDummyOptions o;
     o.layout = *qwen2_layout_by_name("tiny");
     o.linear_type = linear;
     o.embedding_type = DType::kF16;
     o.tied_head = linear != DType::kI2_S;
     GgufWriter w;
-    Qwen2DummyReport r;
-    EXPECT_TRUE(write_qwen2_dummy(o, tok, &w, &r).ok());
+    GgufDummyReport r;
+    EXPECT_TRUE(write_gguf_dummy(o, tok, &w, &r).ok());
     out.push_back({std::string("qwen2 ") + dtype_info(linear)->name, w.to_bytes()});
   }
   std::unique_ptr<LoadedModel> lm;

@@ -1,5 +1,5 @@
 """Model + vocabulary -> an f32 llama GGUF that mcullm loads (src/format/transformer_gguf.cpp), with the
-tokenizer metadata src/format/llama_gguf_writer_host.cpp's add_llama_vocab writes. Packing to q4g64 is
+tokenizer metadata src/format/transformer_gguf_writer_host.cpp's add_llama_vocab writes. Packing to q4g64 is
 left to `mcullm convert --type q4g64` (one packing definition: src/quant/blocks.cpp). Ternary QAT models
 (the bitllama2.c layout) go to an ak42 v1 file with the tokenizer beside it (write_bitllama2c), PLE models
 (q4e QAT) to an esp32-ai v1 file (write_esp32ai)."""

@@ -8,10 +8,9 @@
 #include <sstream>
 
 #include "cli.h"
-#include "format/bitnet_gguf_writer_host.h"
+#include "dummy_gguf.h"
 #include "format/esp32ai.h"
 #include "format/transformer_gguf_writer_host.h"
-#include "format/qwen2_gguf_writer_host.h"
 #include "host/file_io.h"
 #include "model/arch.h"
 #include "model/sampler.h"
@@ -105,38 +104,38 @@ Status padded_vocab(const std::string& layout, int size, Llama2cTokenizer* tok) 
 // vocabulary, padded with "[PAD<id>]" pieces up to the layout's vocabulary size.
 int dummy_bitnet(const DummyOptions& o) {
   std::string name = o.layout;  // default: the architecture's "tiny" layout
-  for (const BitnetLayout& l : bitnet_layouts())
+  for (const ModelLayout& l : bitnet_layouts())
     if (name.empty() && l.arch == o.arch && l.name.rfind("tiny", 0) == 0) name = l.name;
-  const BitnetLayout* layout = bitnet_layout_by_name(name);
+  const ModelLayout* layout = bitnet_layout_by_name(name);
   if (!layout) {
     std::string names;
-    for (const BitnetLayout& l : bitnet_layouts()) names += (names.empty() ? "" : ", ") + l.name;
+    for (const ModelLayout& l : bitnet_layouts()) names += (names.empty() ? "" : ", ") + l.name;
     return report(Status::Error(Code::kInvalidArgument, "--layout %s is unknown (%s)", name.c_str(), names.c_str()));
   }
   if (layout->arch != o.arch)
     return report(Status::Error(Code::kInvalidArgument, "layout %s is architecture %s, not %s", layout->name.c_str(),
                                 layout->arch.c_str(), o.arch.c_str()));
-  BitnetDummyOptions opt;
+  GgufDummyOptions opt;
   opt.layout = *layout;
   if (!o.type.empty() && o.type != "f32" && o.type != "i2_s" && o.type != "tl1" && o.type != "tl2")
     return report(Status::Error(Code::kInvalidArgument, "--type %s: BitNet layers are written as i2_s, tl1 or tl2",
                                 o.type.c_str()));
   if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);  // the TL tilings to pack with
-  opt.ternary_type = o.type.empty() || o.type == "f32" ? DType::kI2_S : dtype_info_by_name(o.type.c_str())->type;
+  opt.linear_type = o.type.empty() || o.type == "f32" ? DType::kI2_S : dtype_info_by_name(o.type.c_str())->type;
   opt.seed = o.seed;
   opt.embedding_type = dtype_info_by_name(o.embd_type.empty() ? "f16" : o.embd_type.c_str())->type;
   opt.name = "mcullm dummy bitnet " + layout->name;
   Llama2cTokenizer tok;
   if (Status st = padded_vocab(layout->name, layout->vocab, &tok); !st.ok()) return report(st);
   GgufWriter w;
-  BitnetDummyReport rep;
-  if (Status st = write_bitnet_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
+  GgufDummyReport rep;
+  if (Status st = write_gguf_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
   if (Status st = w.write_file(o.output); !st.ok()) return report(st);
   for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
   std::fprintf(stderr, "mcullm: wrote %s: dummy %s layout %s, dim %d, %d layers, vocab %d, %s + %s embedding, "
                "%.2f M parameters (%.2f M ternary), %.2f MiB\n",
                o.output.c_str(), layout->arch.c_str(), layout->name.c_str(), layout->dim, layout->layers,
-               tok.vocab_size(), dtype_info(opt.ternary_type)->name, dtype_info(opt.embedding_type)->name, rep.params / 1e6, rep.ternary_params / 1e6, rep.weight_bytes / 1048576.0);
+               tok.vocab_size(), dtype_info(opt.linear_type)->name, dtype_info(opt.embedding_type)->name, rep.params / 1e6, rep.linear_params / 1e6, rep.weight_bytes / 1048576.0);
   return 0;
 }
 
@@ -205,15 +204,15 @@ int dummy_ple(const DummyOptions& o) {
   return 0;
 }
 
-// A Qwen2 model of a named layout (format/qwen2_gguf_writer_host.h): ternary linear layers (i2_s by
+// A Qwen2 model of a named layout (dummy_gguf.h): ternary linear layers (i2_s by
 // default; --type picks tl1 / tl2 or a dense type), a 4-bit embedding (q4_0 by default) and a tied head.
 int dummy_qwen2(const DummyOptions& o) {
   const std::string name = o.layout.empty() ? "tiny" : o.layout;
-  const Qwen2Layout* layout = qwen2_layout_by_name(name);
+  const ModelLayout* layout = qwen2_layout_by_name(name);
   if (!layout)
     return report(Status::Error(Code::kInvalidArgument, "--layout %s is unknown for qwen2 (%s)", name.c_str(),
-                                qwen2_layout_names().c_str()));
-  Qwen2DummyOptions opt;
+                                layout_names(qwen2_layouts()).c_str()));
+  GgufDummyOptions opt;
   opt.layout = *layout;
   opt.seed = o.seed;
   opt.linear_type = dtype_info_by_name(o.type.empty() ? "i2_s" : o.type.c_str())->type;
@@ -224,8 +223,8 @@ int dummy_qwen2(const DummyOptions& o) {
   Llama2cTokenizer tok;
   if (Status st = padded_vocab(layout->name, layout->vocab, &tok); !st.ok()) return report(st);
   GgufWriter w;
-  Qwen2DummyReport rep;
-  if (Status st = write_qwen2_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
+  GgufDummyReport rep;
+  if (Status st = write_gguf_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
   if (Status st = w.write_file(o.output); !st.ok()) return report(st);
   for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
   std::fprintf(stderr, "mcullm: wrote %s: dummy qwen2 layout %s, dim %d, %d layers, %d/%d heads, vocab %d, %s linear + %s "

@@ -17,20 +17,21 @@ constexpr GgufArchKeys kArchKeys[] = {
 
 using L = LayerTensor;
 constexpr LayerTensor kLayerTensors[] = {
-    {"attn_q.weight",        &TransformerLayer::wq, nullptr, L::kDim, L::kAlways, TensorClass::kAttention},
-    {"attn_k.weight",        &TransformerLayer::wk, nullptr, L::kDim, L::kAlways, TensorClass::kAttention},
-    {"attn_v.weight",        &TransformerLayer::wv, nullptr, L::kDim, L::kAlways, TensorClass::kAttention},
-    {"attn_output.weight",   &TransformerLayer::wo, nullptr, L::kDim, L::kAlways, TensorClass::kAttention},
-    {"ffn_gate.weight",      &TransformerLayer::w1, nullptr, L::kDim, L::kAlways, TensorClass::kFfn},
-    {"ffn_down.weight",      &TransformerLayer::w2, nullptr, L::kDim, L::kAlways, TensorClass::kFfn},
-    {"ffn_up.weight",        &TransformerLayer::w3, nullptr, L::kDim, L::kAlways, TensorClass::kFfn},
-    {"attn_norm.weight",     nullptr, &TransformerLayer::attn_norm,     L::kDim,    L::kAlways,   TensorClass::kNorm},
-    {"attn_sub_norm.weight", nullptr, &TransformerLayer::attn_sub_norm, L::kDim,    L::kSubNorms, TensorClass::kNorm},
-    {"ffn_norm.weight",      nullptr, &TransformerLayer::ffn_norm,      L::kDim,    L::kAlways,   TensorClass::kNorm},
-    {"ffn_sub_norm.weight",  nullptr, &TransformerLayer::ffn_sub_norm,  L::kHidden, L::kSubNorms, TensorClass::kNorm},
-    {"attn_q.bias",          nullptr, &TransformerLayer::bq,            L::kDim,    L::kQkvBias,  TensorClass::kNorm},
-    {"attn_k.bias",          nullptr, &TransformerLayer::bk,            L::kKvDim,  L::kQkvBias,  TensorClass::kNorm},
-    {"attn_v.bias",          nullptr, &TransformerLayer::bv,            L::kKvDim,  L::kQkvBias,  TensorClass::kNorm},
+    // suffix                 matrix                vector                              rows / length cols
+    {"attn_q.weight",        &TransformerLayer::wq, nullptr,                          L::kDim,    L::kDim,    L::kAlways,   TensorClass::kAttention},
+    {"attn_k.weight",        &TransformerLayer::wk, nullptr,                          L::kKvDim,  L::kDim,    L::kAlways,   TensorClass::kAttention},
+    {"attn_v.weight",        &TransformerLayer::wv, nullptr,                          L::kKvDim,  L::kDim,    L::kAlways,   TensorClass::kAttention},
+    {"attn_output.weight",   &TransformerLayer::wo, nullptr,                          L::kDim,    L::kDim,    L::kAlways,   TensorClass::kAttention},
+    {"ffn_gate.weight",      &TransformerLayer::w1, nullptr,                          L::kHidden, L::kDim,    L::kAlways,   TensorClass::kFfn},
+    {"ffn_down.weight",      &TransformerLayer::w2, nullptr,                          L::kDim,    L::kHidden, L::kAlways,   TensorClass::kFfn},
+    {"ffn_up.weight",        &TransformerLayer::w3, nullptr,                          L::kHidden, L::kDim,    L::kAlways,   TensorClass::kFfn},
+    {"attn_norm.weight",     nullptr, &TransformerLayer::attn_norm,                   L::kDim,    L::kDim,    L::kAlways,   TensorClass::kNorm},
+    {"attn_sub_norm.weight", nullptr, &TransformerLayer::attn_sub_norm,               L::kDim,    L::kDim,    L::kSubNorms, TensorClass::kNorm},
+    {"ffn_norm.weight",      nullptr, &TransformerLayer::ffn_norm,                    L::kDim,    L::kDim,    L::kAlways,   TensorClass::kNorm},
+    {"ffn_sub_norm.weight",  nullptr, &TransformerLayer::ffn_sub_norm,                L::kHidden, L::kDim,    L::kSubNorms, TensorClass::kNorm},
+    {"attn_q.bias",          nullptr, &TransformerLayer::bq,                          L::kDim,    L::kDim,    L::kQkvBias,  TensorClass::kNorm},
+    {"attn_k.bias",          nullptr, &TransformerLayer::bk,                          L::kKvDim,  L::kDim,    L::kQkvBias,  TensorClass::kNorm},
+    {"attn_v.bias",          nullptr, &TransformerLayer::bv,                          L::kKvDim,  L::kDim,    L::kQkvBias,  TensorClass::kNorm},
 };
 
 bool is_ternary(DType t) { return t == DType::kI2_S || t == DType::kTL1 || t == DType::kTL2; }

@@ -32,18 +32,21 @@ struct GgufArchKeys {
 // nullptr for an architecture outside the family.
 const GgufArchKeys* gguf_arch_keys(const char* gguf_arch);
 
-// One tensor of each layer: a matrix (mat) or a vector (vec) of `size` values.
+// One tensor of each layer: a matrix (mat) of `size` rows and `cols` columns, or a vector (vec) of
+// `size` values.
 struct LayerTensor {
   enum Size : uint8_t { kDim, kKvDim, kHidden };
   enum Need : uint8_t { kAlways, kQkvBias, kSubNorms };
   const char* suffix;                         // blk.N.<suffix>
   MatRef TransformerLayer::*mat;              // or nullptr
   const float* TransformerLayer::*vec;        // or nullptr
-  Size size;                                  // a vector's length
+  Size size;                                  // a vector's length, a matrix's rows
+  Size cols;                                  // a matrix's columns
   Need need;
   TensorClass cls;
   bool in(const BlockSpec& s) const { return need == kAlways || (need == kQkvBias ? s.qkv_bias : s.sub_norms); }
-  int length(const LlamaConfig& c) const { return size == kDim ? c.dim : size == kKvDim ? c.kv_dim() : c.hidden_dim; }
+  static int width(Size s, const LlamaConfig& c) { return s == kDim ? c.dim : s == kKvDim ? c.kv_dim() : c.hidden_dim; }
+  int length(const LlamaConfig& c) const { return width(size, c); }
 };
 // Every layer tensor of the family, in the order they are read and written.
 const LayerTensor* transformer_layer_tensors(int* count);
