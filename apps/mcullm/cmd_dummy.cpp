@@ -107,11 +107,9 @@ int dummy_bitnet(const DummyOptions& o) {
   for (const ModelLayout& l : bitnet_layouts())
     if (name.empty() && l.arch == o.arch && l.name.rfind("tiny", 0) == 0) name = l.name;
   const ModelLayout* layout = bitnet_layout_by_name(name);
-  if (!layout) {
-    std::string names;
-    for (const ModelLayout& l : bitnet_layouts()) names += (names.empty() ? "" : ", ") + l.name;
-    return report(Status::Error(Code::kInvalidArgument, "--layout %s is unknown (%s)", name.c_str(), names.c_str()));
-  }
+  if (!layout)
+    return report(Status::Error(Code::kInvalidArgument, "--layout %s is unknown (%s)", name.c_str(),
+                                layout_names(bitnet_layouts()).c_str()));
   if (layout->arch != o.arch)
     return report(Status::Error(Code::kInvalidArgument, "layout %s is architecture %s, not %s", layout->name.c_str(),
                                 layout->arch.c_str(), o.arch.c_str()));

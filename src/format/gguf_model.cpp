@@ -131,12 +131,6 @@ Status gguf_norm(const GgufFile& f, const char* name, int n, Arena& arena, const
   return Status::Ok();
 }
 
-Status gguf_layer_norm(const GgufFile& f, int layer, const char* suffix, int n, Arena& arena, const float** out) {
-  char name[64];
-  llama_tensor_name(name, sizeof name, layer, suffix);
-  return gguf_norm(f, name, n, arena, out);
-}
-
 Status gguf_embedding_head(const GgufFile& f, int dim, Arena& arena, MatRef* tok_emb, MatRef* output, bool* tied,
                            const float** out_norm) {
   MC_TRY(gguf_matrix(f, "token_embd.weight", arena, TensorClass::kEmbedding, tok_emb));

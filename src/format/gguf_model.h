@@ -32,8 +32,6 @@ Status gguf_matrix(const GgufFile& f, const char* name, Arena& arena, TensorClas
 Status gguf_tl_matrix(const GgufTensor& t, const char* name, TlType type, Arena& arena, MatRef* out);
 // A vector of n weights as f32: in place when stored as aligned f32, else converted into the arena.
 Status gguf_norm(const GgufFile& f, const char* name, int n, Arena& arena, const float** out);
-// Layer l's vector `suffix` (e.g. "attn_norm.weight").
-Status gguf_layer_norm(const GgufFile& f, int layer, const char* suffix, int n, Arena& arena, const float** out);
 
 // token_embd.weight, output.weight (absent: tied to the embedding) and output_norm.weight.
 Status gguf_embedding_head(const GgufFile& f, int dim, Arena& arena, MatRef* tok_emb, MatRef* output, bool* tied,
