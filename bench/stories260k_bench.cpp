@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "core/thread_pool_host.h"
-#include "format/llama_gguf_writer_host.h"
+#include "format/transformer_gguf_writer_host.h"
 #include "load/model_loader_host.h"
 #include "kernels/kernels.h"
 #include "model/llama.h"
@@ -62,11 +62,11 @@ void load_models(Models& r) {
     r.error = std::string("loading ") + path + ": " + st.message();
     return;
   }
-  LlamaExportOptions opt;
+  GgufExportOptions opt;
   opt.weight_type = DType::kQ8_0;
   GgufWriter w;
-  LlamaExportReport rep;
-  if (Status st = export_llama_gguf(r.f32->model, nullptr, opt, &w, &rep); !st.ok()) {
+  GgufExportReport rep;
+  if (Status st = export_transformer_gguf(r.f32->model, nullptr, opt, &w, &rep); !st.ok()) {
     r.error = std::string("q8_0 export: ") + st.message();
     return;
   }

@@ -18,12 +18,11 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "format/bitnet_gguf_writer_host.h"
+#include "dummy_gguf.h"
 #include "format/board_image.h"
 #include "format/board_image_model.h"
 #include "format/gguf_writer_host.h"
-#include "format/llama_gguf_writer_host.h"
-#include "format/qwen2_gguf_writer_host.h"
+#include "format/transformer_gguf_writer_host.h"
 #include "fuzz_support.h"
 #include "load/board_image_export_host.h"
 #include "load/layer_slice_loader_host.h"
@@ -75,10 +74,10 @@ void seeds_of(const std::string& dir, const std::string& name, const std::string
   if (lm->arch != arch_info("llama")) return;
   for (const DType t : {DType::kF32, DType::kQ8_0, DType::kQ4G64}) {
     GgufWriter w;
-    LlamaExportOptions eo;
+    GgufExportOptions eo;
     eo.weight_type = t;
-    LlamaExportReport er;
-    if (export_llama_gguf(lm->model, nullptr, eo, &w, &er).ok())
+    GgufExportReport er;
+    if (export_transformer_gguf(lm->model, nullptr, eo, &w, &er).ok())
       fuzz::write_seed(dir + "/" + name + "_gguf_" + std::to_string(static_cast<int>(t)), 0, w.to_bytes());
   }
 }
@@ -91,23 +90,24 @@ void write_seeds(const std::string& dir) {
   // A tiny BitNet b1.58 GGUF (i2_s layers) over the 512-token vocabulary.
   Llama2cTokenizer tok;
   if (tok.load_file(fuzz::shared_path("models/stories260K/tok512.bin"), 512).ok()) {
-    BitnetDummyOptions bo;
+    GgufDummyOptions bo;
     bo.layout = {"fuzz", "bitnet", 128, 256, 1, 4, 2, 512, 16};
     bo.embedding_type = DType::kQ8_0;
     GgufWriter w;
-    BitnetDummyReport br;
-    if (write_bitnet_dummy(bo, tok, &w, &br).ok()) {
+    GgufDummyReport br;
+    if (write_gguf_dummy(bo, tok, &w, &br).ok()) {
       const std::vector<uint8_t> bytes = w.to_bytes();
       fuzz::write_seed(dir + "/bitnet_gguf", 0, bytes);
       write_bytes(temp_path(), bytes.data(), bytes.size());
       seeds_of(dir, "bitnet", temp_path());
     }
     // A tiny Qwen2 (i2_s layers, q4_0 tied embedding).
-    Qwen2DummyOptions qo;
-    qo.layout = {"fuzz", 128, 256, 2, 4, 2, 512, 16};
+    GgufDummyOptions qo;
+    qo.layout = {"fuzz", "qwen2", 128, 256, 2, 4, 2, 512, 16, 1e6f};
+    qo.embedding_type = DType::kQ4_0;
     GgufWriter qw;
-    Qwen2DummyReport qr;
-    if (write_qwen2_dummy(qo, tok, &qw, &qr).ok()) fuzz::write_seed(dir + "/qwen2_gguf", 0, qw.to_bytes());
+    GgufDummyReport qr;
+    if (write_gguf_dummy(qo, tok, &qw, &qr).ok()) fuzz::write_seed(dir + "/qwen2_gguf", 0, qw.to_bytes());
   }
   // The shared models small enough for -max_len.
   for (const char* rel : {"models/bitnet-tinystories/bit1M_msb.bin", "models/esp32-ai-ple/ple4096_int4.bin"}) {

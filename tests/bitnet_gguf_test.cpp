@@ -11,8 +11,9 @@
 
 #include "core/fingerprint.h"
 #include "core/thread_pool_host.h"
-#include "format/bitnet_gguf.h"
-#include "format/bitnet_gguf_writer_host.h"
+#include "format/transformer_gguf.h"
+#include "model/bitnet.h"
+#include "dummy_gguf.h"
 #include "format/ternary_gguf_host.h"
 #include "load/model_loader_host.h"
 #include "quant/ternary.h"
@@ -41,13 +42,13 @@ Llama2cTokenizer small_vocab(int n) {
 }
 
 std::vector<uint8_t> tiny_bytes(const std::string& layout, uint64_t seed, DType ternary = DType::kI2_S) {
-  BitnetDummyOptions opt;
+  GgufDummyOptions opt;
   opt.layout = *bitnet_layout_by_name(layout);
   opt.seed = seed;
-  opt.ternary_type = ternary;
+  opt.linear_type = ternary;
   GgufWriter w;
-  BitnetDummyReport rep;
-  const Status st = write_bitnet_dummy(opt, small_vocab(300), &w, &rep);
+  GgufDummyReport rep;
+  const Status st = write_gguf_dummy(opt, small_vocab(300), &w, &rep);
   EXPECT_TRUE(st.ok()) << st.message();
   return w.to_bytes();
 }
@@ -58,16 +59,16 @@ struct Loaded {
   std::vector<uint8_t> work = std::vector<uint8_t>(size_t{64} << 20);
   Arena table_arena, work_arena;
   GgufFile file;
-  BitnetModel model;
+  TransformerModel model;
   Status load(const std::vector<uint8_t>& bytes) {
     table_arena.reset(Tier::kHost, tables.data(), tables.size());
     MC_TRY(file.open(bytes.data(), bytes.size(), table_arena));
-    return bitnet_from_gguf(file, table_arena, &model);
+    return transformer_from_gguf(file, table_arena, &model);
   }
 };
 
 // Feeds `steps` tokens (greedy from token 1) and hashes every logit; fails on a non-finite logit.
-uint64_t run_fingerprint(const BitnetModel& model, const KernelSet& k, int threads, int steps, int ctx = 64) {
+uint64_t run_fingerprint(const TransformerModel& model, const KernelSet& k, int threads, int steps, int ctx = 64) {
   std::vector<uint8_t> mem(size_t{64} << 20);
   Arena arena(Tier::kHost, mem.data(), mem.size());
   HostThreadPool pool(threads);
@@ -278,13 +279,14 @@ TEST(BitnetErrors, OtherArchitectureIsRefused) {
   std::vector<uint8_t> mem(size_t{8} << 20);
   Arena arena(Tier::kHost, mem.data(), mem.size());
   GgufWriter w;
-  w.set_string("general.architecture", "llama");
+  w.set_string("general.architecture", "bitllama2c");  // not of the llama family
   const auto g = w.to_bytes();
   GgufFile f;
   ASSERT_TRUE(f.open(g.data(), g.size(), arena).ok());
-  BitnetModel model;
-  const Status st = bitnet_from_gguf(f, arena, &model);
+  TransformerModel model;
+  const Status st = transformer_from_gguf(f, arena, &model);
   EXPECT_EQ(st.code(), Code::kUnsupported);
+  EXPECT_NE(std::string(st.message()).find("'bitnet', 'bitnet-25'"), std::string::npos) << st.message();
 }
 
 TEST(BitnetI8s, QuantizerFollowsBitnetCppRule) {
@@ -312,7 +314,7 @@ TEST(Bitnet125M, LoadsWithItsVocabularyAndRuns) {
   const Status st = load_model(dummy125m(), &lm);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_STREQ(lm->arch_name(), "bitnet");
-  const BitnetModel& m = lm->model;
+  const TransformerModel& m = lm->model;
   EXPECT_EQ(m.cfg.dim, 768);
   EXPECT_EQ(m.cfg.hidden_dim, 3072);
   EXPECT_EQ(m.cfg.n_layers, 11);

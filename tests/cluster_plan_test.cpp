@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "cluster/frame.h"
-#include "format/qwen2_gguf_writer_host.h"
+#include "plan/model_layouts_host.h"
 #include "plan/cluster_plan_host.h"
 #include "quant/dtype.h"
 #include "load/model_loader_host.h"

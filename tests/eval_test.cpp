@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "format/llama_gguf_writer_host.h"
+#include "format/transformer_gguf_writer_host.h"
 #include "load/model_loader_host.h"
 #include "kernels/kernels.h"
 #include "test_support.h"
@@ -109,9 +109,9 @@ TEST(EvalRelu, PrintsTheShareOfNeuronsSkipped) {
   ASSERT_TRUE(load_model(test::shared_path(kModel), &lm).ok());
   lm->model.spec.act = FfnAct::kRelu;
   GgufWriter w;
-  LlamaExportOptions opt;
-  LlamaExportReport rep;
-  ASSERT_TRUE(export_llama_gguf(lm->model, nullptr, opt, &w, &rep).ok());
+  GgufExportOptions opt;
+  GgufExportReport rep;
+  ASSERT_TRUE(export_transformer_gguf(lm->model, nullptr, opt, &w, &rep).ok());
   const std::vector<uint8_t> bytes = w.to_bytes();
   const std::string path = test::temp_dir() + "/relu260k.gguf";
   test::write_file(path, bytes);

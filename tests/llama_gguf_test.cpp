@@ -9,8 +9,8 @@
 #include "model/llama.h"
 #include "format/gguf.h"
 #include "format/gguf_writer_host.h"
-#include "format/llama_gguf.h"
-#include "format/llama_gguf_writer_host.h"
+#include "format/transformer_gguf.h"
+#include "format/transformer_gguf_writer_host.h"
 #include "quant/blocks.h"
 #include "test_support.h"
 
@@ -84,15 +84,15 @@ struct Opened {
 
 void open_model(Opened* o) {
   o->status = o->file.open(o->bytes.data(), o->bytes.size(), o->arena);
-  if (o->status.ok()) o->status = llama_from_gguf(o->file, o->arena, &o->model);
+  if (o->status.ok()) o->status = transformer_from_gguf(o->file, o->arena, &o->model);
 }
 
 std::vector<uint8_t> export_bytes(const LlamaModel& m, DType type) {
   GgufWriter w;
-  LlamaExportOptions opt;
+  GgufExportOptions opt;
   opt.weight_type = type;
-  LlamaExportReport rep;
-  EXPECT_TRUE(export_llama_gguf(m, nullptr, opt, &w, &rep).ok());
+  GgufExportReport rep;
+  EXPECT_TRUE(export_transformer_gguf(m, nullptr, opt, &w, &rep).ok());
   return w.to_bytes();
 }
 
@@ -253,9 +253,9 @@ TEST(LlamaReluFfn, QuantizedModelsRunDense) {
 void expect_refused(const std::function<void(GgufWriter&)>& edit, const char* expect) {
   TinyModel t;
   GgufWriter w;
-  LlamaExportOptions opt;
-  LlamaExportReport rep;
-  ASSERT_TRUE(export_llama_gguf(t.model, nullptr, opt, &w, &rep).ok());
+  GgufExportOptions opt;
+  GgufExportReport rep;
+  ASSERT_TRUE(export_transformer_gguf(t.model, nullptr, opt, &w, &rep).ok());
   edit(w);
   Opened o;
   o.bytes = w.to_bytes();

@@ -13,8 +13,9 @@
 #include "core/fingerprint.h"
 #include "core/thread_pool_host.h"
 #include "format/gguf_writer_host.h"
-#include "format/qwen2_gguf.h"
-#include "format/qwen2_gguf_writer_host.h"
+#include "format/transformer_gguf.h"
+#include "model/qwen2.h"
+#include "dummy_gguf.h"
 #include "load/layer_slice_loader_host.h"
 #include "load/model_loader_host.h"
 #include "test_support.h"
@@ -43,15 +44,15 @@ struct Variant {
 };
 
 std::vector<uint8_t> tiny_bytes(uint64_t seed, Variant v = Variant(), const char* layout = "tiny") {
-  Qwen2DummyOptions opt;
+  GgufDummyOptions opt;
   opt.layout = *qwen2_layout_by_name(layout);
   opt.seed = seed;
   opt.linear_type = v.linear;
   opt.embedding_type = v.embedding;
   opt.tied_head = v.tied;
   GgufWriter w;
-  Qwen2DummyReport rep;
-  const Status st = write_qwen2_dummy(opt, small_vocab(300), &w, &rep);
+  GgufDummyReport rep;
+  const Status st = write_gguf_dummy(opt, small_vocab(300), &w, &rep);
   EXPECT_TRUE(st.ok()) << st.message();
   return w.to_bytes();
 }
@@ -60,11 +61,11 @@ struct Loaded {
   std::vector<uint8_t> tables = std::vector<uint8_t>(size_t{8} << 20);
   Arena table_arena;
   GgufFile file;
-  Qwen2Model model;
+  TransformerModel model;
   Status load(const std::vector<uint8_t>& bytes, int first = 0, int end = -1, bool emb = true, bool head = true) {
     table_arena.reset(Tier::kHost, tables.data(), tables.size());
     MC_TRY(file.open(bytes.data(), bytes.size(), table_arena));
-    return qwen2_part_from_gguf(file, table_arena, first, end, emb, head, &model);
+    return transformer_part_from_gguf(file, table_arena, first, end, emb, head, &model);
   }
 };
 
@@ -83,7 +84,7 @@ std::vector<int> some_tokens(int n, int vocab) {
 }
 
 // The logits of forward() over `tokens`, all rows; fails on a non-finite or flat row.
-std::vector<float> forward_logits(const Qwen2Model& model, const KernelSet& k, int threads, const std::vector<int>& tokens,
+std::vector<float> forward_logits(const TransformerModel& model, const KernelSet& k, int threads, const std::vector<int>& tokens,
                                   KvType kv = KvType::kF32) {
   std::vector<uint8_t> mem(size_t{32} << 20);
   Arena arena(Tier::kHost, mem.data(), mem.size());
@@ -135,7 +136,7 @@ TEST(Qwen2Dummy, TinyLoadsWithItsLayout) {
 }
 
 TEST(Qwen2Dummy, RefLayoutIsTheReferenceDesign) {
-  const Qwen2Layout* r = qwen2_layout_by_name("ref");
+  const ModelLayout* r = qwen2_layout_by_name("ref");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->layers, 24);
   EXPECT_EQ(r->dim, 896);

@@ -1,5 +1,5 @@
-"""Model + vocabulary -> an f32 llama GGUF that mcullm loads (src/format/llama_gguf.cpp), with the
-tokenizer metadata src/format/llama_gguf_writer_host.cpp's add_llama_vocab writes. Packing to q4g64 is
+"""Model + vocabulary -> an f32 llama GGUF that mcullm loads (src/format/transformer_gguf.cpp), with the
+tokenizer metadata src/format/transformer_gguf_writer_host.cpp's add_llama_vocab writes. Packing to q4g64 is
 left to `mcullm convert --type q4g64` (one packing definition: src/quant/blocks.cpp). Ternary QAT models
 (the bitllama2.c layout) go to an ak42 v1 file with the tokenizer beside it (write_bitllama2c), PLE models
 (q4e QAT) to an esp32-ai v1 file (write_esp32ai)."""
@@ -29,7 +29,7 @@ def write_gguf(model, tok, path, name="mcullm-train"):
     w.add("llama.vocab_size", gguf.U32, c.vocab)
     w.add("mcullm.weight_type", gguf.STR, "f32")
     w.add("mcullm.qat", gguf.STR, c.quant)
-    if c.ffn == "relu":  # src/format/llama_gguf.h kLlamaFfnKey; absent: SwiGLU
+    if c.ffn == "relu":  # src/format/transformer_gguf.h kLlamaFfnKey; absent: SwiGLU
         w.add("mcullm.ffn_activation", gguf.STR, "relu")
     w.add("tokenizer.ggml.model", gguf.STR, "llama")
     w.add_array("tokenizer.ggml.tokens", gguf.STR, [p.replace(" ", "\u2581") for p in tok.pieces])

@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "format/bitllama2c_gguf_writer_host.h"
 #include "format/esp32ai_writer_host.h"
-#include "format/llama_gguf_writer_host.h"
+#include "format/transformer_gguf_writer_host.h"
 #include "format/ternary_gguf_host.h"
 #include "load/board_image_export_host.h"
 #include "core/file_io_host.h"
@@ -153,7 +153,7 @@ int convert(const ConvertOptions& o) {
   if (o.type == "i2_s")
     return report(Status::Error(Code::kInvalidArgument, "--type i2_s holds BitLinear (ternary) models; this is %s",
                                 lm->format.c_str()));
-  LlamaExportOptions opt;
+  GgufExportOptions opt;
   opt.weight_type = dtype_info_by_name(o.type.empty() ? "f32" : o.type.c_str())->type;
   if (!o.embd_type.empty()) {
     opt.has_embedding_type = true;
@@ -161,8 +161,8 @@ int convert(const ConvertOptions& o) {
   }
   opt.source = lm->format + " " + o.input;
   GgufWriter writer;
-  LlamaExportReport rep;
-  if (Status st = export_llama_gguf(lm->model, tok_status.ok() ? &tok : nullptr, opt, &writer, &rep); !st.ok()) return report(st);
+  GgufExportReport rep;
+  if (Status st = export_transformer_gguf(lm->model, tok_status.ok() ? &tok : nullptr, opt, &writer, &rep); !st.ok()) return report(st);
   if (Status st = writer.write_file(o.output); !st.ok()) return report(st);
   for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
   std::fprintf(stderr, "mcullm: wrote %s: %d matrices as %s (%d kept f32), %.2f MiB of weights, tokenizer %s\n",

@@ -8,10 +8,9 @@
 #include <sstream>
 
 #include "cli.h"
-#include "format/bitnet_gguf_writer_host.h"
+#include "dummy_gguf.h"
 #include "format/esp32ai.h"
-#include "format/llama_gguf_writer_host.h"
-#include "format/qwen2_gguf_writer_host.h"
+#include "format/transformer_gguf_writer_host.h"
 #include "core/file_io_host.h"
 #include "model/arch.h"
 #include "model/sampler.h"
@@ -105,38 +104,36 @@ Status padded_vocab(const std::string& layout, int size, Llama2cTokenizer* tok) 
 // vocabulary, padded with "[PAD<id>]" pieces up to the layout's vocabulary size.
 int dummy_bitnet(const DummyOptions& o) {
   std::string name = o.layout;  // default: the architecture's "tiny" layout
-  for (const BitnetLayout& l : bitnet_layouts())
+  for (const ModelLayout& l : bitnet_layouts())
     if (name.empty() && l.arch == o.arch && l.name.rfind("tiny", 0) == 0) name = l.name;
-  const BitnetLayout* layout = bitnet_layout_by_name(name);
-  if (!layout) {
-    std::string names;
-    for (const BitnetLayout& l : bitnet_layouts()) names += (names.empty() ? "" : ", ") + l.name;
-    return report(Status::Error(Code::kInvalidArgument, "--layout %s is unknown (%s)", name.c_str(), names.c_str()));
-  }
+  const ModelLayout* layout = bitnet_layout_by_name(name);
+  if (!layout)
+    return report(Status::Error(Code::kInvalidArgument, "--layout %s is unknown (%s)", name.c_str(),
+                                layout_names(bitnet_layouts()).c_str()));
   if (layout->arch != o.arch)
     return report(Status::Error(Code::kInvalidArgument, "layout %s is architecture %s, not %s", layout->name.c_str(),
                                 layout->arch.c_str(), o.arch.c_str()));
-  BitnetDummyOptions opt;
+  GgufDummyOptions opt;
   opt.layout = *layout;
   if (!o.type.empty() && o.type != "f32" && o.type != "i2_s" && o.type != "tl1" && o.type != "tl2")
     return report(Status::Error(Code::kInvalidArgument, "--type %s: BitNet layers are written as i2_s, tl1 or tl2",
                                 o.type.c_str()));
   if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);  // the TL tilings to pack with
-  opt.ternary_type = o.type.empty() || o.type == "f32" ? DType::kI2_S : dtype_info_by_name(o.type.c_str())->type;
+  opt.linear_type = o.type.empty() || o.type == "f32" ? DType::kI2_S : dtype_info_by_name(o.type.c_str())->type;
   opt.seed = o.seed;
   opt.embedding_type = dtype_info_by_name(o.embd_type.empty() ? "f16" : o.embd_type.c_str())->type;
   opt.name = "mcullm dummy bitnet " + layout->name;
   Llama2cTokenizer tok;
   if (Status st = padded_vocab(layout->name, layout->vocab, &tok); !st.ok()) return report(st);
   GgufWriter w;
-  BitnetDummyReport rep;
-  if (Status st = write_bitnet_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
+  GgufDummyReport rep;
+  if (Status st = write_gguf_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
   if (Status st = w.write_file(o.output); !st.ok()) return report(st);
   for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
   std::fprintf(stderr, "mcullm: wrote %s: dummy %s layout %s, dim %d, %d layers, vocab %d, %s + %s embedding, "
                "%.2f M parameters (%.2f M ternary), %.2f MiB\n",
                o.output.c_str(), layout->arch.c_str(), layout->name.c_str(), layout->dim, layout->layers,
-               tok.vocab_size(), dtype_info(opt.ternary_type)->name, dtype_info(opt.embedding_type)->name, rep.params / 1e6, rep.ternary_params / 1e6, rep.weight_bytes / 1048576.0);
+               tok.vocab_size(), dtype_info(opt.linear_type)->name, dtype_info(opt.embedding_type)->name, rep.params / 1e6, rep.linear_params / 1e6, rep.weight_bytes / 1048576.0);
   return 0;
 }
 
@@ -205,15 +202,15 @@ int dummy_ple(const DummyOptions& o) {
   return 0;
 }
 
-// A Qwen2 model of a named layout (format/qwen2_gguf_writer_host.h): ternary linear layers (i2_s by
+// A Qwen2 model of a named layout (dummy_gguf.h): ternary linear layers (i2_s by
 // default; --type picks tl1 / tl2 or a dense type), a 4-bit embedding (q4_0 by default) and a tied head.
 int dummy_qwen2(const DummyOptions& o) {
   const std::string name = o.layout.empty() ? "tiny" : o.layout;
-  const Qwen2Layout* layout = qwen2_layout_by_name(name);
+  const ModelLayout* layout = qwen2_layout_by_name(name);
   if (!layout)
     return report(Status::Error(Code::kInvalidArgument, "--layout %s is unknown for qwen2 (%s)", name.c_str(),
-                                qwen2_layout_names().c_str()));
-  Qwen2DummyOptions opt;
+                                layout_names(qwen2_layouts()).c_str()));
+  GgufDummyOptions opt;
   opt.layout = *layout;
   opt.seed = o.seed;
   opt.linear_type = dtype_info_by_name(o.type.empty() ? "i2_s" : o.type.c_str())->type;
@@ -224,8 +221,8 @@ int dummy_qwen2(const DummyOptions& o) {
   Llama2cTokenizer tok;
   if (Status st = padded_vocab(layout->name, layout->vocab, &tok); !st.ok()) return report(st);
   GgufWriter w;
-  Qwen2DummyReport rep;
-  if (Status st = write_qwen2_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
+  GgufDummyReport rep;
+  if (Status st = write_gguf_dummy(opt, tok, &w, &rep); !st.ok()) return report(st);
   if (Status st = w.write_file(o.output); !st.ok()) return report(st);
   for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
   std::fprintf(stderr, "mcullm: wrote %s: dummy qwen2 layout %s, dim %d, %d layers, %d/%d heads, vocab %d, %s linear + %s "
@@ -243,7 +240,7 @@ int dummy_llama(const DummyOptions& o) {
   if (o.type == "i2_s" || o.type == "tl1" || o.type == "tl2")
     return report(Status::Error(Code::kInvalidArgument, "--type %s needs --arch bitnet or bitnet-25", o.type.c_str()));
   const std::vector<std::string> vocab = dummy_vocab();
-  LlamaModel m;
+  TransformerModel m;
   LlamaConfig& c = m.cfg;
   c.dim = o.dim;
   c.hidden_dim = o.hidden;
@@ -268,8 +265,8 @@ int dummy_llama(const DummyOptions& o) {
   m.tok_emb = f32_matrix(emb.data(), c.vocab_size, c.dim);
   m.output = m.tok_emb;
   m.out_norm = f.ones(d);
-  std::vector<LlamaLayer> layers(static_cast<size_t>(c.n_layers));
-  for (LlamaLayer& L : layers) {
+  std::vector<TransformerLayer> layers(static_cast<size_t>(c.n_layers));
+  for (TransformerLayer& L : layers) {
     L.attn_norm = f.ones(d);
     L.ffn_norm = f.ones(d);
     L.wq = f32_matrix(f.fill(d * d, wa), c.dim, c.dim);
@@ -287,13 +284,13 @@ int dummy_llama(const DummyOptions& o) {
   for (size_t i = 0; i < vocab.size(); ++i) scores[i] = i < 259 ? 0.0f : -static_cast<float>(i);
   if (Status st = tok.load_vocab(vocab, scores); !st.ok()) return report(st);
 
-  LlamaExportOptions opt;
+  GgufExportOptions opt;
   opt.weight_type = dtype_info_by_name(o.type.empty() ? "f32" : o.type.c_str())->type;
   opt.name = "mcullm dummy";
   opt.source = "mcullm dummy seed " + std::to_string(o.seed);
   GgufWriter w;
-  LlamaExportReport rep;
-  if (Status st = export_llama_gguf(m, &tok, opt, &w, &rep); !st.ok()) return report(st);
+  GgufExportReport rep;
+  if (Status st = export_transformer_gguf(m, &tok, opt, &w, &rep); !st.ok()) return report(st);
   if (!o.chat_template.empty()) w.set_string("tokenizer.chat_template", o.chat_template);
   if (Status st = w.write_file(o.output); !st.ok()) return report(st);
   std::fprintf(stderr, "mcullm: wrote %s: dummy llama, dim %d, %d layers, vocab %d, %s, %.2f MiB of weights\n",

@@ -5,8 +5,8 @@
 
 #include "format/bitllama2c_gguf.h"
 #include "format/gguf_model.h"
-#include "format/llama_gguf.h"
-#include "format/llama_gguf_writer_host.h"
+#include "format/transformer_gguf.h"
+#include "format/transformer_gguf_writer_host.h"
 #include "quant/ternary.h"
 
 namespace mcullm {

@@ -53,7 +53,7 @@ Status get_float(const GgufFile& f, const char* prefix, const char* key, float* 
 }  // namespace
 
 Status gguf_read_config(const GgufFile& f, const char* p, LlamaConfig* out) {
-  LlamaConfig c;
+  LlamaConfig c = *out;
   MC_TRY(get_dim(f, p, "embedding_length", true, &c.dim));
   MC_TRY(get_dim(f, p, "feed_forward_length", true, &c.hidden_dim));
   MC_TRY(get_dim(f, p, "block_count", true, &c.n_layers));
@@ -129,12 +129,6 @@ Status gguf_norm(const GgufFile& f, const char* name, int n, Arena& arena, const
     return Status::Error(Code::kUnsupported, "tensor %s: norm weights of this type", name);
   *out = v;
   return Status::Ok();
-}
-
-Status gguf_layer_norm(const GgufFile& f, int layer, const char* suffix, int n, Arena& arena, const float** out) {
-  char name[64];
-  llama_tensor_name(name, sizeof name, layer, suffix);
-  return gguf_norm(f, name, n, arena, out);
 }
 
 Status gguf_embedding_head(const GgufFile& f, int dim, Arena& arena, MatRef* tok_emb, MatRef* output, bool* tied,

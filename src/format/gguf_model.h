@@ -2,7 +2,7 @@
 // the `<arch>.*` config keys, token_embd / output / output_norm, and each layer's seven matrices
 // (attn_q/k/v/output, ffn_gate/down/up) and norm vectors. Weights stay in the file's bytes; only
 // tables (and norms not stored as aligned f32) go into the arena. The architecture loaders
-// (llama_gguf, bitnet_gguf, bitllama2c_gguf) are these calls plus their own extra tensors.
+// (transformer_gguf for the llama family, bitllama2c_gguf) are these calls plus their own extra tensors.
 #pragma once
 #include "format/gguf.h"
 #include "model/transformer.h"
@@ -19,7 +19,7 @@ Status gguf_expect_arch(const GgufFile& f, const char* const* accepted, int coun
 
 // `<prefix>.embedding_length`, feed_forward_length, block_count, attention.head_count and
 // context_length (required); attention.head_count_kv, attention.layer_norm_rms_epsilon and
-// rope.freq_base (optional: kv heads = heads, eps 1e-5, theta 10000); the vocabulary from
+// rope.freq_base (optional: kv heads = heads, eps and theta as *c holds them); the vocabulary from
 // token_embd.weight's rows; then validate().
 Status gguf_read_config(const GgufFile& f, const char* prefix, LlamaConfig* c);
 
@@ -32,8 +32,6 @@ Status gguf_matrix(const GgufFile& f, const char* name, Arena& arena, TensorClas
 Status gguf_tl_matrix(const GgufTensor& t, const char* name, TlType type, Arena& arena, MatRef* out);
 // A vector of n weights as f32: in place when stored as aligned f32, else converted into the arena.
 Status gguf_norm(const GgufFile& f, const char* name, int n, Arena& arena, const float** out);
-// Layer l's vector `suffix` (e.g. "attn_norm.weight").
-Status gguf_layer_norm(const GgufFile& f, int layer, const char* suffix, int n, Arena& arena, const float** out);
 
 // token_embd.weight, output.weight (absent: tied to the embedding) and output_norm.weight.
 Status gguf_embedding_head(const GgufFile& f, int dim, Arena& arena, MatRef* tok_emb, MatRef* output, bool* tied,

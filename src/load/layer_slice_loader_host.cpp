@@ -6,7 +6,7 @@
 
 #include "core/thread_pool_host.h"
 #include "format/gguf.h"
-#include "format/qwen2_gguf.h"
+#include "format/transformer_gguf.h"
 #include "load/mapped_file_host.h"
 
 namespace mcullm {
@@ -28,7 +28,7 @@ uint64_t fnv_value(uint64_t h, T v) {
 size_t matrix_bytes(const MatRef& m) { return dtype_tensor_bytes(m.type, m.rows, m.cols); }
 
 // Every tensor a (possibly partial) model holds, in model order: mat(MatRef&, class) for matrices,
-// vec(const float*&, n) for norms and biases. M is Qwen2Model or const Qwen2Model.
+// vec(const float*&, n) for norms and biases. M is TransformerModel or const TransformerModel.
 template <class M, class MatFn, class VecFn>
 void for_each_tensor(M& m, MatFn mat, VecFn vec) {
   const LlamaConfig& c = m.cfg;
@@ -56,7 +56,7 @@ void for_each_tensor(M& m, MatFn mat, VecFn vec) {
 
 }  // namespace
 
-uint64_t layer_slice_hash(const Qwen2Model& m) {
+uint64_t layer_slice_hash(const TransformerModel& m) {
   const LlamaConfig& c = m.cfg;
   uint64_t h = fnv(kFnvOffset, "qwen2", 5);
   for (int v : {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len, m.first_layer,
@@ -80,7 +80,6 @@ Status load_slice_weights(const std::string& path, int first, int end, bool embe
                           std::unique_ptr<SliceWeights>* out) {
   auto w = std::make_unique<SliceWeights>();
   w->path = path;
-  w->arch = arch_info_by_gguf(kQwen2Arch);
   // The file is mapped while the slice's tensors are copied out, then unmapped: pages of other
   // layers are never read (the GGUF header is parsed from the first pages only).
   MappedFile file;
@@ -89,14 +88,15 @@ Status load_slice_weights(const std::string& path, int first, int end, bool embe
   std::unique_ptr<uint8_t[]> table_memory(new uint8_t[table_bytes]);
   Arena tables(Tier::kHost, table_memory.get(), table_bytes);
   GgufFile gguf;
-  Qwen2Model part;
+  TransformerModel part;
   Status st = gguf.open(file.data(), file.size(), tables);
-  if (st.ok()) st = qwen2_part_from_gguf(gguf, tables, first, end, embedding, head, &part);
+  if (st.ok()) st = gguf_transformer_arch(gguf, ArchSlices::kRanges, &w->arch);  // an architecture a node reads by ranges
+  if (st.ok()) st = transformer_part_from_gguf(gguf, tables, first, end, embedding, head, &part);
   if (!st.ok()) return st.prefix("%s: ", path.c_str());
 
   // Room for every held tensor (a tied head's matrix once) and the layer table.
   const size_t kAlign = 64;
-  size_t need = static_cast<size_t>(end - first) * sizeof(Qwen2Layer) + kAlign;
+  size_t need = static_cast<size_t>(end - first) * sizeof(TransformerLayer) + kAlign;
   bool tl = false;
   for_each_tensor(
       part, [&](const MatRef& m, TensorClass) { need += matrix_bytes(m) + kAlign; tl = tl || m.tl; },
@@ -106,7 +106,7 @@ Status load_slice_weights(const std::string& path, int first, int end, bool embe
                          path.c_str());
   w->memory.reset(new uint8_t[need]);
   w->arena.reset(Tier::kHost, w->memory.get(), need);
-  Qwen2Model& m = w->model;
+  TransformerModel& m = w->model;
   m = part;
   if (end > first) {
     MC_TRY(w->arena.alloc_array(static_cast<size_t>(end - first), TensorClass::kOther, &m.layers));

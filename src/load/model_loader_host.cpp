@@ -9,12 +9,10 @@
 
 #include "format/bitllama2c.h"
 #include "format/bitllama2c_gguf.h"
-#include "format/bitnet_gguf.h"
 #include "format/esp32ai.h"
 #include "format/llama2c.h"
+#include "format/transformer_gguf.h"
 #include "format/gguf_model.h"
-#include "format/llama_gguf.h"
-#include "format/qwen2_gguf.h"
 #include "format/vocab_head_gguf.h"
 #include "kernels/tl_tuning.h"
 #include "load/tokenizer_loader_host.h"
@@ -142,10 +140,7 @@ Status read_gguf_model(LoadedModel* m, const LoadOptions& opt) {
       return Status::Ok();
     case ArchFamily::kTransformer: break;
   }
-  // The llama family's readers (format/*_gguf.h) each set the model's BlockSpec.
-  if (m->arch->spec.sub_norms) return bitnet_from_gguf(m->gguf, m->tables, &m->model);
-  if (m->arch->spec.qkv_bias) return qwen2_from_gguf(m->gguf, m->tables, &m->model);
-  return llama_from_gguf(m->gguf, m->tables, &m->model);
+  return transformer_from_gguf(m->gguf, m->tables, &m->model);  // the spec from the row (format/transformer_gguf.h)
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "format/qwen2_gguf_writer_host.h"
+#include "plan/model_layouts_host.h"
 #include "model/transformer.h"
 
 namespace mcullm {
@@ -56,9 +56,9 @@ void head_read(uint64_t rows, uint64_t cols, uint64_t row_bytes, int groups, int
 Status cluster_model_from_qwen2_layout(const std::string& name, DType linear, DType embedding, int ctx_len, int kv_bytes,
                                        int head_groups, int head_top, ClusterModel* out) {
   MC_TRY(check_kv_head(ctx_len, kv_bytes, head_groups, head_top));
-  const Qwen2Layout* L = qwen2_layout_by_name(name);
+  const ModelLayout* L = qwen2_layout_by_name(name);
   if (!L)
-    return Status::Error(Code::kInvalidArgument, "layout %s is unknown for qwen2 (%s)", name.c_str(), qwen2_layout_names().c_str());
+    return Status::Error(Code::kInvalidArgument, "layout %s is unknown for qwen2 (%s)", name.c_str(), layout_names(qwen2_layouts()).c_str());
   LlamaConfig c;
   c.dim = L->dim;
   c.hidden_dim = L->hidden;

@@ -56,7 +56,7 @@ struct ClusterModel {
 // (0: the model's). head_groups / head_top > 0: a two-stage head on the master.
 Status cluster_model_from_loaded(const LoadedModel& m, int ctx_len, int kv_bytes, int head_groups, int head_top,
                                  ClusterModel* out);
-// A Qwen2 layout (format/qwen2_gguf_writer_host.h, e.g. "ref") with linear layers of `linear`
+// A Qwen2 layout (plan/model_layouts_host.h, e.g. "ref") with linear layers of `linear`
 // type, the embedding (tied head) of `embedding` type, f32 norms and biases: computed, no file.
 Status cluster_model_from_qwen2_layout(const std::string& layout, DType linear, DType embedding, int ctx_len,
                                        int kv_bytes, int head_groups, int head_top, ClusterModel* out);

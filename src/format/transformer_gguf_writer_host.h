@@ -1,16 +1,19 @@
-// Writes a LlamaModel (from any reader) as a llama.cpp-style GGUF, optionally quantized.
+// Writes a model of the llama family (a TransformerModel from any reader) as a llama.cpp-style GGUF
+// with format/transformer_gguf.h's names: the tensors of its BlockSpec, dense matrices optionally
+// quantized, ternary ones (i2_s / tl1 / tl2) as they are. transformer_from_gguf reads it back.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "format/gguf_writer_host.h"
-#include "model/llama.h"
+#include "model/transformer_runner.h"
 #include "tokenizer/llama2c_tokenizer_host.h"
 
 namespace mcullm {
 
-struct LlamaExportOptions {
-  DType weight_type = DType::kF32;     // the layers' matrices (norms stay f32)
+struct GgufExportOptions {
+  const char* gguf_arch = "llama";     // a row of format/transformer_gguf.h gguf_arch_keys; its spec is the model's
+  DType weight_type = DType::kF32;     // the layers' dense matrices (norms stay f32; ternary ones stay as they are)
   // The token embedding and the output head. Unset: the weight type, except that 4-bit weight types
   // keep these at q8_0 (as llama.cpp keeps its output tensor at higher precision): on small models a
   // 4-bit head costs most of the quality loss.
@@ -20,7 +23,7 @@ struct LlamaExportOptions {
   std::string source;                  // recorded as mcullm.source
 };
 
-struct LlamaExportReport {
+struct GgufExportReport {
   int matrices = 0;
   int kept_f32 = 0;                     // matrices whose rows the chosen type cannot hold
   std::vector<std::string> notes;       // one line per matrix kept in f32, with the reason
@@ -31,7 +34,7 @@ struct LlamaExportReport {
 Status add_llama_vocab(GgufWriter* w, const Llama2cTokenizer& tok, int vocab_size);
 
 // Fills `w` with the model's keys, tensors and (when given) the tokenizer's vocabulary.
-Status export_llama_gguf(const LlamaModel& model, const Llama2cTokenizer* tok, const LlamaExportOptions& opt,
-                         GgufWriter* w, LlamaExportReport* report);
+Status export_transformer_gguf(const TransformerModel& model, const Llama2cTokenizer* tok, const GgufExportOptions& opt,
+                               GgufWriter* w, GgufExportReport* report);
 
 }  // namespace mcullm

@@ -1,7 +1,6 @@
-#include "format/llama_gguf_writer_host.h"
+#include "format/transformer_gguf_writer_host.h"
 
-#include "format/gguf_model.h"
-#include "format/llama_gguf.h"
+#include "format/transformer_gguf.h"
 #include "quant/blocks.h"
 
 namespace mcullm {
@@ -21,7 +20,13 @@ bool is_byte_piece(const std::string& p) {
   return p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>';
 }
 
-Status add_matrix(GgufWriter* w, const std::string& name, const MatRef& m, DType want, LlamaExportReport* report) {
+Status add_matrix(GgufWriter* w, const std::string& name, const MatRef& m, DType want, GgufExportReport* report) {
+  if (m.type == DType::kI2_S || m.type == DType::kTL1 || m.type == DType::kTL2) {  // ternary: the bytes as read
+    const size_t nbytes = dtype_tensor_bytes(m.type, m.rows, m.cols);
+    ++report->matrices;
+    report->weight_bytes += nbytes;
+    return w->add_tensor(name, m.type, {m.cols, m.rows}, m.data, nbytes);
+  }
   DType type = want;
   if (!dtype_row_fits(type, m.cols)) {
     report->notes.push_back(name + ": " + std::to_string(m.cols) + " columns do not fill whole " +
@@ -71,26 +76,30 @@ Status add_llama_vocab(GgufWriter* w, const Llama2cTokenizer& tok, int vocab_siz
   return Status::Ok();
 }
 
-Status export_llama_gguf(const LlamaModel& model, const Llama2cTokenizer* tok, const LlamaExportOptions& opt,
-                         GgufWriter* w, LlamaExportReport* report) {
+Status export_transformer_gguf(const TransformerModel& model, const Llama2cTokenizer* tok, const GgufExportOptions& opt,
+                               GgufWriter* w, GgufExportReport* report) {
   MC_TRY(model.check_shapes());
-  *report = LlamaExportReport();
+  const GgufArchKeys* keys = gguf_arch_keys(opt.gguf_arch);
+  if (!keys) return Status::Error(Code::kInvalidArgument, "architecture %s is not one of the llama family", opt.gguf_arch);
+  if (!model.whole()) return Status::Error(Code::kInvalidArgument, "only a whole model is written");
+  *report = GgufExportReport();
   const LlamaConfig& c = model.cfg;
-  w->set_string("general.architecture", "llama");
+  const std::string p = std::string(opt.gguf_arch) + ".";
+  w->set_string("general.architecture", opt.gguf_arch);
   w->set_string("general.name", opt.name);
   w->set_u32("general.quantization_version", 2);
-  w->set_u32("llama.context_length", static_cast<uint32_t>(c.seq_len));
-  w->set_u32("llama.embedding_length", static_cast<uint32_t>(c.dim));
-  w->set_u32("llama.feed_forward_length", static_cast<uint32_t>(c.hidden_dim));
-  w->set_u32("llama.block_count", static_cast<uint32_t>(c.n_layers));
-  w->set_u32("llama.attention.head_count", static_cast<uint32_t>(c.n_heads));
-  w->set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
-  w->set_u32("llama.rope.dimension_count", static_cast<uint32_t>(c.head_dim()));
-  w->set_f32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
-  w->set_f32("llama.rope.freq_base", c.rope_theta);
-  w->set_u32("llama.vocab_size", static_cast<uint32_t>(c.vocab_size));
-  w->set_string("mcullm.weight_type", dtype_info(opt.weight_type)->name);
-  if (model.spec.act == FfnAct::kRelu) w->set_string(kLlamaFfnKey, "relu");
+  w->set_u32(p + "context_length", static_cast<uint32_t>(c.seq_len));
+  w->set_u32(p + "embedding_length", static_cast<uint32_t>(c.dim));
+  w->set_u32(p + "feed_forward_length", static_cast<uint32_t>(c.hidden_dim));
+  w->set_u32(p + "block_count", static_cast<uint32_t>(c.n_layers));
+  w->set_u32(p + "attention.head_count", static_cast<uint32_t>(c.n_heads));
+  w->set_u32(p + "attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
+  w->set_u32(p + "rope.dimension_count", static_cast<uint32_t>(c.head_dim()));
+  w->set_f32(p + "attention.layer_norm_rms_epsilon", c.norm_eps);
+  w->set_f32(p + "rope.freq_base", c.rope_theta);
+  w->set_u32(p + "vocab_size", static_cast<uint32_t>(c.vocab_size));
+  w->set_string("mcullm.weight_type", dtype_info(model.spec.ternary ? model.layers[0].wq.type : opt.weight_type)->name);
+  if (keys->ffn_act_key && model.spec.act == FfnAct::kRelu) w->set_string(kLlamaFfnKey, "relu");
   if (!opt.source.empty()) w->set_string("mcullm.source", opt.source);
 
   if (tok) MC_TRY(add_llama_vocab(w, *tok, c.vocab_size));
@@ -100,21 +109,17 @@ Status export_llama_gguf(const LlamaModel& model, const Llama2cTokenizer* tok, c
   MC_TRY(add_matrix(w, "token_embd.weight", model.tok_emb, embd, report));
   if (!model.tied_output) MC_TRY(add_matrix(w, "output.weight", model.output, embd, report));
   MC_TRY(add_vector(w, "output_norm.weight", model.out_norm, c.dim));
+  int count = 0;
+  const LayerTensor* tensors = transformer_layer_tensors(&count);
   char name[64];
   for (int l = 0; l < c.n_layers; ++l) {
-    const LlamaLayer& L = model.layers[l];
-    const struct { const char* suffix; const MatRef* m; } mats[] = {
-        {"attn_q.weight", &L.wq}, {"attn_k.weight", &L.wk},   {"attn_v.weight", &L.wv},  {"attn_output.weight", &L.wo},
-        {"ffn_gate.weight", &L.w1}, {"ffn_down.weight", &L.w2}, {"ffn_up.weight", &L.w3},
-    };
-    for (const auto& m : mats) {
-      llama_tensor_name(name, sizeof name, l, m.suffix);
-      MC_TRY(add_matrix(w, name, *m.m, opt.weight_type, report));
+    const TransformerLayer& L = model.layers[l];
+    for (int i = 0; i < count; ++i) {
+      const LayerTensor& t = tensors[i];
+      if (!t.in(model.spec)) continue;
+      llama_tensor_name(name, sizeof name, l, t.suffix);
+      MC_TRY(t.mat ? add_matrix(w, name, L.*t.mat, opt.weight_type, report) : add_vector(w, name, L.*t.vec, t.length(c)));
     }
-    llama_tensor_name(name, sizeof name, l, "attn_norm.weight");
-    MC_TRY(add_vector(w, name, L.attn_norm, c.dim));
-    llama_tensor_name(name, sizeof name, l, "ffn_norm.weight");
-    MC_TRY(add_vector(w, name, L.ffn_norm, c.dim));
   }
   return Status::Ok();
 }
