@@ -11,6 +11,10 @@
 #include "mcullm/status.h"
 #include "model/transformer.h"
 
+namespace mcullm {
+struct KernelSet;
+}
+
 namespace mcullm::cli {
 
 // Each add_* registers a subcommand whose callback stores its exit code in *exit_code.
@@ -39,9 +43,6 @@ void add_head_command(CLI::App& app, int* exit_code);   // two-stage / pruned vo
 void add_node_command(CLI::App& app, int* exit_code);     // a cluster node (cmd_node.cpp)
 void add_cluster_command(CLI::App& app, int* exit_code);  // the cluster master (cmd_cluster.cpp)
 
-// --kv f32|int8 (run, eval, bench, plan): sets *kv (model/transformer.h KvType) when given.
-void add_kv_option(CLI::App* cmd, KvType* kv);
-
 // Exit codes of every command (docs/cli.md lists them).
 enum ExitCode : int {
   kExitOk = 0,
@@ -61,6 +62,7 @@ int64_t resolve_seed(int64_t seed);
 // --kernels: the registered kernel tables of this build (kernels/kernels.h kernel_tables) and "auto";
 // a table this CPU cannot run is refused when the command resolves it (kernels_by_name).
 void add_kernels_option(CLI::App* cmd, std::string* kernels);
+Status find_kernels(const std::string& name, const KernelSet** kernels);
 // -t,--threads: defaults to the physical cores; a warning when more than the logical cores.
 void add_threads_option(CLI::App* cmd, int* threads, const std::string& what = "Threads");
 int physical_cores();

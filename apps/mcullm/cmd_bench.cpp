@@ -16,25 +16,21 @@
 #include <memory>
 #include <sstream>
 
-#include "cli.h"
-#include "progress.h"
-#include "core/thread_pool_host.h"
 #include "format/esp32ai.h"
-#include "quant/q4e.h"
 #include "plan/cost_model_host.h"
-#include "load/model_loader_host.h"
-#include "kernels/kernels.h"
+#include "progress.h"
+#include "quant/q4e.h"
+#include "session.h"
 
 namespace mcullm::cli {
 
 namespace {
 
 struct BenchOptions {
-  std::string models, n_gen = "128", n_prompt = "512", threads = std::to_string(physical_cores()), kernels = "auto";
+  ModelOptions m;  // --kernels, --kv, --use-pretuned
+  std::string models, n_gen = "128", n_prompt = "512", threads = std::to_string(physical_cores());
   std::string board;  // a board profile: also print the cost model's prediction for each tg test
   int reps = 5;
-  KvType kv = KvType::kF32;
-  PretunedOptions pretuned;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -212,7 +208,7 @@ Status predicted_tg(const LoadedModel& lm, const BoardProfile& board, int n, int
 }
 
 int bench(const BenchOptions& o) {
-  if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);
+  if (Status st = apply_pretuned(o.m.pretuned); !st.ok()) return report(st);
   BoardProfile board;
   if (!o.board.empty())
     if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);
@@ -221,8 +217,8 @@ int bench(const BenchOptions& o) {
   for (const Status& st : {parse_list("-m", o.models, &models), parse_ints("-n", o.n_gen, 0, 1 << 20, &gens),
                            parse_ints("-p", o.n_prompt, 0, 1 << 20, &prompts), parse_ints("-t", o.threads, 1, 256, &threads)})
     if (!st.ok()) return report(st);
-  const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
-  if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
+  const KernelSet* kernels = nullptr;
+  if (Status st = find_kernels(o.m.kernels, &kernels); !st.ok()) return report(st);
   const std::string backend = std::string("CPU ") + kernels->name + ", pp batch " + std::to_string(kPrefillBatch);
   for (int t : threads) warn_threads(t);
   long long n_runs = 0;  // the warm-up and repetitions of every test, for the progress bar
@@ -237,10 +233,7 @@ int bench(const BenchOptions& o) {
   std::vector<std::string> notes;
   for (const std::string& path : models) {
     std::unique_ptr<LoadedModel> lm;
-    LoadOptions lo;
-    lo.kv = o.kv;
-    if (Status st = load_model(path, lo, &lm); !st.ok()) return report(st);
-    for (const std::string& note : tl_tiling_notes(*lm)) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
+    if (Status st = load_session_model(path, o.m, &lm); !st.ok()) return report(st);
     const LlamaConfig& cfg = lm->model.cfg;
     uint64_t params = 0, bytes = 0;
     tensor_totals(*lm, &params, &bytes);
@@ -331,10 +324,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp test (comma list; 0 = none)");
   cmd->add_option("-t,--threads", o->threads, "Threads (comma list; default: the physical cores)");
   cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->check(CLI::Range(1, 1000));
-  add_kernels_option(cmd, &o->kernels);
+  add_model_options(cmd, &o->m, kKernelsFlag | kPretunedFlag | kKvFlag, {.model = nullptr});
   cmd->add_option("--board", o->board, "Also print the cost model's tg prediction on this board (preset or JSON file)");
-  add_pretuned_options(cmd, &o->pretuned);
-  add_kv_option(cmd, &o->kv);
   cmd->callback([o, exit_code] { *exit_code = bench(*o); });
 }
 

@@ -20,13 +20,12 @@
 #include <sstream>
 #include <thread>
 
-#include "cli.h"
 #include "progress.h"
 #include "cluster/master_host.h"
 #include "cluster/rounded_chain_host.h"
 #include "cluster/transport_host.h"
-#include "core/thread_pool_host.h"
 #include "model/generate.h"
+#include "session.h"
 
 extern char** environ;
 
@@ -37,15 +36,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct ClusterOptions {
-  std::string model, tokenizer, prompt, prompt_ids, nodes, hidden = "f32", kernels = "auto", link = "tcp";
+  ModelOptions m;  // -m, -z, -c, -t, --kernels, --kv
+  std::string prompt, prompt_ids, nodes, hidden = "f32", link = "tcp";
   std::vector<std::string> node_faults;
-  int local = 0, streams = 1, n_predict = 256, ctx = 0, threads = 1, node_threads = 1, timeout_ms = 5000,
+  int local = 0, streams = 1, n_predict = 256, node_threads = 1, timeout_ms = 5000,
       heartbeat_ms = 500, max_layers = 0, rejoin_ms = 0, top_k = 40, bench = 0;
   int64_t seed = -1;
   uint64_t rate = 0;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f;
   bool fingerprint = false, quiet = false, simulate = false, no_bos = false, prompt_ids_given = false;
-  KvType kv = KvType::kF32;
 };
 
 // Node processes started by --local; killed (if still there) and reaped when this goes away.
@@ -135,11 +134,11 @@ Status local_endpoints(const ClusterOptions& o, const LlamaConfig& cfg, LocalNod
   }
   Progress progress("starting nodes", o.local, "nodes", o.quiet);
   for (int i = 0; i < o.local; ++i, progress.step()) {
-    std::vector<std::string> args = {"mcullm", "node", "-m", o.model, "--layers",
+    std::vector<std::string> args = {"mcullm", "node", "-m", o.m.model, "--layers",
                                      std::to_string(plan[i].first) + ":" + std::to_string(plan[i].end), "--once",
-                                     "-t", std::to_string(o.node_threads), "--kernels", o.kernels,
+                                     "-t", std::to_string(o.node_threads), "--kernels", o.m.kernels,
                                      "--max-streams", std::to_string(o.streams > 16 ? o.streams : 16)};
-    if (o.kv == KvType::kInt8) args.insert(args.end(), {"--kv", "int8"});
+    if (o.m.kv == KvType::kInt8) args.insert(args.end(), {"--kv", "int8"});
     if (o.max_layers > 0) args.insert(args.end(), {"--max-layers", std::to_string(o.max_layers)});
     for (const FaultSpec& f : faults)
       if (f.node == i + 1) args.insert(args.end(), {"--fault", f.kind, "--fault-after", std::to_string(f.after)});
@@ -299,24 +298,22 @@ int bench(const ClusterOptions& o, SliceSource& source, cluster::ClusterMaster& 
 
 int cluster_main(ClusterOptions o) {
   o.seed = resolve_seed(o.seed);
-  warn_threads(o.threads);
+  warn_threads(o.m.threads);
   cluster::HiddenEncoding enc;
   if (!cluster::parse_hidden_encoding(o.hidden.c_str(), &enc)) return report(Status::Error(Code::kInvalidArgument, "--hidden %s", o.hidden.c_str()));
   if (o.simulate ? !o.nodes.empty() : (o.local > 0) == !o.nodes.empty())
     return report(Status::Error(Code::kInvalidArgument, "give one of --local N, --nodes HOST:PORT,... or --simulate (with --local N's cuts)"));
-  const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
-  if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
-  LoadOptions lo;
-  lo.kv = o.kv;
+  const KernelSet* kernels = nullptr;
+  if (Status st = find_kernels(o.m.kernels, &kernels); !st.ok()) return report(st);
   std::unique_ptr<SliceSource> source;
-  if (Status st = SliceSource::open(o.model, lo, &source); !st.ok()) return report(st);
+  if (Status st = SliceSource::open(o.m.model, o.m.load_options(), &source); !st.ok()) return report(st);
   const LlamaConfig& cfg = source->config();
-  const int ctx_len = o.ctx > 0 ? o.ctx : cfg.seq_len;
+  const int ctx_len = o.m.ctx > 0 ? o.m.ctx : cfg.seq_len;
   if (ctx_len > cfg.seq_len) return report(Status::Error(Code::kInvalidArgument, "-c %d is longer than the model's context of %d", ctx_len, cfg.seq_len));
 
   std::unique_ptr<Tokenizer> tok;
   std::string tok_source;
-  const Status tok_status = load_tokenizer(source->loaded(), o.tokenizer, &tok, &tok_source);
+  const Status tok_status = load_tokenizer(source->loaded(), o.m.tokenizer, &tok, &tok_source);
   std::vector<int> prompt;
   if (o.prompt_ids_given) {
     if (Status st = parse_prompt_ids(o.prompt_ids, cfg.vocab_size, &prompt); !st.ok()) return report(st);
@@ -328,7 +325,7 @@ int cluster_main(ClusterOptions o) {
     if (prompt.empty()) return report(Status::Error(Code::kInvalidArgument, "the prompt is empty and --no-bos leaves no token"));
   }
 
-  HostThreadPool pool(o.threads, kHostMinParallelWork);
+  HostThreadPool pool(o.m.threads, kHostMinParallelWork);
   LocalNodes local;
   std::unique_ptr<cluster::ClusterMaster> master;
   std::vector<std::unique_ptr<cluster::ClusterStream>> cstreams;
@@ -419,22 +416,19 @@ int cluster_main(ClusterOptions o) {
 void add_cluster_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ClusterOptions>();
   CLI::App* cmd = app.add_subcommand("cluster", "Generate through a cluster of nodes (`mcullm node`), each running some layers");
-  cmd->add_option("-m,--model", o->model, "Model file (the nodes' slices are checked against it by hash)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer (default: the model's own, or one beside it)")->check(CLI::ExistingFile);
+  add_model_options(cmd, &o->m, kTokenizerFlag | kCtxFlag | kThreadsFlag | kKernelsFlag | kKvFlag,
+                    {.model = "Model file (the nodes' slices are checked against it by hash)",
+                     .threads = "Threads of the master (embedding, head)"});
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   CLI::Option* prompt_ids = cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, e.g. 1,403,407 (no BOS is added)");
   cmd->add_flag("--no-bos", o->no_bos, "Do not put BOS before the encoded prompt");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate per stream")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
   add_seed_option(cmd, &o->seed, "Sampling seed, stream i uses seed + i");
   cmd->add_option("--temp", o->temp, "Temperature (0 = greedy)")->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--top-k", o->top_k, "Top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", o->top_p, "Top-p (1 = off)")->check(CLI::Range(0.0f, 1.0f));
   cmd->add_option("--min-p", o->min_p, "Min-p (0 = off)")->check(CLI::Range(0.0f, 1.0f));
-  add_threads_option(cmd, &o->threads, "Threads of the master (embedding, head)");
   cmd->add_option("--node-threads", o->node_threads, "--local: threads of each node")->check(CLI::Range(1, 256));
-  add_kernels_option(cmd, &o->kernels);
-  add_kv_option(cmd, &o->kv);
   cmd->add_flag("--fingerprint", o->fingerprint, "Print each stream's fingerprint (as `mcullm run --fingerprint`)");
   cmd->add_flag("-q,--quiet", o->quiet, "Do not print the generated text");
   cmd->add_option("--hidden", o->hidden, "Hidden state on the links: f32 (bit-identical to one process), f16 or int8")

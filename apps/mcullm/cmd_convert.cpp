@@ -4,22 +4,21 @@
 #include <fstream>
 #include <memory>
 
-#include "cli.h"
 #include "format/bitllama2c_gguf_writer_host.h"
 #include "format/esp32ai_writer_host.h"
 #include "format/transformer_gguf_writer_host.h"
 #include "format/ternary_gguf_host.h"
 #include "load/board_image_export_host.h"
 #include "core/file_io_host.h"
-#include "load/model_loader_host.h"
+#include "session.h"
 
 namespace mcullm::cli {
 
 namespace {
 
 struct ConvertOptions {
-  std::string input, output, tokenizer, type, embd_type, bit_order = "auto";  // type "": f32, or i2_s for ternary models
-  PretunedOptions pretuned;  // the TL tilings to pack tl1 / tl2 with
+  ModelOptions m;  // the input, -z, --bit-order; --use-pretuned: the TL tilings to pack tl1 / tl2 with
+  std::string output, type, embd_type;  // type "": f32, or i2_s for ternary models
   std::string image;  // board image to write instead of a GGUF
   uint64_t sram_budget = 64 * 1024, psram_budget = 2 * 1024 * 1024;
   std::string format = "gguf";  // or "esp32ai" (PLE models only)
@@ -35,10 +34,10 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
   opt.psram_budget = o.psram_budget;
   std::unique_ptr<Tokenizer> tok;
   std::string tok_source;
-  if (Status st = load_tokenizer(lm, o.tokenizer, &tok, &tok_source); st.ok()) {
+  if (Status st = load_tokenizer(lm, o.m.tokenizer, &tok, &tok_source); st.ok()) {
     opt.bos_id = tok->bos_id();
     opt.eos_id = tok->eos_id();
-  } else if (!o.tokenizer.empty()) {
+  } else if (!o.m.tokenizer.empty()) {
     return report(st);
   } else {
     std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the image has no stop tokens\n", st.message());
@@ -67,7 +66,7 @@ int convert_ple(const ConvertOptions& o, const LoadedModel& lm) {
     return 0;
   }
   GgufWriter writer;
-  if (Status st = export_ple_gguf(lm.ple, lm.format + " " + o.input, &writer); !st.ok()) return report(st);
+  if (Status st = export_ple_gguf(lm.ple, lm.format + " " + o.m.model, &writer); !st.ok()) return report(st);
   if (Status st = writer.write_file(o.output); !st.ok()) return report(st);
   std::fprintf(stderr, "mcullm: wrote %s: %zu tensors (q4e codes + f16 scales, f32 norms)\n", o.output.c_str(), writer.tensor_count());
   return 0;
@@ -82,7 +81,7 @@ int convert_ternary(const ConvertOptions& o, const LoadedModel& lm, const Llama2
   if (!dtype_info_by_name(type.c_str()) || !is_ternary_matrix_type(dtype_info_by_name(type.c_str())->type))
     return report(Status::Error(Code::kInvalidArgument, "--type %s: a BitNet (ternary) model converts to i2_s, tl1 or tl2",
                                 type.c_str()));
-  if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);  // the TL tilings to pack with
+  if (Status st = apply_pretuned(o.m.pretuned); !st.ok()) return report(st);  // the TL tilings to pack with
   std::vector<uint8_t> exported;
   std::vector<uint8_t> table_mem(1 << 20);
   Arena arena(Tier::kHost, table_mem.data(), table_mem.size());
@@ -91,7 +90,7 @@ int convert_ternary(const ConvertOptions& o, const LoadedModel& lm, const Llama2
   if (lm.format != "gguf") {  // bitllama2.c .bin: its i2_s GGUF first
     GgufWriter first;
     BitLlama2cExportReport rep;
-    if (Status st = export_bitllama2c_gguf(lm.bitnet, tok, lm.format + " " + o.input, &first, &rep); !st.ok())
+    if (Status st = export_bitllama2c_gguf(lm.bitnet, tok, lm.format + " " + o.m.model, &first, &rep); !st.ok())
       return report(st);
     exported = first.to_bytes();
     if (Status st = exported_file.open(exported.data(), exported.size(), arena); !st.ok()) return report(st);
@@ -113,18 +112,16 @@ int convert_ternary(const ConvertOptions& o, const LoadedModel& lm, const Llama2
 
 int convert(const ConvertOptions& o) {
   std::unique_ptr<LoadedModel> lm;
-  LoadOptions lo;
-  lo.bit_order = o.bit_order;
-  if (Status st = load_model(o.input, lo, &lm); !st.ok()) return report(st);
+  if (Status st = load_model(o.m.model, o.m.load_options(), &lm); !st.ok()) return report(st);
   if (!o.image.empty()) return convert_image(o, *lm);
   if (lm->is(ArchFamily::kPle)) return convert_ple(o, *lm);
   if (o.format != "gguf")
     return report(Status::Error(Code::kInvalidArgument, "--format %s: only PLE (esp32-ai) models convert to esp32ai", o.format.c_str()));
   Llama2cTokenizer tok;
   std::string tok_source;
-  Status tok_status = load_tokenizer(*lm, o.tokenizer, &tok, &tok_source);
+  Status tok_status = load_tokenizer(*lm, o.m.tokenizer, &tok, &tok_source);
   if (!tok_status.ok()) {
-    if (!o.tokenizer.empty()) return report(tok_status);
+    if (!o.m.tokenizer.empty()) return report(tok_status);
     std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the GGUF will have no vocabulary\n", tok_status.message());
   }
   if (lm->arch->dense_or_ternary && !lm->model.spec.ternary)
@@ -142,7 +139,7 @@ int convert(const ConvertOptions& o) {
                                   o.type.c_str()));
     GgufWriter writer;
     BitLlama2cExportReport rep;
-    if (Status st = export_bitllama2c_gguf(lm->bitnet, tok_status.ok() ? &tok : nullptr, lm->format + " " + o.input, &writer, &rep);
+    if (Status st = export_bitllama2c_gguf(lm->bitnet, tok_status.ok() ? &tok : nullptr, lm->format + " " + o.m.model, &writer, &rep);
         !st.ok())
       return report(st);
     if (Status st = writer.write_file(o.output); !st.ok()) return report(st);
@@ -159,7 +156,7 @@ int convert(const ConvertOptions& o) {
     opt.has_embedding_type = true;
     opt.embedding_type = dtype_info_by_name(o.embd_type.c_str())->type;
   }
-  opt.source = lm->format + " " + o.input;
+  opt.source = lm->format + " " + o.m.model;
   GgufWriter writer;
   GgufExportReport rep;
   if (Status st = export_transformer_gguf(lm->model, tok_status.ok() ? &tok : nullptr, opt, &writer, &rep); !st.ok()) return report(st);
@@ -176,24 +173,20 @@ int convert(const ConvertOptions& o) {
 void add_convert_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ConvertOptions>();
   CLI::App* cmd = app.add_subcommand("convert", "Convert a model (llama2.c .bin or GGUF) to GGUF, optionally quantized");
-  cmd->add_option("input", o->input, "Model to read")->required()->check(CLI::ExistingFile);
+  cmd->add_option("input", o->m.model, "Model to read")->required()->check(CLI::ExistingFile);
   CLI::Option* out = cmd->add_option("-o,--output", o->output, "File to write (GGUF unless --format esp32ai)");
   CLI::Option* image = cmd->add_option("--image", o->image, "Write a board image (format/board_image.h) instead of a GGUF");
   out->excludes(image);
   cmd->add_option("--sram-budget", o->sram_budget, "--image: weight bytes placed in the SRAM section");
   cmd->add_option("--psram-budget", o->psram_budget, "--image: weight bytes placed in the PSRAM section");
-  cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer to embed (default: the model's own, or one beside it)")
-      ->check(CLI::ExistingFile);
   cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; ternary models: i2_s (default), tl1 or tl2)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s", "tl1", "tl2"}));
-  add_pretuned_options(cmd, &o->pretuned);
+  add_model_options(cmd, &o->m, kTokenizerFlag | kBitOrderFlag | kPretunedFlag, {.model = nullptr});
   cmd->add_option("--embd-type", o->embd_type,
                   "Type of the token embedding and output head (default: --type, but q8_0 for the 4-bit types)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64"}));
   cmd->add_option("--format", o->format, "Output format: gguf, or esp32ai (an esp32-ai model file; PLE models only)")
       ->check(CLI::IsMember({"gguf", "esp32ai"}));
-  cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
-      ->check(CLI::IsMember({"msb", "lsb", "auto"}));
   cmd->callback([o, exit_code] {
     *exit_code = o->output.empty() && o->image.empty()
                      ? report(Status::Error(Code::kInvalidArgument, "convert: give -o/--output FILE.gguf or --image FILE"))

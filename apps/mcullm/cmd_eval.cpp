@@ -36,10 +36,7 @@
 #include "cli.h"
 #include "progress.h"
 #include "core/fmath.h"
-#include "core/thread_pool_host.h"
-#include "load/model_loader_host.h"
-#include "kernels/kernels.h"
-#include "model/llama.h"
+#include "session.h"
 #include "load/tokenizer_loader_host.h"
 
 namespace mcullm::cli {
@@ -47,13 +44,12 @@ namespace mcullm::cli {
 namespace {
 
 struct EvalOptions {
-  std::string model, tokenizer, text_file, kernels = "auto";
+  ModelOptions m;
+  std::string text_file;
   long long chunks = -1;  // -1: all
   long long max_chunk_bytes = 1000;
-  int threads = 1;
   bool json = false;
   bool chunks_given = false;
-  KvType kv = KvType::kF32;
 };
 
 // See the comment at the top of the file.
@@ -121,7 +117,6 @@ std::string json_number(double v, const char* fmt) {
 }
 
 int eval(const EvalOptions& o) {
-  warn_threads(o.threads);
   if (o.max_chunk_bytes <= 0)
     return report(Status::Error(Code::kInvalidArgument, "--max-chunk-bytes must be at least 1 (got %lld)", o.max_chunk_bytes));
   if (o.chunks_given && o.chunks <= 0)
@@ -142,28 +137,20 @@ int eval(const EvalOptions& o) {
     return report(Status::Error(Code::kInvalidArgument, "the text file %s has no text to score (%zu bytes, only blank lines)",
                                 o.text_file.c_str(), text.size()));
 
-  std::unique_ptr<LoadedModel> lm;
-  LoadOptions lo;
-  lo.kv = o.kv;
-  if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
-  const LlamaConfig& cfg = lm->model.cfg;
+  Session s;
+  if (Status st = open_session(o.m, kOpenDecoder, &s); !st.ok()) return report(st);
+  const LlamaConfig& cfg = s.cfg();
   // The model's own tokenizer, else an explicit one of any kind whose ids fit the model's vocabulary
   // (the esp32-ai PLE fixture ships without its tokenizer: any smaller one exercises the scoring).
   std::unique_ptr<Tokenizer> tok;
-  std::string tok_source = o.tokenizer;
-  if (Status st = o.tokenizer.empty() ? load_tokenizer(*lm, "", &tok, &tok_source) : load_tokenizer_file(o.tokenizer, &tok);
+  std::string tok_source = o.m.tokenizer;
+  if (Status st = o.m.tokenizer.empty() ? load_tokenizer(*s.lm, "", &tok, &tok_source) : load_tokenizer_file(o.m.tokenizer, &tok);
       !st.ok())
     return report(st);
   if (tok->vocab_size() > cfg.vocab_size)
     return report(Status::Error(Code::kInvalidArgument, "the tokenizer has %d tokens, the model %d", tok->vocab_size(), cfg.vocab_size));
   if (tok->bos_id() < 0) return report(Status::Error(Code::kInvalidArgument, "the tokenizer has no BOS token to start each chunk"));
-  const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
-  if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
-
-  HostThreadPool pool(o.threads, kHostMinParallelWork);
-  DecoderInstance dec;
-  if (Status st = make_decoder(*lm, 0, &pool, kernels, 0, &dec); !st.ok()) return report(st);
-  Decoder& model = *dec.decoder;
+  Decoder& model = *s.dec.decoder;
   const int ctx_len = model.ctx_len();
   const int vocab = model.vocab_size();
 
@@ -210,8 +197,8 @@ int eval(const EvalOptions& o) {
 
   std::FILE* summary = o.json ? stderr : stdout;
   std::fprintf(summary, "eval: model %s (%s), tokenizer %s, kernels %s, %d thread%s, context %d, %s KV cache\n",
-               o.model.c_str(), lm->format.c_str(), tok_source.c_str(), kernels->name, o.threads, o.threads == 1 ? "" : "s",
-               ctx_len, kv_type_name(lm->kv));
+               o.m.model.c_str(), s.lm->format.c_str(), tok_source.c_str(), s.kernels->name, o.m.threads, o.m.threads == 1 ? "" : "s",
+               ctx_len, kv_type_name(s.lm->kv));
   std::fprintf(summary, "eval: text %s: %lld of %lld chunks (<= %lld bytes, cut at blank lines)\n", o.text_file.c_str(), t.chunks,
                t.chunks_in_text, o.max_chunk_bytes);
   if (t.truncated > 0)
@@ -234,8 +221,8 @@ int eval(const EvalOptions& o) {
                 "\"max_chunk_bytes\": %lld, \"chunks\": %lld, \"chunks_in_text\": %lld, \"truncated_chunks\": %lld, "
                 "\"tokens\": %lld, \"bytes\": %lld, \"nats\": %s, \"nats_per_token\": %s, \"bits_per_byte\": %s, "
                 "\"perplexity\": %s, \"seconds\": %s, \"tokens_per_second\": %s}\n",
-                json_string(o.model).c_str(), json_string(tok_source).c_str(), json_string(o.text_file).c_str(),
-                json_string(kernels->name).c_str(), o.threads, ctx_len, o.max_chunk_bytes, t.chunks, t.chunks_in_text, t.truncated,
+                json_string(o.m.model).c_str(), json_string(tok_source).c_str(), json_string(o.text_file).c_str(),
+                json_string(s.kernels->name).c_str(), o.m.threads, ctx_len, o.max_chunk_bytes, t.chunks, t.chunks_in_text, t.truncated,
                 t.tokens, t.bytes, json_number(t.nats, "%.17g").c_str(), json_number(nats_per_token, "%.17g").c_str(),
                 json_number(bits_per_byte, "%.17g").c_str(), json_number(perplexity, "%.17g").c_str(),
                 json_number(t.seconds, "%.3f").c_str(), json_number(tok_per_s, "%.1f").c_str());
@@ -258,15 +245,10 @@ void add_eval_command(CLI::App& app, int* exit_code) {
       "with a fresh KV cache; a chunk longer than the context keeps its first <context> tokens. Bytes = the\n"
       "chunks' UTF-8 bytes (with the \"\\n\\n\" inside a chunk; without those between chunks and without the\n"
       "tokenizer's dummy-prefix space; a cut chunk counts in full). This reproduces FACTS.md section 2.");
-  cmd->add_option("-m,--model", o->model, "Model file (GGUF or llama2.c .bin)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer (llama2.c tokenizer.bin or a GGUF); default: the model's own, or one beside it")
-      ->check(CLI::ExistingFile);
+  add_model_options(cmd, &o->m, kTokenizerFlag | kThreadsFlag | kKernelsFlag | kKvFlag);
   cmd->add_option("-f,--file", o->text_file, "The text to score (UTF-8)")->required();
   CLI::Option* chunks = cmd->add_option("--chunks", o->chunks, "Score only the first N chunks (N >= 1; default: all)");
   cmd->add_option("--max-chunk-bytes", o->max_chunk_bytes, "Largest chunk in bytes, counting its closing blank line (>= 1)")->capture_default_str();
-  add_threads_option(cmd, &o->threads);
-  add_kernels_option(cmd, &o->kernels);
-  add_kv_option(cmd, &o->kv);
   cmd->add_flag("--json", o->json, "Print one JSON object with the figures on stdout (the summary goes to stderr)");
   cmd->callback([o, exit_code, chunks] {
     o->chunks_given = chunks->count() > 0;

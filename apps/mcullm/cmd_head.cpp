@@ -6,21 +6,20 @@
 #include <sstream>
 #include <vector>
 
-#include "cli.h"
-#include "load/model_loader_host.h"
 #include "format/vocab_head_gguf_writer_host.h"
 #include "model/vocab_head_build_host.h"
 #include "quant/blocks.h"
 #include "quant/q4e.h"
+#include "session.h"
 
 namespace mcullm::cli {
 
 namespace {
 
 struct HeadOptions {
-  std::string model, tops = "1,2,4,8,16,32", write;
+  ModelOptions m;  // -m, --f32-activations
+  std::string tops = "1,2,4,8,16,32", write;
   int steps = 200, groups = 256, iters = 10, start = 1;
-  bool f32_activations = false;
   bool groups_given = false;  // --groups: cluster again even when the file stores groups
 };
 
@@ -31,18 +30,14 @@ class HiddenProbe {
   virtual Status step(int token, int pos, const float** hidden) = 0;
 };
 
-class PleProbe final : public HiddenProbe {
- public:
-  PleProbe(PleContext* ctx) : ctx_(ctx) {}
+struct PleProbe final : public HiddenProbe {
+  PleContext* ctx = nullptr;  // the session's decoder
   Status step(int token, int pos, const float** hidden) override {
     const float* lg = nullptr;
-    MC_TRY(ctx_->forward(token, pos, &lg));
-    *hidden = ctx_->head_input();
+    MC_TRY(ctx->forward(token, pos, &lg));
+    *hidden = ctx->head_input();
     return Status::Ok();
   }
-
- private:
-  PleContext* ctx_;
 };
 
 // A llama model whose head is replaced by [I; 0] (f32): logits[0..dim) are then exactly the head's input.
@@ -72,10 +67,9 @@ class LlamaProbe final : public HiddenProbe {
 };
 
 int run_head(const HeadOptions& o) {
-  std::unique_ptr<LoadedModel> lm;
-  LoadOptions lo;
-  lo.f32_activations = o.f32_activations;
-  if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
+  Session s;
+  if (Status st = open_session(o.m, 0, &s); !st.ok()) return report(st);
+  const LoadedModel* lm = s.lm.get();
   if (!lm->arch->head_groups)
     return report(Status::Error(Code::kUnsupported, "mcullm head reads llama and PLE models (this one is %s)", lm->arch_name()));
   std::vector<int> tops;
@@ -104,7 +98,7 @@ int run_head(const HeadOptions& o) {
   if (!o.write.empty()) {
     if (lm->format != "gguf")
       return report(Status::Error(Code::kUnsupported, "--write copies a GGUF model: convert %s to GGUF first (mcullm convert)",
-                                  o.model.c_str()));
+                                  o.m.model.c_str()));
     GgufWriter w;
     if (Status st = copy_gguf(lm->gguf, &w); !st.ok()) return report(st);
     if (Status st = add_vocab_head(vh, &w); !st.ok()) return report(st);
@@ -112,19 +106,13 @@ int run_head(const HeadOptions& o) {
     std::fprintf(stderr, "mcullm: wrote %s: the model with its %d head groups\n", o.write.c_str(), vh.n_groups);
   }
 
-  std::vector<uint8_t> ple_mem, llama_mem;
-  Arena ple_work;
-  SerialPool pool;
-  PleContext ple_ctx;
+  std::vector<uint8_t> llama_mem;
   LlamaProbe llama_probe;
-  PleProbe ple_probe(&ple_ctx);
+  PleProbe ple_probe;
   HiddenProbe* probe = nullptr;
   if (ple) {
-    const PleConfig& c = lm->ple.cfg;
-    ple_mem.assign(2ull * c.n_layers * c.seq_len * c.dim * 4 + 64ull * (c.output_vocab + c.ffn + c.dim + c.n_layers * c.ple_dim) +
-                       8ull * c.n_heads * c.seq_len + (1u << 20), 0);
-    ple_work.reset(Tier::kHost, ple_mem.data(), ple_mem.size());
-    if (Status st = ple_ctx.init(&lm->ple, 0, ple_work, &pool, &k, o.f32_activations); !st.ok()) return report(st);
+    if (Status st = s.start_decoder(1, 0); !st.ok()) return report(st);
+    ple_probe.ctx = static_cast<PleContext*>(s.dec.decoder.get());
     probe = &ple_probe;
   } else {
     if (Status st = llama_probe.init(lm->model, &llama_mem); !st.ok()) return report(st);
@@ -146,7 +134,7 @@ int run_head(const HeadOptions& o) {
     if (Status st = probe->step(token, pos, &x); !st.ok()) return report(st);
     ActVec act;
     act.f = x;
-    const int block = head.type == DType::kQ4E ? (o.f32_activations ? 0 : dim) : dtype_info(head.type)->act_block;
+    const int block = head.type == DType::kQ4E ? (o.m.f32_activations ? 0 : dim) : dtype_info(head.type)->act_block;
     if (block > 0) {
       if (head.type == DType::kQ4E) q4e_quantize_activations(x, dim, xq.data(), xs.data());
       else quantize_activations(x, dim, block, xq.data(), xs.data());
@@ -173,8 +161,8 @@ int run_head(const HeadOptions& o) {
   if (stored) std::snprintf(how, sizeof how, "stored in the file");
   else std::snprintf(how, sizeof how, "k-means, %d iterations", o.iters);
   std::printf("model %s (%s), head %d x %d %s, %d groups (%s), greedy from token %d, %d steps, %s activations\n",
-              o.model.c_str(), lm->format.c_str(), vocab, dim, dtype_info(head.type)->name, vh.n_groups, how, o.start, steps,
-              head.type == DType::kF32 || o.f32_activations ? "f32" : "int8");
+              o.m.model.c_str(), lm->format.c_str(), vocab, dim, dtype_info(head.type)->name, vh.n_groups, how, o.start, steps,
+              head.type == DType::kF32 || o.m.f32_activations ? "f32" : "int8");
   std::printf("%-22s %10s %16s %8s\n", "head", "agreement", "bytes/token", "share");
   std::printf("%-22s %9.1f%% %16zu %7.1f%%\n", "full", 100.0, full_bytes, 100.0);
   for (size_t t = 0; t < tops.size(); ++t) {
@@ -192,7 +180,7 @@ int run_head(const HeadOptions& o) {
 void add_head_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<HeadOptions>();
   CLI::App* cmd = app.add_subcommand("head", "Two-stage and pruned vocabulary heads vs the full head on the model's greedy stream");
-  cmd->add_option("-m,--model", o->model, "Model file (llama or esp32-ai PLE)")->required()->check(CLI::ExistingFile);
+  add_model_options(cmd, &o->m, kF32ActivationsFlag, {.model = "Model file (llama or esp32-ai PLE)"});
   cmd->add_option("-n,--steps", o->steps, "Greedy steps")->check(CLI::Range(1, 1 << 20));
   CLI::Option* groups =
       cmd->add_option("--groups", o->groups, "Head groups (k-means clusters; default 256, or the groups the file stores)")
@@ -200,7 +188,6 @@ void add_head_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--iters", o->iters, "k-means iterations")->check(CLI::Range(0, 100));
   cmd->add_option("--top", o->tops, "Groups the two-stage head reads (comma list)");
   cmd->add_option("--start", o->start, "First token")->check(CLI::Range(0, 1 << 24));
-  cmd->add_flag("--f32-activations", o->f32_activations, "PLE models: f32 activations (as esp32-ai's C core)");
   cmd->add_option("--write", o->write, "Also write a copy of the (GGUF) model with these head groups stored in it");
   cmd->callback([o, exit_code, groups] {
     o->groups_given = groups->count() > 0;

@@ -4,21 +4,20 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli.h"
 #include "cluster/node_server_host.h"
 #include "cluster/transport_host.h"
-#include "core/thread_pool_host.h"
+#include "session.h"
 
 namespace mcullm::cli {
 
 namespace {
 
 struct NodeCliOptions {
-  std::string model, layers, listen, serial, kernels = "auto", fault;
-  int threads = 1, ctx = 0, max_layers = 0, max_streams = 16, fault_after = 0;
+  ModelOptions m;  // -m, -c, -t, --kernels, --kv
+  std::string layers, listen, serial, fault;
+  int max_layers = 0, max_streams = 16, fault_after = 0;
   uint64_t rate = 0;
   bool once = false;
-  KvType kv = KvType::kF32;
 };
 
 Status split_host_port(const std::string& text, std::string* host, uint16_t* port) {
@@ -34,26 +33,24 @@ Status split_host_port(const std::string& text, std::string* host, uint16_t* por
 }
 
 int node(const NodeCliOptions& o) {
-  warn_threads(o.threads);
+  warn_threads(o.m.threads);
   if (o.listen.empty() == o.serial.empty())
     return report(Status::Error(Code::kInvalidArgument, "give one of --listen HOST:PORT or --serial PATH"));
   cluster::NodeOptions no;
   if (Status st = parse_layer_range(o.layers, "--layers", &no.range); !st.ok()) return report(st);
-  no.ctx_len = o.ctx;
+  no.ctx_len = o.m.ctx;
   no.max_layers = o.max_layers;
   no.max_streams = o.max_streams;
   no.fault = o.fault;
   no.fault_after = o.fault_after;
-  const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
-  if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
-  LoadOptions lo;
-  lo.kv = o.kv;
+  const KernelSet* kernels = nullptr;
+  if (Status st = find_kernels(o.m.kernels, &kernels); !st.ok()) return report(st);
   std::unique_ptr<SliceSource> source;
-  if (Status st = SliceSource::open_node(o.model, lo, no.range, &source); !st.ok()) return report(st);
-  HostThreadPool pool(o.threads, kHostMinParallelWork);
+  if (Status st = SliceSource::open_node(o.m.model, o.m.load_options(), no.range, &source); !st.ok()) return report(st);
+  HostThreadPool pool(o.m.threads, kHostMinParallelWork);
   cluster::NodeServer server(source.get(), no, &pool, kernels);
   if (Status st = server.init(); !st.ok()) return report(st);
-  std::fprintf(stderr, "mcullm node: %s layers %d:%d of %d, slice hash %016llx\n", o.model.c_str(), server.range().first,
+  std::fprintf(stderr, "mcullm node: %s layers %d:%d of %d, slice hash %016llx\n", o.m.model.c_str(), server.range().first,
                server.range().end, source->config().n_layers, static_cast<unsigned long long>(server.hash()));
 
   if (!o.serial.empty()) {
@@ -89,17 +86,15 @@ int node(const NodeCliOptions& o) {
 void add_node_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<NodeCliOptions>();
   CLI::App* cmd = app.add_subcommand("node", "Serve a layer range of a model to a cluster master (`mcullm cluster`)");
-  cmd->add_option("-m,--model", o->model, "Model file (the master checks the slice by hash)")->required()->check(CLI::ExistingFile);
+  add_model_options(cmd, &o->m, kCtxFlag | kThreadsFlag | kKernelsFlag | kKvFlag,
+                    {.model = "Model file (the master checks the slice by hash)",
+                     .ctx = "Context length (default: the model's; the master's hello sets it)"});
   cmd->add_option("--layers", o->layers, "Layers A:B to load at start (the master may assign others)")->required();
   cmd->add_option("--listen", o->listen, "HOST:PORT to accept a master on (port 0: any free port, printed on stdout)");
   cmd->add_option("--serial", o->serial, "Serial device or pseudo-terminal the master is on");
   cmd->add_option("--rate", o->rate, "--serial: pace sending to this many bits per second (0: as fast as it goes)");
-  cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's; the master's hello sets it)")->check(CLI::Range(0, 1 << 24));
-  add_threads_option(cmd, &o->threads);
-  add_kernels_option(cmd, &o->kernels);
   cmd->add_option("--max-layers", o->max_layers, "Refuse to hold more layers than this (0: no limit)")->check(CLI::Range(0, 4096));
   cmd->add_option("--max-streams", o->max_streams, "KV caches (streams) kept at once")->check(CLI::Range(1, 4096));
-  add_kv_option(cmd, &o->kv);
   cmd->add_flag("--once", o->once, "--listen: exit after the first master disconnects");
   cmd->add_option("--fault", o->fault, "Test hook: fail on purpose after --fault-after hidden states: kill, stop, flip, exit")
       ->check(CLI::IsMember({"kill", "stop", "flip", "exit"}));

@@ -8,20 +8,20 @@
 #include <memory>
 #include <vector>
 
-#include "cli.h"
-#include "plan/cost_model_host.h"
 #include "plan/cluster_plan_host.h"
+#include "plan/cost_model_host.h"
 #include "plan/cost_model_calibration_host.h"
+#include "session.h"
 
 namespace mcullm::cli {
 
 namespace {
 
 struct PlanOptions {
-  std::string model, board = "esp32s3-psram80";
+  ModelOptions m;  // -m, --f32-activations, --kv; -c and -t are the board's
+  std::string board = "esp32s3-psram80";
   int ctx = 0, pos = -1, threads = 1, kv_bytes = 4, head_groups = 0, head_top = 0;
-  bool f32_activations = false, calibration = false, fit = false;
-  KvType kv = KvType::kF32;
+  bool calibration = false, fit = false;
   // --cluster
   int cluster = 0, streams = 1;
   std::string layout, master_board, hidden = "f32", cuts, linear_type = "i2_s", embd_type = "q4_0";
@@ -44,11 +44,11 @@ bool parse_cuts(const std::string& text, std::vector<int>* out) {
 }
 
 int run_cluster(const PlanOptions& o) {
-  if (o.model.empty() == o.layout.empty())
+  if (o.m.model.empty() == o.layout.empty())
     return report(Status::Error(Code::kInvalidArgument, "plan --cluster: give a model (-m) or a qwen2 layout (--layout ref), not both"));
-  if (o.kv_bytes != 4 && o.kv == KvType::kInt8)
+  if (o.kv_bytes != 4 && o.m.kv == KvType::kInt8)
     return report(Status::Error(Code::kInvalidArgument, "plan --cluster: --kv int8 and --kv-bytes say different things"));
-  const int kv_bytes = o.kv == KvType::kInt8 ? 1 : o.kv_bytes;
+  const int kv_bytes = o.m.kv == KvType::kInt8 ? 1 : o.kv_bytes;
   BoardProfile node, master;
   if (Status st = load_board_profile(o.board, &node); !st.ok()) return report(st);
   if (Status st = load_board_profile(o.master_board.empty() ? o.board : o.master_board, &master); !st.ok()) return report(st);
@@ -61,7 +61,7 @@ int run_cluster(const PlanOptions& o) {
       return report(st);
   } else {
     std::unique_ptr<LoadedModel> lm;
-    if (Status st = load_model(o.model, &lm); !st.ok()) return report(st);
+    if (Status st = load_model(o.m.model, &lm); !st.ok()) return report(st);
     if (Status st = cluster_model_from_loaded(*lm, o.ctx, kv_bytes, o.head_groups, o.head_top, &cm); !st.ok()) return report(st);
   }
   ClusterOptions co;
@@ -112,14 +112,12 @@ int run_plan(const PlanOptions& o) {
   if (o.cluster > 0) return run_cluster(o);
   if (!o.layout.empty() || o.master_layers || !o.cuts.empty() || !o.master_board.empty())
     return report(Status::Error(Code::kInvalidArgument, "plan: --layout, --master-layers, --cuts and --master-board need --cluster N"));
-  if (o.model.empty()) return report(Status::Error(Code::kInvalidArgument, "plan: -m MODEL is required"));
+  if (o.m.model.empty()) return report(Status::Error(Code::kInvalidArgument, "plan: -m MODEL is required"));
   BoardProfile board;
   if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);
-  LoadOptions lo;
-  lo.f32_activations = o.f32_activations;
-  lo.kv = o.kv;
-  std::unique_ptr<LoadedModel> lm;
-  if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
+  Session s;
+  if (Status st = open_session(o.m, 0, &s); !st.ok()) return report(st);
+  const LoadedModel* lm = s.lm.get();
   CostOptions co;
   co.ctx_len = o.ctx;
   co.pos = o.pos;
@@ -142,7 +140,8 @@ int run_plan(const PlanOptions& o) {
 void add_plan_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "Memory tiers of a model on a board, predicted ms per stage and tokens/s (cost model)");
-  cmd->add_option("-m,--model", o->model, "Model file (any format run reads)")->check(CLI::ExistingFile);
+  add_model_options(cmd, &o->m, kKvFlag | kF32ActivationsFlag, {.model = "Model file (any format run reads)"});
+  cmd->get_option("--model")->required(false);
   cmd->add_option("--board", o->board, std::string("Board preset (") + board_preset_names() + ") or a JSON profile file");
   cmd->add_option("-c,--ctx-size,--ctx", o->ctx, "Context length (default 0: the model's)")->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--pos", o->pos, "Position of the predicted token (default: the context's last)")->check(CLI::Range(0, 1 << 24));
@@ -152,8 +151,6 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--head-groups", o->head_groups, "Predict a two-stage head of this many groups (`mcullm head`)")
       ->check(CLI::Range(1, 65536));
   cmd->add_option("--head-top", o->head_top, "Groups the two-stage head reads (with --head-groups; default 16)")->check(CLI::Range(1, 65536));
-  cmd->add_flag("--f32-activations", o->f32_activations, "PLE models: f32 activations (as esp32-ai's C core)");
-  add_kv_option(cmd, &o->kv);
   cmd->add_flag("--calibration", o->calibration, "Print the calibration points: published vs predicted (no model needed)");
   cmd->add_flag("--fit", o->fit, "With --calibration: rerun the fit and print the fitted figures");
   cmd->add_option("--cluster", o->cluster, "Split the layers over a chain of N nodes and a master (docs/cluster.md)")
@@ -176,7 +173,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   cmd->callback([o, exit_code] {
     if (o->reference) {
       if (o->cluster == 0) o->cluster = 6;
-      if (o->layout.empty() && o->model.empty()) o->layout = "ref";
+      if (o->layout.empty() && o->m.model.empty()) o->layout = "ref";
     }
     if (o->head_top > 0 && o->head_groups == 0) {
       *exit_code = report(Status::Error(Code::kInvalidArgument, "plan: --head-top needs --head-groups"));

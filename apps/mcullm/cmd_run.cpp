@@ -9,13 +9,10 @@
 
 #include <unistd.h>
 
-#include "cli.h"
-#include "core/thread_pool_host.h"
-#include "plan/cost_model_host.h"
-#include "load/model_loader_host.h"
-#include "kernels/kernels.h"
 #include "model/conversation_host.h"
+#include "plan/cost_model_host.h"
 #include "model/generate.h"
+#include "session.h"
 #include "tokenizer/chat_template_host.h"
 
 namespace mcullm::cli {
@@ -23,15 +20,13 @@ namespace mcullm::cli {
 namespace {
 
 struct RunOptions {
-  std::string model, tokenizer, prompt, prompt_file, prompt_ids, dump_tokens, dump_logits, kernels = "auto", sampler = "default",
-      bit_order = "auto", system, chat_template, board;
-  int n_predict = 256, ctx = 0, threads = 1;
+  ModelOptions m;
+  std::string prompt, prompt_file, prompt_ids, dump_tokens, dump_logits, sampler = "default", system, chat_template, board;
+  int n_predict = 256;
   int64_t seed = -1;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
   int top_k = 40, repeat_last_n = 64;
-  bool fingerprint = false, no_bos = false, quiet = false, cnv = false, f32_activations = false, prompt_ids_given = false;
-  PretunedOptions pretuned;
-  KvType kv = KvType::kF32;
+  bool fingerprint = false, no_bos = false, quiet = false, cnv = false, prompt_ids_given = false;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -103,22 +98,17 @@ bool print_text(void*, std::string_view text) { return write_stdout(text); }
 
 // -cnv: one user message per stdin line, the reply on stdout; /reset starts over, /exit (or the end
 // of stdin) quits. Per-turn figures go to stderr.
-int chat(const RunOptions& o, const LoadedModel& lm, const Tokenizer& tok, const KernelSet* kernels) {
+int chat(const RunOptions& o, Session& s) {
   if (!o.prompt.empty() || !o.prompt_file.empty() || o.prompt_ids_given)
     return report(Status::Error(Code::kInvalidArgument, "-cnv reads the conversation from stdin: give no -p, -f or --prompt-ids (-sys sets the system prompt)"));
   ChatTemplate tmpl;
-  if (Status st = ChatTemplate::choose(lm.format == "gguf" ? &lm.gguf : nullptr, o.chat_template, &tmpl); !st.ok()) return report(st);
-  const ChatFormat format(tmpl, tok);
-  const LlamaConfig& cfg = lm.model.cfg;
-  const int ctx_len = o.ctx > 0 ? o.ctx : cfg.seq_len;
-  if (ctx_len > cfg.seq_len)
-    return report(Status::Error(Code::kInvalidArgument, "-c %d is longer than the model's context of %d", ctx_len, cfg.seq_len));
-  HostThreadPool pool(o.threads, kHostMinParallelWork);
-  DecoderInstance dec;
-  if (Status st = make_decoder(lm, ctx_len, &pool, kernels, 16ull * cfg.vocab_size, &dec); !st.ok()) return report(st);
+  if (Status st = ChatTemplate::choose(s.lm->format == "gguf" ? &s.lm->gguf : nullptr, o.chat_template, &tmpl); !st.ok()) return report(st);
+  const ChatFormat format(tmpl, *s.tok);
+  const int ctx_len = s.ctx_len;
+  if (Status st = s.start_decoder(o.m.threads, 16ull * s.cfg().vocab_size); !st.ok()) return report(st);
   Sampler sampler;
-  if (Status st = sampler.init(sampler_config(o), cfg.vocab_size, dec.work); !st.ok()) return report(st);
-  Conversation conv(*dec.decoder, sampler, tok, format);
+  if (Status st = sampler.init(sampler_config(o), s.cfg().vocab_size, s.dec.work); !st.ok()) return report(st);
+  Conversation conv(*s.dec.decoder, sampler, *s.tok, format);
   conv.set_system(o.system);
   std::fprintf(stderr, "mcullm: chat template %s, context %d, seed %lld; /reset starts over, /exit quits\n", tmpl.name(), ctx_len,
                static_cast<long long>(o.seed));
@@ -155,8 +145,8 @@ int check_board(const RunOptions& o, const LoadedModel& lm) {
   BoardProfile board;
   if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);
   CostOptions co;
-  co.ctx_len = o.ctx;
-  co.threads = o.threads >= 2 ? 2 : 1;
+  co.ctx_len = o.m.ctx;
+  co.threads = o.m.threads >= 2 ? 2 : 1;
   CostReport r;
   if (Status st = cost_model(lm, board, co, &r); !st.ok()) return report(st);
   if (!r.fits) {
@@ -171,30 +161,15 @@ int check_board(const RunOptions& o, const LoadedModel& lm) {
 
 int run(RunOptions o) {
   o.seed = resolve_seed(o.seed);
-  warn_threads(o.threads);
-  if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);
   const Clock::time_point t_load = Clock::now();
-  std::unique_ptr<LoadedModel> lm;
-  LoadOptions lo;
-  lo.bit_order = o.bit_order;
-  lo.f32_activations = o.f32_activations;
-  lo.kv = o.kv;
-  if (Status st = load_model(o.model, lo, &lm); !st.ok()) return report(st);
-  for (const std::string& note : tl_tiling_notes(*lm)) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
-  const LlamaConfig& cfg = lm->model.cfg;
+  Session s;
+  if (Status st = open_session(o.m, kOpenTokenizer, &s); !st.ok()) return report(st);
+  const LlamaConfig& cfg = s.cfg();
   if (!o.board.empty())
-    if (int rc = check_board(o, *lm); rc != 0) return rc;
-
-  std::unique_ptr<Tokenizer> tok;
-  std::string tok_source;
-  const bool need_tokenizer = !o.prompt_ids_given || !o.quiet;
-  Status tok_status = load_tokenizer(*lm, o.tokenizer, &tok, &tok_source);
-  if (!tok_status.ok() && (need_tokenizer || !o.tokenizer.empty())) return report(tok_status);
-  const bool have_tok = tok_status.ok();
-
-  const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
-  if (!kernels) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
-  if (o.cnv) return chat(o, *lm, *tok, kernels);
+    if (int rc = check_board(o, *s.lm); rc != 0) return rc;
+  const Tokenizer* tok = s.tok.get();
+  if (!tok && (!o.prompt_ids_given || !o.quiet)) return report(s.tok_status);
+  if (o.cnv) return chat(o, s);
   if (!o.system.empty() || !o.chat_template.empty())
     return report(Status::Error(Code::kInvalidArgument, "-sys and --chat-template are for a conversation (-cnv)"));
 
@@ -220,23 +195,18 @@ int run(RunOptions o) {
     if (prompt.empty()) return report(Status::Error(Code::kInvalidArgument, "the prompt is empty and --no-bos leaves no token"));
   }
 
-  const int ctx_len = o.ctx > 0 ? o.ctx : cfg.seq_len;
-  if (ctx_len > cfg.seq_len)
-    return report(Status::Error(Code::kInvalidArgument, "-c %d is longer than the model's context of %d", ctx_len, cfg.seq_len));
+  const int ctx_len = s.ctx_len;
   if (static_cast<int>(prompt.size()) > ctx_len)
     return report(Status::Error(Code::kOutOfRange, "the prompt has %zu tokens, the context holds %d (-c)", prompt.size(), ctx_len));
-
-  HostThreadPool pool(o.threads, kHostMinParallelWork);
-  DecoderInstance dec;
-  if (Status st = make_decoder(*lm, ctx_len, &pool, kernels, 16ull * cfg.vocab_size, &dec); !st.ok()) return report(st);
-  Arena& work = dec.work;
+  if (Status st = s.start_decoder(o.m.threads, 16ull * cfg.vocab_size); !st.ok()) return report(st);
+  Arena& work = s.dec.work;
 
   Sampler sampler;
   if (Status st = sampler.init(sampler_config(o), cfg.vocab_size, work); !st.ok()) return report(st);
   const double load_ms = ms_since(t_load);
 
   StepPrinter printer;
-  printer.tok = have_tok ? tok.get() : nullptr;
+  printer.tok = tok;
   printer.quiet = o.quiet;
   printer.n_prompt = static_cast<int>(prompt.size());
   if (!o.dump_tokens.empty()) {
@@ -247,14 +217,14 @@ int run(RunOptions o) {
   }
   if (!o.dump_logits.empty())
     if (Status st = printer.logits.open(o.dump_logits, "--dump-logits"); !st.ok()) return report(st);
-  if (!o.quiet && have_tok && prompt[0] != tok->bos_id()) {
+  if (!o.quiet && tok && prompt[0] != tok->bos_id()) {
     write_stdout(printer.utf8.push(tok->decode_step(-1, prompt[0])));
   }
 
   GenerateOptions go;
   go.n_predict = o.n_predict;
-  go.stop_a = have_tok ? tok->bos_id() : -1;  // llama2.c models end a story with BOS
-  go.stop_b = have_tok ? tok->eos_id() : -1;
+  go.stop_a = tok ? tok->bos_id() : -1;  // llama2.c models end a story with BOS
+  go.stop_b = tok ? tok->eos_id() : -1;
   printer.stop_a = go.stop_a;
   printer.stop_b = go.stop_b;
   std::vector<int> history(prompt.size() + static_cast<size_t>(o.n_predict) + 1);
@@ -262,7 +232,7 @@ int run(RunOptions o) {
   GenerateHooks hooks{&printer, on_logits, on_step};
   GenerateResult result;
   printer.start = Clock::now();
-  const Status st = generate(*dec.decoder, sampler, prompt.data(), static_cast<int>(prompt.size()), go, history.data(), o.fingerprint ? &fp : nullptr, hooks, &result);
+  const Status st = generate(*s.dec.decoder, sampler, prompt.data(), static_cast<int>(prompt.size()), go, history.data(), o.fingerprint ? &fp : nullptr, hooks, &result);
   const double total_ms = ms_since(printer.start);
   const Status dump_st = printer.dump.close(), logits_st = printer.logits.close();
   if (!o.quiet) {
@@ -274,9 +244,10 @@ int run(RunOptions o) {
 
   const double gen_ms = total_ms - printer.prompt_ms;
   const int gen_runs = result.n_sampled - 1;  // the first sampled token comes out of the prompt's last step
-  std::fprintf(stderr, "\nmcullm: model             = %s (%s), tokenizer %s\n", o.model.c_str(), lm->format.c_str(),
-               have_tok ? tok_source.c_str() : "none");
-  std::fprintf(stderr, "mcullm: kernels           = %s, %d thread%s, context %d\n", kernels->name, o.threads, o.threads == 1 ? "" : "s", ctx_len);
+  std::fprintf(stderr, "\nmcullm: model             = %s (%s), tokenizer %s\n", o.m.model.c_str(), s.lm->format.c_str(),
+               tok ? s.tok_source.c_str() : "none");
+  std::fprintf(stderr, "mcullm: kernels           = %s, %d thread%s, context %d\n", s.kernels->name, o.m.threads,
+               o.m.threads == 1 ? "" : "s", ctx_len);
   std::fprintf(stderr, "mcullm: sampling          = seed %lld (-s to repeat), temp %g\n", static_cast<long long>(o.seed), o.temp);
   std::fprintf(stderr, "mcullm: load time         = %10.2f ms\n", load_ms);
   std::fprintf(stderr, "mcullm: prompt eval time  = %10.2f ms / %5d tokens (%8.3f ms per token, %10.2f tokens per second)\n",
@@ -285,7 +256,7 @@ int run(RunOptions o) {
     std::fprintf(stderr, "mcullm:        eval time  = %10.2f ms / %5d runs   (%8.3f ms per token, %10.2f tokens per second)\n",
                  gen_ms, gen_runs, gen_ms / gen_runs, 1000.0 * gen_runs / gen_ms);
   std::fprintf(stderr, "mcullm:       total time  = %10.2f ms / %5d tokens\n", total_ms + load_ms, result.n_prompt + result.n_sampled);
-  print_memory(lm->tables, work);
+  print_memory(s.lm->tables, work);
   if (result.context_full) std::fprintf(stderr, "mcullm: stopped: the context of %d tokens is full\n", ctx_len);
   if (o.fingerprint)
     std::printf("fingerprint %016" PRIx64 " tokens %016" PRIx64 " logits %016" PRIx64 "\n", fp.combined(), fp.tokens(), fp.logits());
@@ -297,15 +268,11 @@ int run(RunOptions o) {
 void add_run_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text with a model");
-  cmd->add_option("-m,--model", o->model, "Model file (GGUF or llama2.c .bin)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-z,--tokenizer", o->tokenizer, "Tokenizer (llama2.c tokenizer.bin, a GGUF vocabulary or a tokenizer.json); default: the model's own, or one beside it")
-      ->check(CLI::ExistingFile);
+  add_model_options(cmd, &o->m, kTokenizerFlag | kCtxFlag | kThreadsFlag | kKernelsFlag | kBitOrderFlag | kPretunedFlag | kKvFlag | kF32ActivationsFlag);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file")->check(CLI::ExistingFile);
   CLI::Option* prompt_ids = cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, e.g. 1,403,407 (no BOS is added)");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->check(CLI::Range(0, 1 << 24));
-  cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's)")->check(CLI::Range(0, 1 << 24));
-  add_threads_option(cmd, &o->threads);
   add_seed_option(cmd, &o->seed);
   cmd->add_option("--temp", o->temp, "Temperature (0 = greedy); -temp also works")->check(CLI::Range(0.0f, 100.0f));
   cmd->add_option("--top-k", o->top_k, "Top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
@@ -315,13 +282,6 @@ void add_run_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--repeat-last-n", o->repeat_last_n, "Tokens the repeat penalty looks back (-1 = all)")->check(CLI::Range(-1, 1 << 24));
   cmd->add_option("--sampler", o->sampler, "default, or llama2c (llama2.c's RNG and top-p: same seed, same text)")
       ->check(CLI::IsMember({"default", "llama2c"}));
-  add_kernels_option(cmd, &o->kernels);
-  cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
-      ->check(CLI::IsMember({"msb", "lsb", "auto"}));
-  add_pretuned_options(cmd, &o->pretuned);
-  add_kv_option(cmd, &o->kv);
-  cmd->add_flag("--f32-activations", o->f32_activations,
-                "PLE (esp32-ai) models: f32 matvec inputs, as esp32-ai's C core (default: int8, as its int8 build)");
   cmd->add_option("--board", o->board, "Refuse to run unless the model fits this board's memory tiers (preset or JSON profile), placed as `mcullm plan` does");
   cmd->add_flag("--fingerprint", o->fingerprint, "Print the run's fingerprint (hash of token ids and logits)");
   cmd->add_option("--dump-tokens", o->dump_tokens, "Write PROMPT / TOK lines (the format of ../shared/models/*/ref)");

@@ -15,17 +15,18 @@
 #include <thread>
 #include <vector>
 
-#include "cli.h"
 #include "serve/board_link_host.h"
 #include "serve/engine_host.h"
 #include "serve/http_server_host.h"
 #include "serve/serial_server_host.h"
+#include "session.h"
 
 namespace mcullm::cli {
 
 namespace {
 
 struct ServeOptions {
+  ModelOptions m;  // -m, -z, -c, -t, --kernels: the engine's
   serve::EngineOptions engine;
   serve::HttpOptions http;
   std::string serial, bridge;
@@ -98,6 +99,11 @@ int exec_http_server() {
 #endif
 
 int serve_main(ServeOptions& o) {
+  o.engine.model = o.m.model;
+  o.engine.tokenizer = o.m.tokenizer;
+  o.engine.ctx = o.m.ctx;
+  o.engine.threads = o.m.threads;
+  o.engine.kernels = o.m.kernels;
 #if !MCULLM_SERVE_HTTP
   if (o.serial.empty()) return exec_http_server();  // HTTP, also with --bridge
 #endif
@@ -146,10 +152,8 @@ int serve_main(ServeOptions& o) {
 void add_serve_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model over HTTP (OpenAI / llama-server API) or a serial line protocol");
-  cmd->add_option("-m,--model", o->engine.model, "Model file (GGUF or llama2.c .bin)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("-z,--tokenizer", o->engine.tokenizer, "Tokenizer (default: the model's own, or one beside it)")->check(CLI::ExistingFile);
-  cmd->add_option("-c,--ctx-size", o->engine.ctx, "Context length per slot (default: the model's)")->check(CLI::Range(0, 1 << 24));
-  add_threads_option(cmd, &o->engine.threads, "Threads per slot");
+  add_model_options(cmd, &o->m, kTokenizerFlag | kCtxFlag | kThreadsFlag | kKernelsFlag,
+                    {.ctx = "Context length per slot (default: the model's)", .threads = "Threads per slot"});
   cmd->add_option("--parallel", o->engine.parallel, "Concurrent generations (slots), each with its own KV cache")->check(CLI::Range(1, 64));
   cmd->add_option("--queue", o->engine.queue, "Requests that may wait for a slot (a burst waits for its turn); more get 503")
       ->capture_default_str()
@@ -157,7 +161,6 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--alias", o->engine.alias, "Model id in the API (default: the model file's name)");
   cmd->add_option("--chat-template", o->engine.chat_template,
                   std::string("Chat template for /v1/chat/completions: ") + ChatTemplate::known_names() + " (default: the model file's own)");
-  add_kernels_option(cmd, &o->engine.kernels);
   cmd->add_option("--token-delay-ms", o->engine.token_delay_ms, "Sleep after each token (to mimic a slow board in demos and tests)")
       ->check(CLI::Range(0, 10000));
   cmd->add_option("--host", o->http.host, "Address to listen on");

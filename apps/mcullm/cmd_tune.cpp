@@ -103,8 +103,8 @@ int tune(const TuneOptions& o) {
     types.push_back(t);
   }
   if (types.empty()) return report(Status::Error(Code::kInvalidArgument, "--types is empty"));
-  const KernelSet* k = kernels_by_name(o.kernels.c_str());
-  if (!k) return report(Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str()));
+  const KernelSet* k = nullptr;
+  if (Status st = find_kernels(o.kernels, &k); !st.ok()) return report(st);
   const std::string path = o.output.empty() ? tl_tuning_default_path() : o.output;
   TlTuningTable table;
   warn_threads(o.threads);

@@ -64,6 +64,12 @@ void add_kernels_option(CLI::App* cmd, std::string* kernels) {
   cmd->add_option("--kernels", *kernels, help)->check(CLI::IsMember(names));
 }
 
+Status find_kernels(const std::string& name, const KernelSet** kernels) {
+  *kernels = kernels_by_name(name.c_str());
+  if (!*kernels) return Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", name.c_str());
+  return Status::Ok();
+}
+
 void add_threads_option(CLI::App* cmd, int* threads, const std::string& what) {
   *threads = physical_cores();
   cmd->add_option("-t,--threads", *threads, what + " (default: the physical cores)")->check(CLI::Range(1, 256));

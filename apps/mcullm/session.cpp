@@ -1,0 +1,65 @@
+// The model flags every command shares and the session they open (session.h).
+#include "session.h"
+
+namespace mcullm::cli {
+
+LoadOptions ModelOptions::load_options() const {
+  LoadOptions lo;
+  lo.bit_order = bit_order;
+  lo.f32_activations = f32_activations;
+  lo.kv = kv;
+  return lo;
+}
+
+void add_model_options(CLI::App* cmd, ModelOptions* o, unsigned flags, const ModelHelp& help) {
+  if (help.model) cmd->add_option("-m,--model", o->model, help.model)->required()->check(CLI::ExistingFile);
+  if (flags & kTokenizerFlag)
+    cmd->add_option("-z,--tokenizer", o->tokenizer,
+                    "Tokenizer (llama2.c tokenizer.bin, a GGUF vocabulary or a tokenizer.json); default: the model's own, or one beside it")
+        ->check(CLI::ExistingFile);
+  if (flags & kCtxFlag) cmd->add_option("-c,--ctx-size", o->ctx, help.ctx)->check(CLI::Range(0, 1 << 24));
+  if (flags & kThreadsFlag) add_threads_option(cmd, &o->threads, help.threads);
+  if (flags & kKernelsFlag) add_kernels_option(cmd, &o->kernels);
+  if (flags & kBitOrderFlag)
+    cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
+        ->check(CLI::IsMember({"msb", "lsb", "auto"}));
+  if (flags & kPretunedFlag) add_pretuned_options(cmd, &o->pretuned);
+  if (flags & kKvFlag)
+    cmd->add_option_function<std::string>(
+           "--kv", [o](const std::string& name) { parse_kv_type(name.c_str(), &o->kv); },
+           "KV cache: f32 (default) or int8 (one scale per head per position; about 4x fewer bytes)")
+        ->check(CLI::IsMember({"f32", "int8"}));
+  if (flags & kF32ActivationsFlag)
+    cmd->add_flag("--f32-activations", o->f32_activations,
+                  "PLE (esp32-ai) models: f32 matvec inputs, as esp32-ai's C core (default: int8, as its int8 build)");
+}
+
+Status Session::start_decoder(int threads, size_t extra_bytes) {
+  dec.decoder.reset();  // before the pool it runs on
+  pool = std::make_unique<HostThreadPool>(threads, kHostMinParallelWork);
+  return make_decoder(*lm, ctx_len, pool.get(), kernels, extra_bytes, &dec);
+}
+
+Status load_session_model(const std::string& path, const ModelOptions& o, std::unique_ptr<LoadedModel>* lm) {
+  MC_TRY(load_model(path, o.load_options(), lm));
+  for (const std::string& note : tl_tiling_notes(**lm)) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
+  return Status::Ok();
+}
+
+Status open_session(const ModelOptions& o, unsigned what, Session* s) {
+  warn_threads(o.threads);
+  MC_TRY(find_kernels(o.kernels, &s->kernels));
+  MC_TRY(apply_pretuned(o.pretuned));
+  MC_TRY(load_session_model(o.model, o, &s->lm));
+  if (what & kOpenTokenizer) {
+    s->tok_status = load_tokenizer(*s->lm, o.tokenizer, &s->tok, &s->tok_source);
+    if (!s->tok_status.ok() && !o.tokenizer.empty()) return s->tok_status;
+    if (!s->tok_status.ok()) s->tok.reset();
+  }
+  const int seq_len = s->cfg().seq_len;
+  s->ctx_len = o.ctx > 0 ? o.ctx : seq_len;
+  if (s->ctx_len > seq_len) return Status::Error(Code::kInvalidArgument, "-c %d is longer than the model's context of %d", s->ctx_len, seq_len);
+  return what & kOpenDecoder ? s->start_decoder(o.threads, 0) : Status::Ok();
+}
+
+}  // namespace mcullm::cli
