@@ -31,5 +31,52 @@ TEST(CliHead, BadFlagsAreRefused) {
   EXPECT_NE(none.exit_code, 0);
 }
 
+// `run --head`: head groups stored with a default by `head --write --default-head`; the pruned head
+// writes the full head's greedy text, two-stage over every group too; sampling never takes a pruned
+// head silently; a model without groups refuses the grouped heads.
+TEST(CliHead, RunWithAStoredHeadWritesTheFullHeadsGreedyText) {
+  const std::string base = std::string(MCULLM_SOURCE_DIR) + "/models/tinystories-q4.gguf";
+  const std::string grouped = test::temp_dir() + "/grouped.gguf";
+  const auto w = run_cli({"head", "-m", base, "-n", "4", "--groups", "16", "--iters", "4", "--write", grouped,
+                          "--default-head", "pruned"});
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  const std::vector<std::string> greedy = {"run", "-n", "40", "--temp", "0", "-p", "Once upon a time", "-s", "3"};
+  auto with = [](std::vector<std::string> a, const std::string& m, std::vector<std::string> more = {}) {
+    a.insert(a.begin() + 1, {"-m", m});
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  const auto full = run_cli(with(greedy, base));
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  const auto pruned = run_cli(with(greedy, grouped));  // --head auto: the file's default
+  ASSERT_EQ(pruned.exit_code, 0) << pruned.err;
+  EXPECT_EQ(pruned.out, full.out);
+  EXPECT_NE(pruned.err.find("head: pruned"), std::string::npos) << pruned.err;
+  const auto all = run_cli(with(greedy, grouped, {"--head", "two-stage", "--head-top", "16"}));
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(all.out, full.out);
+  EXPECT_NE(all.err.find("head: two-stage, the rows of the best 16 of 16 groups"), std::string::npos) << all.err;
+
+  const std::vector<std::string> sampled = {"run", "-n", "40", "--temp", "0.8", "-p", "Once upon a time", "-s", "3"};
+  const auto sampled_full = run_cli(with(sampled, base));
+  const auto sampled_auto = run_cli(with(sampled, grouped));  // auto: a pruned default falls back to full
+  ASSERT_EQ(sampled_auto.exit_code, 0) << sampled_auto.err;
+  EXPECT_EQ(sampled_auto.out, sampled_full.out);
+  EXPECT_EQ(sampled_auto.err.find("head: pruned"), std::string::npos) << sampled_auto.err;
+  const auto refused = run_cli(with(sampled, grouped, {"--head", "pruned"}));
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("exact for greedy decoding only"), std::string::npos) << refused.err;
+
+  const auto no_groups = run_cli(with(greedy, base, {"--head", "two-stage"}));
+  EXPECT_NE(no_groups.exit_code, 0);
+  EXPECT_NE(no_groups.err.find("mcullm head --write"), std::string::npos) << no_groups.err;
+  const auto too_many = run_cli(with(greedy, grouped, {"--head", "two-stage", "--head-top", "17"}));
+  EXPECT_NE(too_many.exit_code, 0);
+  EXPECT_NE(too_many.err.find("16 groups"), std::string::npos) << too_many.err;
+  const auto stray = run_cli({"head", "-m", base, "-n", "2", "--default-head", "pruned"});
+  EXPECT_NE(stray.exit_code, 0);
+  EXPECT_NE(stray.err.find("stored by --write"), std::string::npos) << stray.err;
+}
+
 }  // namespace
 }  // namespace mcullm

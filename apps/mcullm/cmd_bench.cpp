@@ -251,6 +251,10 @@ int bench(const BenchOptions& o) {
       HostThreadPool pool(t, kHostMinParallelWork);
       DecoderInstance dec;
       if (Status st = make_decoder(*lm, need, &pool, kernels, 0, &dec); !st.ok()) return report(st);
+      HeadChoice head;  // greedy: a pruned head is exact here
+      if (Status st = resolve_head(o.m, *lm, false, &head); !st.ok()) return report(st);
+      if (Status st = dec.decoder->set_head(head, dec.work); !st.ok()) return report(st);
+      if (t == threads.front()) note_head(head);
       struct Test { bool prompt; int count; };
       std::vector<Test> tests;
       for (int p : prompts)
@@ -324,7 +328,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp test (comma list; 0 = none)");
   cmd->add_option("-t,--threads", o->threads, "Threads (comma list; default: the physical cores)");
   cmd->add_option("-r,--repetitions", o->reps, "Repetitions of each test")->check(CLI::Range(1, 1000));
-  add_model_options(cmd, &o->m, kKernelsFlag | kPretunedFlag | kKvFlag, {.model = nullptr});
+  add_model_options(cmd, &o->m, kKernelsFlag | kPretunedFlag | kKvFlag | kHeadFlag, {.model = nullptr});
   cmd->add_option("--board", o->board, "Also print the cost model's tg prediction on this board (preset or JSON file)");
   cmd->callback([o, exit_code] { *exit_code = bench(*o); });
 }

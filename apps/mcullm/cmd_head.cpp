@@ -18,8 +18,8 @@ namespace {
 
 struct HeadOptions {
   ModelOptions m;  // -m, --f32-activations
-  std::string tops = "1,2,4,8,16,32", write;
-  int steps = 200, groups = 256, iters = 10, start = 1;
+  std::string tops = "1,2,4,8,16,32", write, default_head = "full";
+  int steps = 200, groups = 256, iters = 10, start = 1, default_top = 0;
   bool groups_given = false;  // --groups: cluster again even when the file stores groups
 };
 
@@ -95,13 +95,19 @@ int run_head(const HeadOptions& o) {
   const bool stored = lm->has_head_groups && !o.groups_given;
   if (stored) vh = lm->head_groups;
   else if (Status st = build_vocab_head(head, o.groups, o.iters, head_arena, &vh); !st.ok()) return report(st);
+  HeadMode default_head = HeadMode::kFull;
+  parse_head_mode(o.default_head.c_str(), &default_head);
+  if (o.write.empty() && (default_head != HeadMode::kFull || o.default_top > 0))
+    return report(Status::Error(Code::kInvalidArgument, "--default-head and --default-top are stored by --write"));
+  if (o.default_top > vh.n_groups)
+    return report(Status::Error(Code::kOutOfRange, "--default-top %d: the head has %d groups", o.default_top, vh.n_groups));
   if (!o.write.empty()) {
     if (lm->format != "gguf")
       return report(Status::Error(Code::kUnsupported, "--write copies a GGUF model: convert %s to GGUF first (mcullm convert)",
                                   o.m.model.c_str()));
     GgufWriter w;
     if (Status st = copy_gguf(lm->gguf, &w); !st.ok()) return report(st);
-    if (Status st = add_vocab_head(vh, &w); !st.ok()) return report(st);
+    if (Status st = add_vocab_head(vh, &w, default_head, o.default_top); !st.ok()) return report(st);
     if (Status st = w.write_file(o.write); !st.ok()) return report(st);
     std::fprintf(stderr, "mcullm: wrote %s: the model with its %d head groups\n", o.write.c_str(), vh.n_groups);
   }
@@ -189,6 +195,11 @@ void add_head_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--top", o->tops, "Groups the two-stage head reads (comma list)");
   cmd->add_option("--start", o->start, "First token")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--write", o->write, "Also write a copy of the (GGUF) model with these head groups stored in it");
+  cmd->add_option("--default-head", o->default_head,
+                  "With --write: the head generation uses by default (`run --head auto`): full, two-stage or pruned")
+      ->check(CLI::IsMember({"full", "two-stage", "pruned"}));
+  cmd->add_option("--default-top", o->default_top, "With --write: the groups a default two-stage head reads")
+      ->check(CLI::Range(1, kMaxHeadGroups));
   cmd->callback([o, exit_code, groups] {
     o->groups_given = groups->count() > 0;
     *exit_code = run_head(*o);

@@ -106,6 +106,7 @@ int chat(const RunOptions& o, Session& s) {
   const ChatFormat format(tmpl, *s.tok);
   const int ctx_len = s.ctx_len;
   if (Status st = s.start_decoder(o.m.threads, 16ull * s.cfg().vocab_size); !st.ok()) return report(st);
+  if (Status st = s.set_head(o.m, o.temp > 0.0f); !st.ok()) return report(st);
   Sampler sampler;
   if (Status st = sampler.init(sampler_config(o), s.cfg().vocab_size, s.dec.work); !st.ok()) return report(st);
   Conversation conv(*s.dec.decoder, sampler, *s.tok, format);
@@ -199,6 +200,7 @@ int run(RunOptions o) {
   if (static_cast<int>(prompt.size()) > ctx_len)
     return report(Status::Error(Code::kOutOfRange, "the prompt has %zu tokens, the context holds %d (-c)", prompt.size(), ctx_len));
   if (Status st = s.start_decoder(o.m.threads, 16ull * cfg.vocab_size); !st.ok()) return report(st);
+  if (Status st = s.set_head(o.m, o.temp > 0.0f); !st.ok()) return report(st);
   Arena& work = s.dec.work;
 
   Sampler sampler;
@@ -268,7 +270,7 @@ int run(RunOptions o) {
 void add_run_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text with a model");
-  add_model_options(cmd, &o->m, kTokenizerFlag | kCtxFlag | kThreadsFlag | kKernelsFlag | kBitOrderFlag | kPretunedFlag | kKvFlag | kF32ActivationsFlag);
+  add_model_options(cmd, &o->m, kTokenizerFlag | kCtxFlag | kThreadsFlag | kKernelsFlag | kBitOrderFlag | kPretunedFlag | kKvFlag | kF32ActivationsFlag | kHeadFlag);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file")->check(CLI::ExistingFile);
   CLI::Option* prompt_ids = cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt as token ids, e.g. 1,403,407 (no BOS is added)");

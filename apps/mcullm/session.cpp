@@ -29,15 +29,65 @@ void add_model_options(CLI::App* cmd, ModelOptions* o, unsigned flags, const Mod
            "--kv", [o](const std::string& name) { parse_kv_type(name.c_str(), &o->kv); },
            "KV cache: f32 (default) or int8 (one scale per head per position; about 4x fewer bytes)")
         ->check(CLI::IsMember({"f32", "int8"}));
+  if (flags & kHeadFlag) {
+    cmd->add_option("--head", o->head,
+                    "Vocabulary head: auto (the model file's default, else full), full, two-stage (the best --head-top "
+                    "groups' rows; approximate) or pruned (exact for greedy decoding); the grouped heads need head "
+                    "groups in the file (mcullm head --write)")
+        ->check(CLI::IsMember({"auto", "full", "two-stage", "pruned"}));
+    cmd->add_option("--head-top", o->head_top, "Groups the two-stage head reads (default: the file's, else 16)")
+        ->check(CLI::Range(1, kMaxHeadGroups));
+  }
   if (flags & kF32ActivationsFlag)
     cmd->add_flag("--f32-activations", o->f32_activations,
                   "PLE (esp32-ai) models: f32 matvec inputs, as esp32-ai's C core (default: int8, as its int8 build)");
+}
+
+Status resolve_head(const ModelOptions& o, const LoadedModel& lm, bool sampling, HeadChoice* out) {
+  HeadChoice h;
+  if (o.head == "auto") {
+    h.mode = lm.has_head_groups ? lm.default_head : HeadMode::kFull;
+    if (h.mode == HeadMode::kPruned && sampling) h.mode = HeadMode::kFull;
+  } else if (!parse_head_mode(o.head.c_str(), &h.mode)) {
+    return Status::Error(Code::kInvalidArgument, "--head %s is not auto, full, two-stage or pruned", o.head.c_str());
+  } else if (h.mode == HeadMode::kPruned && sampling) {
+    return Status::Error(Code::kInvalidArgument,
+                         "--head pruned is exact for greedy decoding only (--temp 0); sampling needs --head full or two-stage");
+  }
+  if (h.mode != HeadMode::kFull) {
+    if (!lm.has_head_groups)
+      return Status::Error(Code::kUnsupported, "--head %s needs head groups in %s (mcullm head --write adds them)",
+                           head_mode_name(h.mode), lm.path.c_str());
+    h.groups = &lm.head_groups;
+    const int top = o.head_top > 0 ? o.head_top : lm.default_head_top > 0 ? lm.default_head_top : kDefaultTopGroups;
+    h.top_groups = top < lm.head_groups.n_groups ? top : lm.head_groups.n_groups;
+    if (o.head_top > lm.head_groups.n_groups)
+      return Status::Error(Code::kOutOfRange, "--head-top %d: the model's head has %d groups", o.head_top, lm.head_groups.n_groups);
+  }
+  *out = h;
+  return Status::Ok();
+}
+
+void note_head(const HeadChoice& h) {
+  if (h.mode == HeadMode::kTwoStage)
+    std::fprintf(stderr, "mcullm: head: two-stage, the rows of the best %d of %d groups (approximate)\n", h.top_groups,
+                 h.groups->n_groups);
+  else if (h.mode == HeadMode::kPruned)
+    std::fprintf(stderr, "mcullm: head: pruned, %d groups (exact greedy argmax)\n", h.groups->n_groups);
 }
 
 Status Session::start_decoder(int threads, size_t extra_bytes) {
   dec.decoder.reset();  // before the pool it runs on
   pool = std::make_unique<HostThreadPool>(threads, kHostMinParallelWork);
   return make_decoder(*lm, ctx_len, pool.get(), kernels, extra_bytes, &dec);
+}
+
+Status Session::set_head(const ModelOptions& o, bool sampling) {
+  HeadChoice h;
+  MC_TRY(resolve_head(o, *lm, sampling, &h));
+  MC_TRY(dec.decoder->set_head(h, dec.work));
+  note_head(h);
+  return Status::Ok();
 }
 
 Status load_session_model(const std::string& path, const ModelOptions& o, std::unique_ptr<LoadedModel>* lm) {

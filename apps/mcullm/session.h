@@ -15,6 +15,8 @@ struct ModelOptions {
   int ctx = 0, threads = 1;  // ctx 0: the model's context; -t defaults to the physical cores
   bool f32_activations = false;
   KvType kv = KvType::kF32;
+  std::string head = "auto";  // --head: auto (the file's default, else full), full, two-stage, pruned
+  int head_top = 0;           // --head-top: groups the two-stage head reads (0: the file's, else 16)
   PretunedOptions pretuned;
   LoadOptions load_options() const;
 };
@@ -23,7 +25,7 @@ struct ModelOptions {
 // -z, -c, -t, --kernels, --kv, --bit-order, --use-pretuned / --tuning, --f32-activations.
 enum ModelFlag : unsigned {
   kTokenizerFlag = 1, kCtxFlag = 2, kThreadsFlag = 4, kKernelsFlag = 8, kKvFlag = 16, kBitOrderFlag = 32, kPretunedFlag = 64,
-  kF32ActivationsFlag = 128,
+  kF32ActivationsFlag = 128, kHeadFlag = 256,
 };
 // The help of the flags a command narrows; model nullptr: the command declares its own (bench's list,
 // convert's positional input).
@@ -46,7 +48,16 @@ struct Session {
   const LlamaConfig& cfg() const { return lm->model.cfg; }
   // A pool of `threads` and a decoder of ctx_len positions with `extra_bytes` more in its work arena.
   Status start_decoder(int threads, size_t extra_bytes);
+  // After start_decoder: the head o's --head / --head-top choose (resolve_head), noted on stderr.
+  Status set_head(const ModelOptions& o, bool sampling);
 };
+
+// The head --head / --head-top choose for the loaded model (model/vocab_head.h): auto is the file's
+// default head (else full); pruned is exact for greedy decoding only, so with `sampling` an explicit
+// pruned is an error and auto falls back to full.
+Status resolve_head(const ModelOptions& o, const LoadedModel& lm, bool sampling, HeadChoice* out);
+// A one-line note on stderr when the head is not the full one.
+void note_head(const HeadChoice& h);
 
 // kOpenTokenizer: also the tokenizer (an error only when -z names one that fails);
 // kOpenDecoder: also start_decoder(o.threads, 0).

@@ -79,6 +79,25 @@ Status check_vocab_head(const VocabHead& h, const MatRef& head, Arena& scratch) 
   return st;
 }
 
+Status vocab_head_default_from_gguf(const GgufFile& f, HeadMode* mode, int* top) {
+  *mode = HeadMode::kFull;
+  *top = 0;
+  if (f.find_kv("head_groups.default_mode")) {
+    GgufStr s;
+    MC_TRY(f.get_string("head_groups.default_mode", &s));
+    char name[16] = {0};
+    if (s.size >= sizeof name || (memcpy(name, s.data, s.size), !parse_head_mode(name, mode)))
+      return Status::Error(Code::kCorrupt, "head_groups.default_mode is not full, two-stage or pruned");
+  }
+  if (f.find_kv("head_groups.default_top")) {
+    uint32_t t = 0;
+    MC_TRY(f.get_u32("head_groups.default_top", &t));
+    if (t < 1 || t > kMaxHeadGroups) return Status::Error(Code::kCorrupt, "head_groups.default_top %u is not in 1..%d", static_cast<unsigned>(t), kMaxHeadGroups);
+    *top = static_cast<int>(t);
+  }
+  return Status::Ok();
+}
+
 Status vocab_head_from_gguf(const GgufFile& f, const MatRef& head, Arena& tables, VocabHead* out) {
   const GgufTensor* rows = f.find_tensor(kRows);
   if (!rows) return Status::Error(Code::kNotFound, "tensor %s is missing", kRows);

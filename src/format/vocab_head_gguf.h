@@ -5,6 +5,8 @@
 //   tensor head_groups.centroids    f16 [dim, n_groups]
 //   i32 arrays head_groups.token_of_row [vocab], head_groups.group_start [n_groups + 1]
 //   f32 arrays head_groups.radius, head_groups.row_norm_max [n_groups]
+//   optional: string head_groups.default_mode ("full", "two-stage", "pruned"), u32 head_groups.default_top:
+//   the head generation uses when the user does not choose (`mcullm run --head auto`)
 #pragma once
 #include "core/arena.h"
 #include "format/gguf.h"
@@ -21,6 +23,10 @@ bool gguf_has_vocab_head(const GgufFile& f);
 // the vocabulary, group bounds in order, finite non-negative radii, and each stored row equal to the
 // head row it stands for; anything else is a kCorrupt error naming the part.
 Status vocab_head_from_gguf(const GgufFile& f, const MatRef& head, Arena& tables, VocabHead* out);
+
+// The stored default head (kFull with top 0 when the file names none); a name or count that is not
+// one is kCorrupt.
+Status vocab_head_default_from_gguf(const GgufFile& f, HeadMode* mode, int* top);
 
 // The checks above on an already built VocabHead (also used by the board image reader).
 Status check_vocab_head(const VocabHead& h, const MatRef& head, Arena& scratch);

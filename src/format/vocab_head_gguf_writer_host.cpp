@@ -80,7 +80,9 @@ Status copy_gguf(const GgufFile& in, GgufWriter* w) {
   return Status::Ok();
 }
 
-Status add_vocab_head(const VocabHead& h, GgufWriter* w) {
+Status add_vocab_head(const VocabHead& h, GgufWriter* w, HeadMode mode, int top) {
+  if (mode != HeadMode::kFull) w->set_string("head_groups.default_mode", head_mode_name(mode));
+  if (top > 0) w->set_u32("head_groups.default_top", static_cast<uint32_t>(top));
   const MatRef& r = h.rows;
   const int V = r.rows, D = r.cols, K = h.n_groups;
   MC_TRY(w->add_tensor("head_groups.rows", r.type, {D, V}, r.data, static_cast<size_t>(V) * r.row_bytes));

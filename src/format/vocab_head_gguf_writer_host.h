@@ -9,7 +9,8 @@ namespace mcullm {
 
 // Every key and tensor of `in`, in order, except any head groups it already stores.
 Status copy_gguf(const GgufFile& in, GgufWriter* w);
-// The tensors and arrays of format/vocab_head_gguf.h for `h`.
-Status add_vocab_head(const VocabHead& h, GgufWriter* w);
+// The tensors and arrays of format/vocab_head_gguf.h for `h`; with mode other than full, the default
+// head (mode and top groups, top 0: none) too.
+Status add_vocab_head(const VocabHead& h, GgufWriter* w, HeadMode mode = HeadMode::kFull, int top = 0);
 
 }  // namespace mcullm

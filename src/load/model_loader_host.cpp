@@ -186,6 +186,7 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
       else
         st = vocab_head_from_gguf(m->gguf, m->is(ArchFamily::kPle) ? m->ple.output : m->model.output, m->tables, &m->head_groups);
       m->has_head_groups = st.ok();
+      if (st.ok()) st = vocab_head_default_from_gguf(m->gguf, &m->default_head, &m->default_head_top);
     }
   } else if (esp32ai_is_model(data, size)) {
     st = esp32ai_load(data, size, m->tables, &m->ple);

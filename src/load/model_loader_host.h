@@ -41,6 +41,8 @@ struct LoadedModel {
   KvType kv = KvType::kF32;                 // the KV cache make_decoder gives every architecture
   VocabHead head_groups;                    // the head's groups when the GGUF stores them (mcullm head --write)
   bool has_head_groups = false;
+  HeadMode default_head = HeadMode::kFull;  // the head the file asks generation to use, and its top groups (0: unset)
+  int default_head_top = 0;
   const char* arch_name() const { return arch->name; }
   bool is(ArchFamily f) const { return arch->family == f; }
 };
