@@ -406,6 +406,41 @@ TEST(Serve, ChatRequestsAreChecked) {
   EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
 }
 
+// `serve --head pruned`: greedy requests get the pruned head (the full head's tokens), sampled ones the
+// full head (the same tokens as a server without groups), on one slot one after the other.
+TEST(ServeEngine, APrunedHeadServesGreedyRequestsAndSampledOnesGetTheFullHead) {
+  const std::string base = std::string(MCULLM_SOURCE_DIR) + "/models/tinystories-q4.gguf";
+  const std::string grouped = test::temp_dir() + "/grouped.gguf";
+  const auto w = test::run_cli({"head", "-m", base, "-n", "2", "--groups", "16", "--iters", "3", "--write", grouped});
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  std::unique_ptr<serve::Engine> full, pruned;
+  serve::EngineOptions eo;
+  eo.model = base;
+  ASSERT_TRUE(serve::Engine::create(eo, &full).ok());
+  eo.model = grouped;
+  eo.head = "pruned";
+  ASSERT_TRUE(serve::Engine::create(eo, &pruned).ok());
+  serve::CompletionParams p;
+  ASSERT_TRUE(full->encode_prompt("Once upon a time", &p.prompt).ok());
+  p.n_predict = 40;
+  const auto run = [](serve::Engine& e, const serve::CompletionParams& q) {
+    auto adm = e.admit();
+    serve::CompletionResult r;
+    const Status st = e.complete(*adm, q, nullptr, nullptr, &r);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return r.tokens;
+  };
+  for (float temp : {0.0f, 0.9f, 0.0f}) {
+    p.sampler.temperature = temp;
+    p.sampler.seed = 11;
+    EXPECT_EQ(run(*pruned, p), run(*full, p)) << "temperature " << temp;
+  }
+  eo.head = "two-stage";
+  eo.head_top = 17;  // the file has 16 groups
+  std::unique_ptr<serve::Engine> bad;
+  EXPECT_FALSE(serve::Engine::create(eo, &bad).ok());
+}
+
 // Extra stop tokens (a chat's end of turn) end the generation at their first occurrence; the token
 // is counted but not shown.
 TEST(ServeEngine, StopTokensEndTheGenerationAtTheirFirstOccurrence) {

@@ -252,7 +252,7 @@ int bench(const BenchOptions& o) {
       DecoderInstance dec;
       if (Status st = make_decoder(*lm, need, &pool, kernels, 0, &dec); !st.ok()) return report(st);
       HeadChoice head;  // greedy: a pruned head is exact here
-      if (Status st = resolve_head(o.m, *lm, false, &head); !st.ok()) return report(st);
+      if (Status st = resolve_head(o.m.head, o.m.head_top, *lm, false, &head); !st.ok()) return report(st);
       if (Status st = dec.decoder->set_head(head, dec.work); !st.ok()) return report(st);
       if (t == threads.front()) note_head(head);
       struct Test { bool prompt; int count; };

@@ -106,7 +106,7 @@ int chat(const RunOptions& o, Session& s) {
   const ChatFormat format(tmpl, *s.tok);
   const int ctx_len = s.ctx_len;
   if (Status st = s.start_decoder(o.m.threads, 16ull * s.cfg().vocab_size); !st.ok()) return report(st);
-  if (Status st = s.set_head(o.m, o.temp > 0.0f); !st.ok()) return report(st);
+  if (Status st = s.set_head(o.m, !sampler_config(o).picks_argmax()); !st.ok()) return report(st);
   Sampler sampler;
   if (Status st = sampler.init(sampler_config(o), s.cfg().vocab_size, s.dec.work); !st.ok()) return report(st);
   Conversation conv(*s.dec.decoder, sampler, *s.tok, format);
@@ -200,7 +200,7 @@ int run(RunOptions o) {
   if (static_cast<int>(prompt.size()) > ctx_len)
     return report(Status::Error(Code::kOutOfRange, "the prompt has %zu tokens, the context holds %d (-c)", prompt.size(), ctx_len));
   if (Status st = s.start_decoder(o.m.threads, 16ull * cfg.vocab_size); !st.ok()) return report(st);
-  if (Status st = s.set_head(o.m, o.temp > 0.0f); !st.ok()) return report(st);
+  if (Status st = s.set_head(o.m, !sampler_config(o).picks_argmax()); !st.ok()) return report(st);
   Arena& work = s.dec.work;
 
   Sampler sampler;

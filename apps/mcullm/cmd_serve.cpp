@@ -104,6 +104,8 @@ int serve_main(ServeOptions& o) {
   o.engine.ctx = o.m.ctx;
   o.engine.threads = o.m.threads;
   o.engine.kernels = o.m.kernels;
+  o.engine.head = o.m.head;
+  o.engine.head_top = o.m.head_top;
 #if !MCULLM_SERVE_HTTP
   if (o.serial.empty()) return exec_http_server();  // HTTP, also with --bridge
 #endif
@@ -152,7 +154,7 @@ int serve_main(ServeOptions& o) {
 void add_serve_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model over HTTP (OpenAI / llama-server API) or a serial line protocol");
-  add_model_options(cmd, &o->m, kTokenizerFlag | kCtxFlag | kThreadsFlag | kKernelsFlag,
+  add_model_options(cmd, &o->m, kTokenizerFlag | kCtxFlag | kThreadsFlag | kKernelsFlag | kHeadFlag,
                     {.ctx = "Context length per slot (default: the model's)", .threads = "Threads per slot"});
   cmd->add_option("--parallel", o->engine.parallel, "Concurrent generations (slots), each with its own KV cache")->check(CLI::Range(1, 64));
   cmd->add_option("--queue", o->engine.queue, "Requests that may wait for a slot (a burst waits for its turn); more get 503")

@@ -43,31 +43,6 @@ void add_model_options(CLI::App* cmd, ModelOptions* o, unsigned flags, const Mod
                   "PLE (esp32-ai) models: f32 matvec inputs, as esp32-ai's C core (default: int8, as its int8 build)");
 }
 
-Status resolve_head(const ModelOptions& o, const LoadedModel& lm, bool sampling, HeadChoice* out) {
-  HeadChoice h;
-  if (o.head == "auto") {
-    h.mode = lm.has_head_groups ? lm.default_head : HeadMode::kFull;
-    if (h.mode == HeadMode::kPruned && sampling) h.mode = HeadMode::kFull;
-  } else if (!parse_head_mode(o.head.c_str(), &h.mode)) {
-    return Status::Error(Code::kInvalidArgument, "--head %s is not auto, full, two-stage or pruned", o.head.c_str());
-  } else if (h.mode == HeadMode::kPruned && sampling) {
-    return Status::Error(Code::kInvalidArgument,
-                         "--head pruned is exact for greedy decoding only (--temp 0); sampling needs --head full or two-stage");
-  }
-  if (h.mode != HeadMode::kFull) {
-    if (!lm.has_head_groups)
-      return Status::Error(Code::kUnsupported, "--head %s needs head groups in %s (mcullm head --write adds them)",
-                           head_mode_name(h.mode), lm.path.c_str());
-    h.groups = &lm.head_groups;
-    const int top = o.head_top > 0 ? o.head_top : lm.default_head_top > 0 ? lm.default_head_top : kDefaultTopGroups;
-    h.top_groups = top < lm.head_groups.n_groups ? top : lm.head_groups.n_groups;
-    if (o.head_top > lm.head_groups.n_groups)
-      return Status::Error(Code::kOutOfRange, "--head-top %d: the model's head has %d groups", o.head_top, lm.head_groups.n_groups);
-  }
-  *out = h;
-  return Status::Ok();
-}
-
 void note_head(const HeadChoice& h) {
   if (h.mode == HeadMode::kTwoStage)
     std::fprintf(stderr, "mcullm: head: two-stage, the rows of the best %d of %d groups (approximate)\n", h.top_groups,
@@ -84,7 +59,7 @@ Status Session::start_decoder(int threads, size_t extra_bytes) {
 
 Status Session::set_head(const ModelOptions& o, bool sampling) {
   HeadChoice h;
-  MC_TRY(resolve_head(o, *lm, sampling, &h));
+  MC_TRY(resolve_head(o.head, o.head_top, *lm, sampling, &h));
   MC_TRY(dec.decoder->set_head(h, dec.work));
   note_head(h);
   return Status::Ok();

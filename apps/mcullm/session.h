@@ -52,10 +52,6 @@ struct Session {
   Status set_head(const ModelOptions& o, bool sampling);
 };
 
-// The head --head / --head-top choose for the loaded model (model/vocab_head.h): auto is the file's
-// default head (else full); pruned is exact for greedy decoding only, so with `sampling` an explicit
-// pruned is an error and auto falls back to full.
-Status resolve_head(const ModelOptions& o, const LoadedModel& lm, bool sampling, HeadChoice* out);
 // A one-line note on stderr when the head is not the full one.
 void note_head(const HeadChoice& h);
 

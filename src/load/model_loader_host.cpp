@@ -211,6 +211,31 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
   return Status::Ok();
 }
 
+Status resolve_head(const std::string& mode, int top_given, const LoadedModel& lm, bool sampling, HeadChoice* out) {
+  HeadChoice h;
+  if (mode == "auto") {
+    h.mode = lm.has_head_groups ? lm.default_head : HeadMode::kFull;
+    if (h.mode == HeadMode::kPruned && sampling) h.mode = HeadMode::kFull;
+  } else if (!parse_head_mode(mode.c_str(), &h.mode)) {
+    return Status::Error(Code::kInvalidArgument, "--head %s is not auto, full, two-stage or pruned", mode.c_str());
+  } else if (h.mode == HeadMode::kPruned && sampling) {
+    return Status::Error(Code::kInvalidArgument,
+                         "--head pruned is exact for greedy decoding only (--temp 0, no repeat penalty); sampling needs --head full or two-stage");
+  }
+  if (h.mode != HeadMode::kFull) {
+    if (!lm.has_head_groups)
+      return Status::Error(Code::kUnsupported, "--head %s needs head groups in %s (mcullm head --write adds them)",
+                           head_mode_name(h.mode), lm.path.c_str());
+    h.groups = &lm.head_groups;
+    const int top = top_given > 0 ? top_given : lm.default_head_top > 0 ? lm.default_head_top : kDefaultTopGroups;
+    h.top_groups = top < lm.head_groups.n_groups ? top : lm.head_groups.n_groups;
+    if (top_given > lm.head_groups.n_groups)
+      return Status::Error(Code::kOutOfRange, "--head-top %d: the model's head has %d groups", top_given, lm.head_groups.n_groups);
+  }
+  *out = h;
+  return Status::Ok();
+}
+
 Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const KernelSet* kernels, size_t extra_bytes,
                     DecoderInstance* out) {
   const LlamaConfig& c = m.model.cfg;

@@ -77,6 +77,11 @@ struct DecoderInstance {
 // Tokens the llama, bitnet and qwen2 decoders evaluate together in a prefill (Decoder::max_batch).
 constexpr int kPrefillBatch = 32;
 
+// The head `mode` (auto, full, two-stage, pruned; model/vocab_head.h) and `top` groups (0: the file's,
+// else kDefaultTopGroups) mean for `lm`: auto is the file's default head (else full); pruned is exact
+// for greedy decoding only, so with `sampling` an explicit pruned is an error and auto falls back to full.
+Status resolve_head(const std::string& mode, int top, const LoadedModel& lm, bool sampling, HeadChoice* out);
+
 Status make_decoder(const LoadedModel& model, int ctx_len, ThreadPool* pool, const KernelSet* kernels,
                     size_t extra_bytes, DecoderInstance* out);
 

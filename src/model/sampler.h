@@ -37,6 +37,8 @@ struct SamplerConfig {
   int repeat_last_n = 64;       // how many of the last history tokens count; -1 = all of them
   uint64_t seed = 42;
   bool llama2c = false;         // llama2.c's exact procedure: only temperature and top_p are used
+  // The token is the argmax of the raw logits (what a pruned vocabulary head computes exactly).
+  bool picks_argmax() const { return temperature <= 0.0f && (llama2c || repeat_penalty == 1.0f); }
 };
 
 class Sampler {

@@ -112,6 +112,7 @@ Status Engine::create(const EngineOptions& o, std::unique_ptr<Engine>* out) {
   } else {
     e->chat_error_ = chat.message();  // no template, or one we cannot render: chat completions answer 501
   }
+  MC_TRY(resolve_head(o.head, o.head_top, *e->lm_, false, &e->head_));
   const KernelSet* kernels = kernels_by_name(o.kernels.c_str());
   if (!kernels) return Status::Error(Code::kInvalidArgument, "--kernels %s is unknown or not supported by this CPU", o.kernels.c_str());
   if (o.remote && o.parallel != 1) return Status::Error(Code::kInvalidArgument, "a board runs one generation at a time: --parallel must be 1");
@@ -120,6 +121,7 @@ Status Engine::create(const EngineOptions& o, std::unique_ptr<Engine>* out) {
     if (!o.remote) {  // a board needs no local decoder
       slot->pool = std::make_unique<HostThreadPool>(o.threads, kHostMinParallelWork);
       MC_TRY(make_decoder(*e->lm_, e->ctx_len_, slot->pool.get(), kernels, 16ull * static_cast<size_t>(cfg.vocab_size) + 4096, &slot->dec));
+      MC_TRY(slot->dec.decoder->set_head(e->head_, slot->dec.work));  // its scratch now, before any request's mark
     }
     e->free_.push_back(slot.get());
     e->slots_.push_back(std::move(slot));
@@ -329,6 +331,8 @@ Status Engine::run_on_slot(Slot& slot, const CompletionParams& p, const PromptDo
     ~Rollback() { a.rollback(m); }
   } rollback{work, mark};
 
+  const bool exact_needed = !p.sampler.picks_argmax() && head_.mode == HeadMode::kPruned;
+  MC_TRY(slot.dec.decoder->set_head(exact_needed ? HeadChoice() : head_, work));
   Sampler sampler;
   MC_TRY(sampler.init(p.sampler, vocab_, work));
   const int n_prompt = static_cast<int>(p.prompt.size());

@@ -30,6 +30,8 @@ struct EngineOptions {
   int token_delay_ms = 0;               // sleep after each generated token (demos, tests: a slow board)
   std::string kernels = "auto";
   std::string chat_template;            // "chatml" / "llama2"; empty: the model file's own, if any
+  std::string head = "auto";            // vocabulary head (load/model_loader_host.h resolve_head); a pruned
+  int head_top = 0;                     //   head serves greedy requests, sampled ones get the full head
   std::shared_ptr<RemoteGenerator> remote;  // bridge mode (parallel must be 1); null: the local decoder
 };
 
@@ -150,6 +152,7 @@ class Engine {
 
   EngineOptions opt_;
   std::unique_ptr<LoadedModel> lm_;
+  HeadChoice head_;  // greedy requests' head (sampled ones: full when it is pruned)
   Llama2cTokenizer tok_;
   std::unique_ptr<ChatFormat> chat_;
   std::string chat_error_;
