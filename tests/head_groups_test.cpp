@@ -8,6 +8,7 @@
 
 #include <random>
 
+#include "core/thread_pool.h"
 #include "format/board_image_model.h"
 #include "format/vocab_head_gguf_writer_host.h"
 #include "quant/blocks.h"
@@ -219,6 +220,58 @@ TEST(HeadGroups, BoardImageCarriesThemAndTheBoardChecksThem) {
     EXPECT_FALSE(bad_st.ok());
     EXPECT_NE(std::string(bad_st.message()).find("is not an integer"), std::string::npos) << bad_st.message();
   }
+}
+
+// The default head rides into the board image (`head --write --default-head`, then `convert --image`):
+// the board decoder runs it, and its greedy tokens and computed logits are the PC's full head's; when
+// the generation samples, a pruned default gives way to the full head (the same bits as the PC).
+TEST(HeadGroups, TheBoardRunsTheImagesDefaultHead) {
+  MC_REQUIRE_SHARED();
+  const std::string model = stories_gguf(), with = model + ".p.gguf", image = model + ".p.img";
+  ASSERT_EQ(run_cli({"head", "-m", model, "-n", "2", "--groups", "24", "--write", with, "--default-head", "pruned",
+                     "--default-top", "5"}).exit_code, 0);
+  const auto conv = run_cli({"convert", with, "--image", image});
+  ASSERT_EQ(conv.exit_code, 0) << conv.err;
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_TRUE(load_model(model, &lm).ok());
+  std::vector<uint8_t> bytes = test::read_file(image);
+  std::vector<uint64_t> words(bytes.size() / 8 + 1);
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  BoardImage img;
+  ASSERT_TRUE(img.open(reinterpret_cast<const uint8_t*>(words.data()), bytes.size()).ok());
+  std::vector<uint8_t> mem(8 << 20);
+  Arena tables(Tier::kHost, mem.data(), mem.size() / 2);
+  Arena work(Tier::kHost, mem.data() + mem.size() / 2, mem.size() / 2);
+  BoardModel bm;
+  ASSERT_TRUE(board_model_from_image(img, tables, &bm).ok());
+  EXPECT_EQ(bm.default_head, HeadMode::kPruned);
+  EXPECT_EQ(bm.default_head_top, 5);
+  ASSERT_EQ(bm.head().mode, HeadMode::kPruned);
+  SerialPool pool;
+  BoardDecoder board;
+  ASSERT_TRUE(board.init(bm, 0, work, &pool, &kernels_best()).ok());
+  DecoderInstance pc;
+  ASSERT_TRUE(make_decoder(*lm, 0, &pool, &kernels_best(), 0, &pc).ok());
+  const int V = pc.decoder->vocab_size();
+  int token = 1, skipped = 0;
+  for (int pos = 0; pos < 30; ++pos) {
+    ASSERT_TRUE(board.choose_head(pos % 3 != 2).ok());  // every third step as a sampled one would
+    const float *lb = nullptr, *lp = nullptr;
+    ASSERT_TRUE(board.decoder().forward(token, pos, &lb).ok());
+    ASSERT_TRUE(pc.decoder->forward(token, pos, &lp).ok());
+    int best = 0;
+    for (int v = 0; v < V; ++v) {
+      if (lp[v] > lp[best]) best = v;
+      if (lb[v] == -__builtin_huge_valf() && pos % 3 != 2) { ++skipped; continue; }
+      ASSERT_EQ(0, std::memcmp(&lb[v], &lp[v], 4)) << "pos " << pos << " token " << v;
+    }
+    int board_best = 0;
+    for (int v = 1; v < V; ++v)
+      if (lb[v] > lb[board_best]) board_best = v;
+    ASSERT_EQ(board_best, best) << "pos " << pos;
+    token = best;
+  }
+  EXPECT_GT(skipped, 0);  // the pruned head did leave rows out (stories260K's head prunes about half)
 }
 
 }  // namespace

@@ -46,8 +46,10 @@ enum class BoardRole : uint32_t {
   kTokEmb = 1, kOutput = 2, kOutNorm = 3, kPleModelProj = 4, kPleProjNorm = 5, kPleTable = 6,
   // Head groups (model/vocab_head.h, optional): the rows in group order (the head's type), centroids
   // f32 [n_groups, dim], token of each row and group bounds as f32 holding exact integers, radii and
-  // row norms f32 [n_groups].
+  // row norms f32 [n_groups]; the default head generation uses (optional) f32 [1, 2]: HeadMode and
+  // top groups (0: unset).
   kHeadRows = 7, kHeadCentroids = 8, kHeadTokenOfRow = 9, kHeadGroupStart = 10, kHeadRadius = 11, kHeadRowNormMax = 12,
+  kHeadDefault = 13,
   kAttnNorm = 16, kFfnNorm, kAttnSubNorm, kFfnSubNorm, kWq, kWk, kWv, kWo, kW1, kW2, kW3,
   kWqkv, kPleNorm, kPleGate, kPleProj,  // PLE: fused QKV, the per-layer gate's norm and matrices
   kBq, kBk, kBv,                        // qwen2: the q, k and v biases

@@ -237,7 +237,23 @@ Status BoardDecoder::init(const BoardModel& model, int ctx_len, Arena& work, Thr
       break;
   }
   if (!active_) return Status::Error(Code::kUnsupported, "board image: unknown architecture");
-  return Status::Ok();
+  head_ = model.head();
+  return active_->set_head(head_, work);  // a grouped head's scratch now, before any generation
+}
+
+Status BoardDecoder::choose_head(bool picks_argmax) {
+  Arena none(Tier::kHost, nullptr, 0);  // set_head allocated the scratch at init
+  return active_->set_head(head_.mode == HeadMode::kPruned && !picks_argmax ? HeadChoice() : head_, none);
+}
+
+HeadChoice BoardModel::head() const {
+  HeadChoice h;
+  if (!has_head_groups || default_head == HeadMode::kFull) return h;
+  h.mode = default_head;
+  h.groups = &head_groups;
+  const int top = default_head_top > 0 ? default_head_top : kDefaultTopGroups;
+  h.top_groups = top < head_groups.n_groups ? top : head_groups.n_groups;
+  return h;
 }
 
 namespace {
@@ -290,6 +306,15 @@ Status head_groups_from_image(const BoardImage& img, Arena& tables, BoardModel* 
   MC_TRY(f32_table(img, BoardRole::kHeadRowNormMax, 1, K, &h.row_norm_max));
   MC_TRY(check_vocab_head(h, *head, tables));
   out->has_head_groups = true;
+  if (img.find(board_tensor_id(BoardRole::kHeadDefault))) {
+    const int32_t* d = nullptr;  // mode, top
+    MC_TRY(int_table(img, BoardRole::kHeadDefault, 2, kMaxHeadGroups, tables, &d));
+    if (d[0] > static_cast<int32_t>(HeadMode::kPruned) || d[1] > h.n_groups)
+      return Status::Error(Code::kCorrupt, "board image: default head %d with %d of %d groups", static_cast<int>(d[0]),
+                           static_cast<int>(d[1]), h.n_groups);
+    out->default_head = static_cast<HeadMode>(d[0]);
+    out->default_head_top = d[1];
+  }
   return Status::Ok();
 }
 

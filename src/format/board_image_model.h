@@ -25,6 +25,10 @@ struct BoardModel {
   LlamaConfig ple_base;         // ple.cfg.base()
   VocabHead head_groups;        // the head's groups when the image stores them (llama, PLE)
   bool has_head_groups = false;
+  HeadMode default_head = HeadMode::kFull;  // the head the image asks generation to use, and its top groups (0: unset)
+  int default_head_top = 0;
+  // That head over head_groups (full when the image stores no groups).
+  HeadChoice head() const;
   const LlamaConfig& cfg() const;
 };
 
@@ -41,12 +45,16 @@ class BoardDecoder {
  public:
   Status init(const BoardModel& model, int ctx_len, Arena& work, ThreadPool* pool, const KernelSet* kernels);
   Decoder& decoder() { return *active_; }
+  // The model's default head (BoardModel::head), or the full head where it is pruned and the
+  // generation does not pick the argmax (sampling): a pruned head is exact for greedy decoding only.
+  Status choose_head(bool picks_argmax);
 
  private:
   TransformerContext transformer_;
   BitLlama2cContext bitllama2c_;
   PleContext ple_;
   Decoder* active_ = nullptr;
+  HeadChoice head_;
 };
 
 }  // namespace mcullm

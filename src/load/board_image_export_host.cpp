@@ -232,6 +232,10 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
       return Status::Error(Code::kUnsupported, "board image: head groups of %d rows (token ids are stored as exact f32)",
                            m.head_groups.rows.rows);
     c.head_groups(m.head_groups);
+    if (m.default_head != HeadMode::kFull || m.default_head_top > 0) {
+      const int32_t d[2] = {static_cast<int32_t>(m.default_head), m.default_head_top};
+      c.head_table(BoardRole::kHeadDefault, d, 1, 2);
+    }
   }
   if (opt.bos_id >= cfg.vocab_size || opt.eos_id >= cfg.vocab_size)
     return Status::Error(Code::kInvalidArgument, "board image: BOS %d / EOS %d outside the vocabulary of %d", opt.bos_id,
