@@ -95,7 +95,7 @@ class PleContext final : public Decoder {
   int8_t* act_q_ = nullptr;  // [max(dim, ffn, ple_dim)]
   float act_scale_ = 0.0f;
   HeadChoice head_;
-  float* head_rows_ = nullptr;  // grouped head: [output_vocab] logits in row order
+  float* head_rows_ = nullptr;  // grouped head: head_scratch_floats (model/vocab_head.h)
 };
 
 }  // namespace mcullm

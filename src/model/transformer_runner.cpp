@@ -281,7 +281,7 @@ Status TransformerRunner::set_head(const HeadChoice& c, Arena& arena) {
   if (!has_head()) return Status::Error(Code::kInvalidArgument, "this slice holds no output head");
   MC_TRY(check_head_choice(c, model_->output));
   if (c.grouped() && !head_rows_)
-    MC_TRY(arena.alloc_array(static_cast<size_t>(model_->cfg.vocab_size), TensorClass::kActivations, &head_rows_));
+    MC_TRY(arena.alloc_array(head_scratch_floats(model_->output), TensorClass::kActivations, &head_rows_));
   head_ = c;
   return Status::Ok();
 }

@@ -146,7 +146,7 @@ class TransformerRunner {
   bool sparse_on_ = true;
   unsigned long long neurons_ = 0, live_ = 0;
   HeadChoice head_;
-  float* head_rows_ = nullptr;  // grouped head: [vocab] logits in row order
+  float* head_rows_ = nullptr;  // grouped head: head_scratch_floats (model/vocab_head.h)
 };
 
 // The whole model as a Decoder.

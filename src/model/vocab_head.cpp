@@ -54,10 +54,10 @@ void visit_group(const KernelSet& k, const VocabHead& h, const ActVec& x, int g,
 
 // Visits the groups `mode` reads (their rows' logits into logits[row]) and lists them in `visited`;
 // returns how many, and the best row in *best_row (-1 for none).
+// xe: [dim] scratch.
 int visit_groups(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups, const ActVec& x, float* logits,
-                 int* visited, int* best_row, HeadStats* stats) {
-  float xe[4096];
-  const int dim = h.dim <= 4096 ? h.dim : 4096;
+                 float* xe, int* visited, int* best_row, HeadStats* stats) {
+  const int dim = h.dim;
   head_effective_input(x, dim, xe);
   double score[kMaxHeadGroups];
   int order[kMaxHeadGroups];
@@ -93,22 +93,26 @@ int visit_groups(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_
 
 int two_stage_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, int top_groups, float* logits,
                      HeadStats* stats) {
+  float xe[4096];  // a host tool's call (mcullm head); generation passes its own scratch
   int visited[kMaxHeadGroups], best = -1;
-  visit_groups(k, h, HeadMode::kTwoStage, top_groups, x, logits, visited, &best, stats);
+  if (h.dim > 4096) return -1;
+  visit_groups(k, h, HeadMode::kTwoStage, top_groups, x, logits, xe, visited, &best, stats);
   return best < 0 ? -1 : h.token_of_row[best];
 }
 
 int pruned_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, float* logits, HeadStats* stats) {
+  float xe[4096];
   int visited[kMaxHeadGroups], best = -1;
-  visit_groups(k, h, HeadMode::kPruned, 0, x, logits, visited, &best, stats);
+  if (h.dim > 4096) return -1;
+  visit_groups(k, h, HeadMode::kPruned, 0, x, logits, xe, visited, &best, stats);
   return best < 0 ? -1 : h.token_of_row[best];
 }
 
 void grouped_head_logits(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups, const ActVec& x,
                          float* row_logits, float* logits, HeadStats* stats) {
   int visited[kMaxHeadGroups], best = -1;
-  const int n = visit_groups(k, h, mode, top_groups, x, row_logits, visited, &best, stats);
   const int vocab = h.group_start[h.n_groups];
+  const int n = visit_groups(k, h, mode, top_groups, x, row_logits, row_logits + vocab, visited, &best, stats);
   for (int v = 0; v < vocab; ++v) logits[v] = -__builtin_huge_valf();
   for (int i = 0; i < n; ++i)
     for (int r = h.group_start[visited[i]]; r < h.group_start[visited[i] + 1]; ++r) logits[h.token_of_row[r]] = row_logits[r];

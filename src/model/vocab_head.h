@@ -70,7 +70,10 @@ struct HeadChoice {
 
 // The logits by token id of the rows `mode` (two-stage or pruned) reads; every other token gets -inf.
 // A computed logit has the bits of the full head's (the rows are copies, the same kernel).
-// row_logits: [vocab] scratch (row order).
+// row_logits: [head_scratch_floats(h)] scratch (row logits in row order, then the input as the head sees it).
+// Floats of grouped_head_logits's scratch.
+inline size_t head_scratch_floats(const MatRef& head) { return static_cast<size_t>(head.rows) + static_cast<size_t>(head.cols); }
+
 // The choice fits a head matrix: full, or groups over the same rows (count, width, type).
 Status check_head_choice(const HeadChoice& c, const MatRef& head);
 // What forward()'s head does with `c`: quantizes x as the head's rows need (q4e: one scale for the
