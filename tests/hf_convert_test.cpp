@@ -276,6 +276,15 @@ TEST(HfConvert, MissingConfigKeys) {
   c = tiny_config();
   c["rope_scaling"] = json{{"type", "linear"}, {"factor", 2.0}};
   expect_refused(write_folder("rope_scaling", c, safetensors_bytes(tiny_tensors())), {"config.json", "rope_scaling"});
+  c = tiny_config();
+  c["head_dim"] = 3;
+  expect_refused(write_folder("head_dim", c, safetensors_bytes(tiny_tensors())), {"config.json", "head_dim"});
+  c = tiny_config();
+  c["rms_norm_eps"] = "small";
+  expect_refused(write_folder("eps_text", c, safetensors_bytes(tiny_tensors())), {"config.json", "rms_norm_eps", "finite"});
+  c = tiny_config();
+  c["num_attention_heads"] = -2;
+  expect_refused(write_folder("neg_heads", c, safetensors_bytes(tiny_tensors())), {"config.json", "num_attention_heads"});
 }
 
 TEST(HfConvert, BadTensors) {

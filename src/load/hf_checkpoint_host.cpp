@@ -49,8 +49,9 @@ Status float_key(const json& j, const std::string& file, const char* key, bool r
     if (!required) return *out = def, Status::Ok();
     return Status::Error(Code::kCorrupt, "%s: key '%s' is missing", file.c_str(), key);
   }
-  if (!j[key].is_number()) return Status::Error(Code::kCorrupt, "%s: key '%s' is not a number", file.c_str(), key);
-  *out = j[key].get<float>();
+  const double v = j[key].is_number() ? j[key].get<double>() : NAN;
+  if (!(std::fabs(v) < 1e30)) return Status::Error(Code::kCorrupt, "%s: key '%s' is not a finite number", file.c_str(), key);
+  *out = static_cast<float>(v);
   return Status::Ok();
 }
 
@@ -173,8 +174,8 @@ Status load_hf_checkpoint(const std::string& dir, HfCheckpoint* ck) {
     return Status::Error(Code::kUnsupported, "%s: rope_scaling is not supported", C);
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
     return Status::Error(Code::kUnsupported, "%s: hidden_act '%s' (we run silu)", C, j["hidden_act"].dump().c_str());
-  if (j.contains("head_dim") && !j["head_dim"].is_null() && c.n_heads > 0 &&
-      (!j["head_dim"].is_number_integer() || j["head_dim"].get<int64_t>() * c.n_heads != c.dim))
+  if (j.contains("head_dim") && !j["head_dim"].is_null() &&
+      (!j["head_dim"].is_number_integer() || c.dim % c.n_heads != 0 || j["head_dim"] != c.dim / c.n_heads))
     return Status::Error(Code::kUnsupported, "%s: head_dim %s is not hidden_size / num_attention_heads", C,
                          j["head_dim"].dump().c_str());
   for (const char* key : {"attention_bias", "mlp_bias", "use_sliding_window"})
