@@ -1,6 +1,7 @@
 // `mcullm convert`: any model we read -> GGUF (f32, f16, q8_0, q4_0 or our q4g64; BitNet and bitllama2.c
 // ternary models -> i2_s, tl1 or tl2), or -> a board image (--image, the weights as loaded; format/board_image.h).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -9,6 +10,7 @@
 #include "format/transformer_gguf_writer_host.h"
 #include "format/ternary_gguf_host.h"
 #include "load/board_image_export_host.h"
+#include "load/hf_checkpoint_host.h"
 #include "core/file_io_host.h"
 #include "session.h"
 
@@ -110,7 +112,64 @@ int convert_ternary(const ConvertOptions& o, const LoadedModel& lm, const Llama2
   return 0;
 }
 
+// A Hugging Face folder (load/hf_checkpoint_host.h): its f32 weights written as --type (dense), or
+// ternarized (absmean) for i2_s / tl1 / tl2, with tokenizer.json as the GGUF's "gpt2" vocabulary.
+int convert_hf(const ConvertOptions& o) {
+  if (!o.image.empty() || o.format != "gguf")
+    return report(Status::Error(Code::kInvalidArgument, "a Hugging Face folder converts to GGUF (-o FILE.gguf) only"));
+  if (!o.m.tokenizer.empty())
+    return report(Status::Error(Code::kInvalidArgument, "a Hugging Face folder brings its tokenizer.json: leave out -z/--tokenizer"));
+  auto ck = std::make_unique<HfCheckpoint>();
+  if (Status st = load_hf_checkpoint(o.m.model, ck.get()); !st.ok()) return report(st);
+  const bool ternary = o.type == "i2_s" || o.type == "tl1" || o.type == "tl2";
+  if (ternary) {
+    if (Status st = hf_ternarize(ck.get()); !st.ok()) return report(st);
+  }
+  GgufExportOptions opt;
+  opt.gguf_arch = ck->arch->gguf_arch;
+  opt.weight_type = ternary ? DType::kF32 : dtype_info_by_name(o.type.empty() ? "f32" : o.type.c_str())->type;
+  if (!o.embd_type.empty()) {
+    opt.has_embedding_type = true;
+    opt.embedding_type = dtype_info_by_name(o.embd_type.c_str())->type;
+  } else if (ternary) {  // as the ternary GGUFs we read: an f16 embedding
+    opt.has_embedding_type = true;
+    opt.embedding_type = DType::kF16;
+  }
+  opt.name = ck->hf_arch;
+  opt.source = "huggingface " + o.m.model;
+  GgufWriter writer;
+  GgufExportReport rep;
+  if (Status st = export_transformer_gguf(ck->model, nullptr, opt, &writer, &rep); !st.ok()) return report(st);
+  if (ck->has_vocab) {
+    if (Status st = add_bpe_vocab(&writer, ck->vocab, ck->model.cfg.vocab_size); !st.ok()) return report(st);
+  } else {
+    std::fprintf(stderr, "mcullm: note: %s has no tokenizer.json; the GGUF will have no vocabulary\n", o.m.model.c_str());
+  }
+  if (o.type == "tl1" || o.type == "tl2") {  // the i2_s matrices repacked, as convert_ternary does
+    if (Status st = apply_pretuned(o.m.pretuned); !st.ok()) return report(st);
+    const std::vector<uint8_t> bytes = writer.to_bytes();
+    std::vector<uint8_t> table_mem(1 << 20);
+    Arena arena(Tier::kHost, table_mem.data(), table_mem.size());
+    GgufFile first;
+    if (Status st = first.open(bytes.data(), bytes.size(), arena); !st.ok()) return report(st);
+    GgufWriter retyped;
+    TernaryRetypeReport trep;
+    if (Status st = retype_ternary_gguf(first, dtype_info_by_name(o.type.c_str())->type, &retyped, &trep); !st.ok())
+      return report(st);
+    if (Status st = retyped.write_file(o.output); !st.ok()) return report(st);
+    for (const std::string& note : trep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
+  } else if (Status st = writer.write_file(o.output); !st.ok()) {
+    return report(st);
+  }
+  for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
+  std::fprintf(stderr, "mcullm: wrote %s: %s as %s, %d files of %s tensors, %d matrices as %s (%d kept f32), tokenizer %s\n",
+               o.output.c_str(), ck->hf_arch.c_str(), ck->arch->gguf_arch, ck->files, ck->dtypes.c_str(), rep.matrices,
+               o.type.empty() ? "f32" : o.type.c_str(), rep.kept_f32, ck->has_vocab ? "tokenizer.json" : "none");
+  return 0;
+}
+
 int convert(const ConvertOptions& o) {
+  if (std::filesystem::is_directory(o.m.model)) return convert_hf(o);
   std::unique_ptr<LoadedModel> lm;
   if (Status st = load_model(o.m.model, o.m.load_options(), &lm); !st.ok()) return report(st);
   if (!o.image.empty()) return convert_image(o, *lm);
@@ -172,14 +231,17 @@ int convert(const ConvertOptions& o) {
 
 void add_convert_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ConvertOptions>();
-  CLI::App* cmd = app.add_subcommand("convert", "Convert a model (llama2.c .bin or GGUF) to GGUF, optionally quantized");
-  cmd->add_option("input", o->m.model, "Model to read")->required()->check(CLI::ExistingFile);
+  CLI::App* cmd = app.add_subcommand("convert", "Convert a model (llama2.c .bin, GGUF or a Hugging Face folder) to GGUF, optionally quantized");
+  cmd->add_option("input", o->m.model, "Model to read (a file, or a Hugging Face folder: config.json, *.safetensors, tokenizer.json)")
+      ->required()
+      ->check(CLI::ExistingPath);
   CLI::Option* out = cmd->add_option("-o,--output", o->output, "File to write (GGUF unless --format esp32ai)");
   CLI::Option* image = cmd->add_option("--image", o->image, "Write a board image (format/board_image.h) instead of a GGUF");
   out->excludes(image);
   cmd->add_option("--sram-budget", o->sram_budget, "--image: weight bytes placed in the SRAM section");
   cmd->add_option("--psram-budget", o->psram_budget, "--image: weight bytes placed in the PSRAM section");
-  cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; ternary models: i2_s (default), tl1 or tl2)")
+  cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; ternary models: i2_s (default), tl1 or tl2; "
+                  "a Hugging Face Qwen2 folder with i2_s / tl1 / tl2: ternarized by absmean)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s", "tl1", "tl2"}));
   add_model_options(cmd, &o->m, kTokenizerFlag | kBitOrderFlag | kPretunedFlag, {.model = nullptr});
   cmd->add_option("--embd-type", o->embd_type,

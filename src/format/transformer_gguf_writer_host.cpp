@@ -2,6 +2,7 @@
 
 #include "format/transformer_gguf.h"
 #include "quant/blocks.h"
+#include "tokenizer/pretokenizer.h"
 
 namespace mcullm {
 
@@ -73,6 +74,28 @@ Status add_llama_vocab(GgufWriter* w, const Llama2cTokenizer& tok, int vocab_siz
   w->set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tok.eos_id()));
   w->set_u32("tokenizer.ggml.unknown_token_id", 0);
   w->set_bool("tokenizer.ggml.add_bos_token", true);
+  return Status::Ok();
+}
+
+Status add_bpe_vocab(GgufWriter* w, const BpeVocab& v, int vocab_size) {
+  if (v.tokens.size() > static_cast<size_t>(vocab_size))
+    return Status::Error(Code::kInvalidArgument, "tokenizer has %zu tokens, the model %d", v.tokens.size(), vocab_size);
+  std::vector<int32_t> types;
+  for (size_t i = 0; i < v.tokens.size(); ++i)
+    types.push_back(static_cast<int32_t>(v.types.empty() ? TokenType::kNormal : v.types[i]));
+  std::vector<std::string> merges;
+  merges.reserve(v.merges.size());
+  for (const auto& m : v.merges) merges.push_back(m.first + " " + m.second);
+  w->set_string("tokenizer.ggml.model", "gpt2");
+  w->set_string("tokenizer.ggml.pre", pretokenizer_name(v.pre));
+  w->set_string_array("tokenizer.ggml.tokens", v.tokens);
+  w->set_i32_array("tokenizer.ggml.token_type", types);
+  w->set_string_array("tokenizer.ggml.merges", merges);
+  if (v.bos >= 0) w->set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
+  if (v.eos >= 0) w->set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
+  if (v.eot >= 0) w->set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(v.eot));
+  w->set_bool("tokenizer.ggml.add_bos_token", v.add_bos);
+  if (v.nfc) w->set_bool("mcullm.tokenizer.nfc", true);  // read back by load/tokenizer_loader_host.cpp
   return Status::Ok();
 }
 

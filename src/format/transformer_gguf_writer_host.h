@@ -7,6 +7,7 @@
 
 #include "format/gguf_writer_host.h"
 #include "model/transformer_runner.h"
+#include "tokenizer/bpe_tokenizer_host.h"
 #include "tokenizer/llama2c_tokenizer_host.h"
 
 namespace mcullm {
@@ -32,6 +33,12 @@ struct GgufExportReport {
 
 // The llama2.c-style vocabulary as llama.cpp's tokenizer.ggml.* keys (U+2581 for spaces).
 Status add_llama_vocab(GgufWriter* w, const Llama2cTokenizer& tok, int vocab_size);
+
+// A byte-level BPE vocabulary (a Hugging Face tokenizer.json) as llama.cpp's "gpt2" tokenizer.ggml.*
+// keys: tokens as stored, token types, merges "left right", the pre-tokenizer's name, special ids.
+// At most vocab_size tokens (a model may pad its embedding). tokenizer.json's NFC normalizer, which
+// llama.cpp has no key for, becomes mcullm.tokenizer.nfc = true (our reader applies it).
+Status add_bpe_vocab(GgufWriter* w, const BpeVocab& v, int vocab_size);
 
 // Fills `w` with the model's keys, tensors and (when given) the tokenizer's vocabulary.
 Status export_transformer_gguf(const TransformerModel& model, const Llama2cTokenizer* tok, const GgufExportOptions& opt,

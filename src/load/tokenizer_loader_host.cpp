@@ -130,6 +130,10 @@ Status bpe_from_gguf(const GgufFile& g, Arena& scratch, std::unique_ptr<Tokenize
   st = g.get_bool("tokenizer.ggml.add_bos_token", &add_bos);
   if (!st.ok() && st.code() != Code::kNotFound) return st;
   v.add_bos = add_bos;
+  bool nfc = false;  // written by add_bpe_vocab for a tokenizer.json with the NFC normalizer (no llama.cpp key)
+  st = g.get_bool("mcullm.tokenizer.nfc", &nfc);
+  if (!st.ok() && st.code() != Code::kNotFound) return st;
+  v.nfc = nfc;
   guess_special_ids(&v);
   auto tok = std::make_unique<BpeTokenizer>();
   MC_TRY(tok->load(std::move(v)));
@@ -172,6 +176,15 @@ Status tokenizer_from_gguf_any(const GgufFile& g, Arena& scratch, std::unique_pt
 }
 
 Status tokenizer_from_hf_json(std::string_view text, std::unique_ptr<Tokenizer>* out) {
+  BpeVocab v;
+  MC_TRY(bpe_vocab_from_hf_json(text, &v));
+  auto tok = std::make_unique<BpeTokenizer>();
+  MC_TRY(tok->load(std::move(v)));
+  *out = std::move(tok);
+  return Status::Ok();
+}
+
+Status bpe_vocab_from_hf_json(std::string_view text, BpeVocab* out) {
   using nlohmann::json;
   json j;
   try {
@@ -284,9 +297,7 @@ Status tokenizer_from_hf_json(std::string_view text, std::unique_ptr<Tokenizer>*
       }
     }
     guess_special_ids(&v);
-    auto tok = std::make_unique<BpeTokenizer>();
-    MC_TRY(tok->load(std::move(v)));
-    *out = std::move(tok);
+    *out = std::move(v);
     return Status::Ok();
   } catch (const json::exception& e) {
     return Status::Error(Code::kCorrupt, "tokenizer.json: %s", e.what());

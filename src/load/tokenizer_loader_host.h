@@ -16,6 +16,7 @@
 #include "core/arena.h"
 #include "format/gguf.h"
 #include "mcullm/status.h"
+#include "tokenizer/bpe_tokenizer_host.h"
 #include "tokenizer/tokenizer_host.h"
 
 namespace mcullm {
@@ -32,6 +33,8 @@ Status tokenizer_from_gguf_any(const GgufFile& file, Arena& scratch, std::unique
 
 // A Hugging Face tokenizer.json (the text of the file).
 Status tokenizer_from_hf_json(std::string_view json, std::unique_ptr<Tokenizer>* out);
+// Its vocabulary as read (special ids guessed as above), not yet checked by BpeTokenizer::load.
+Status bpe_vocab_from_hf_json(std::string_view json, BpeVocab* out);
 
 // -m MODEL_OR_TOKENIZER as `mcullm tokenize` takes it: a tokenizer file as above, or a model
 // (llama2.c checkpoint) whose tokenizer load_tokenizer() finds beside it.
