@@ -94,7 +94,7 @@ bool LineServer::generate(const lineproto::GenerateHead& g, uint32_t n_ids) {
   sc.min_p = 0.0f;
   sc.repeat_penalty = 1.0f;
   sc.seed = g.seed;
-  if (decoder_ == &local_.decoder())
+  if (decoder_ != &master_)  // the single board: its own decoder's head (a master's head is full)
     if (Status st = local_.choose_head(sc.picks_argmax()); !st.ok()) return error_line(st);
   Arena& work = mapped_.arena(opt_.work_tier);
   const Arena::Mark mark = work.mark();
