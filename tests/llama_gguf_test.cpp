@@ -236,17 +236,38 @@ TEST(LlamaReluFfn, SparseEqualsDenseAndSkipsNeurons) {
   test::expect_prefill_matches_forward(single, batched, tokens);
 }
 
-// Quantized down matrices: no transposed copy, the dense ReLU path; still ReLU after the round trip.
-TEST(LlamaReluFfn, QuantizedModelsRunDense) {
-  TinyModel t;
-  Opened o;
-  ASSERT_NO_FATAL_FAILURE(open_relu(t, DType::kQ8_0, &o));
-  EXPECT_EQ(o.model.layers[0].w2_t, nullptr);
-  unsigned long long n = 0, l = 0;
-  const auto a = relu_logits(o.model, &kernels_ref(), 1, true, 4, &n, &l);
-  for (float x : a) ASSERT_TRUE(std::isfinite(x));
-  EXPECT_GT(l, 0ull);
-  EXPECT_LT(l, n);
+// Quantized down matrices (q8_0, q4_0): a column-stored copy (w2_cols) and the quantized sparse FFN
+// (model/sparse_ffn.h ffn_relu_sparse_q), the dense path's bits for every kernel table and thread count.
+TEST(LlamaReluFfn, QuantizedSparseEqualsDense) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    SCOPED_TRACE(dtype_info(type)->name);
+    TinyModel t;
+    Opened o;
+    ASSERT_NO_FATAL_FAILURE(open_relu(t, type, &o));
+    EXPECT_EQ(o.model.layers[0].w2_t, nullptr);
+    ASSERT_EQ(o.model.layers[0].w2.type, type);
+    ASSERT_NE(o.model.layers[0].w2_cols.w, nullptr);
+    unsigned long long n0 = 0, l0 = 0;
+    const auto dense = relu_logits(o.model, &kernels_ref(), 1, false, 8, &n0, &l0);
+    for (float x : dense) ASSERT_TRUE(std::isfinite(x));
+    EXPECT_GT(l0, 0ull);
+    EXPECT_LT(l0, n0);
+    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avxvnni(), kernels_avx512(), kernels_amx(),
+                               kernels_neon()}) {
+      if (!k) continue;
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(std::string(k->name) + " threads " + std::to_string(threads));
+        unsigned long long n = 0, l = 0;
+        const auto sparse = relu_logits(o.model, k, threads, true, 8, &n, &l);
+        ASSERT_EQ(sparse.size(), dense.size());
+        EXPECT_EQ(0, std::memcmp(sparse.data(), dense.data(), dense.size() * 4));
+        EXPECT_EQ(n, n0);
+        EXPECT_EQ(l, l0);
+        const auto dense_k = relu_logits(o.model, k, threads, false, 8, &n, &l);
+        EXPECT_EQ(0, std::memcmp(dense_k.data(), dense.data(), dense.size() * 4));
+      }
+    }
+  }
 }
 
 // Writes the tiny model with one change, then expects a clear error mentioning `expect`.

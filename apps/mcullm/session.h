@@ -14,6 +14,7 @@ struct ModelOptions {
   std::string model, tokenizer, kernels = "auto", bit_order = "auto";
   int ctx = 0, threads = 1;  // ctx 0: the model's context; -t defaults to the physical cores
   bool f32_activations = false;
+  bool dense_ffn = false;
   KvType kv = KvType::kF32;
   PretunedOptions pretuned;
   LoadOptions load_options() const;
