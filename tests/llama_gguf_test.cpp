@@ -158,13 +158,14 @@ TEST(LlamaGguf, QuantizedExportsStoreTheQuantizedRows) {
 
 // Logits of `steps` greedy-free steps with the ReLU FFN's sparse path on or off; counts live neurons.
 std::vector<float> relu_logits(const LlamaModel& m, const KernelSet* k, int threads, bool sparse, int steps,
-                               unsigned long long* neurons, unsigned long long* live) {
+                               unsigned long long* neurons, unsigned long long* live,
+                               int max_live_permille = kSparseFfnMaxLivePermille) {
   std::vector<uint8_t> mem(4 << 20);
   Arena arena(Tier::kHost, mem.data(), mem.size());
   HostThreadPool pool(threads);
   LlamaContext ctx;
   EXPECT_TRUE(ctx.init(&m, 0, arena, &pool, k).ok());
-  ctx.set_sparse_ffn(sparse);
+  ctx.set_sparse_ffn(sparse, max_live_permille);
   std::vector<float> all;
   for (int pos = 0; pos < steps; ++pos) {
     const float* l = nullptr;
@@ -258,11 +259,14 @@ TEST(LlamaReluFfn, QuantizedSparseEqualsDense) {
       for (int threads : {1, 2}) {
         SCOPED_TRACE(std::string(k->name) + " threads " + std::to_string(threads));
         unsigned long long n = 0, l = 0;
-        const auto sparse = relu_logits(o.model, k, threads, true, 8, &n, &l);
-        ASSERT_EQ(sparse.size(), dense.size());
-        EXPECT_EQ(0, std::memcmp(sparse.data(), dense.data(), dense.size() * 4));
-        EXPECT_EQ(n, n0);
-        EXPECT_EQ(l, l0);
+        // every token sparse (1000), none (0: dense after the gate), the default share
+        for (int max_live : {1000, 0, kSparseFfnMaxLivePermille}) {
+          const auto sparse = relu_logits(o.model, k, threads, true, 8, &n, &l, max_live);
+          ASSERT_EQ(sparse.size(), dense.size());
+          EXPECT_EQ(0, std::memcmp(sparse.data(), dense.data(), dense.size() * 4)) << "max live " << max_live;
+          EXPECT_EQ(n, n0);
+          EXPECT_EQ(l, l0);
+        }
         const auto dense_k = relu_logits(o.model, k, threads, false, 8, &n, &l);
         EXPECT_EQ(0, std::memcmp(dense_k.data(), dense.data(), dense.size() * 4));
       }

@@ -15,6 +15,7 @@ struct ModelOptions {
   int ctx = 0, threads = 1;  // ctx 0: the model's context; -t defaults to the physical cores
   bool f32_activations = false;
   bool dense_ffn = false;
+  int sparse_max_live = kSparseFfnMaxLivePermille;
   KvType kv = KvType::kF32;
   PretunedOptions pretuned;
   LoadOptions load_options() const;

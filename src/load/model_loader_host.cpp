@@ -154,6 +154,7 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
   m->path = path;
   m->kv = opt.kv;
   m->dense_ffn = opt.dense_ffn;
+  m->sparse_max_live = opt.sparse_max_live;
   MC_TRY(m->file.open(path));
   const uint8_t* data = m->file.data();
   const size_t size = m->file.size();
@@ -241,7 +242,7 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
   }
   auto ctx = std::make_shared<TransformerContext>();  // the llama family
   MC_TRY(ctx->init(&m.model, ctx_len, out->work, pool, kernels, m.kv));
-  ctx->set_sparse_ffn(!m.dense_ffn);
+  ctx->set_sparse_ffn(!m.dense_ffn, m.sparse_max_live);
   MC_TRY(ctx->enable_batch(kPrefillBatch, out->work));
   out->decoder = ctx;
   return Status::Ok();

@@ -160,6 +160,25 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
   int live = 0;
   for (int i = 0; i < ffn; ++i)
     if (s.g[i] > 0.0f) s.live[live++] = i;
+  stats->neurons = ffn;
+  stats->live = live;
+  if (static_cast<long long>(live) * 1000 > static_cast<long long>(f.max_live_permille) * ffn) {
+    const MatRef* up[1] = {&f.up};
+    float* uo[1] = {s.u};
+    run_matvecs(pool, k, up, uo, 1, x);
+    relu_mul(s.g, s.u, s.h, ffn);
+    k.quantize_blocks(s.h, ffn, f.down.block, s.hq, s.hs);
+    ActVec hx;
+    hx.f = s.h;
+    hx.q = s.hq;
+    hx.scales = s.hs;
+    hx.block = f.down.block;
+    const MatRef* dn[1] = {&f.down_rows};
+    run_matvecs(pool, k, dn, &y, 1, hx);
+    stats->bytes_read = static_cast<size_t>(ffn) * (f.gate.row_bytes + f.up.row_bytes) +
+                        static_cast<size_t>(f.down_rows.rows) * f.down_rows.row_bytes;
+    return;
+  }
   UpJob up{&k, &f.up, &x, s.live, live, s.u};
   pool.run_sized(up_task, &up, static_cast<size_t>(live) * static_cast<size_t>(dim));
   for (int i = 0; i < ffn; ++i) s.h[i] = 0.0f;
@@ -170,8 +189,6 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
     if (s.hq[i] != 0) s.live[n_cols++] = i;
   DownJob down{&k, &f.down, s.hq, s.hs, s.live, n_cols, y};
   pool.run_sized(down_task, &down, static_cast<size_t>(n_cols) * static_cast<size_t>(f.down.rows));
-  stats->neurons = ffn;
-  stats->live = live;
   int blocks = 0;
   for (int n = 0; n < n_cols; ++n) blocks += n == 0 || s.live[n] / f.down.block != s.live[n - 1] / f.down.block;
   stats->bytes_read = static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(live) * f.up.row_bytes +

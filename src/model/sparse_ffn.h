@@ -52,10 +52,19 @@ void ffn_relu_sparse(const KernelSet& k, const ReluFfn& f, const ActVec& x, floa
 // cols % block != 0, or a block scale that is not finite.
 Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out);
 
+// Default of ReluFfnQ::max_live_permille: on Zen 3 (AVX2, 2 threads) a random-weight q4g64 ReLU dummy
+// with about 50% live neurons ran at 0.5-0.7x with the column kernel; the break-even is not measured.
+constexpr int kSparseFfnMaxLivePermille = 250;
+
 struct ReluFfnQ {
   MatRef gate;    // [ffn, dim], any dense type (with x.q filled when quantized)
   MatRef up;      // [ffn, dim], same
   DownCols down;  // [dim, ffn] q8_0 / q4_0 / q4g64, column-stored
+  MatRef down_rows;  // the same matrix row-major (the dense fallback)
+  // Above this share of live neurons (per mille) the token runs dense after the gate (the same bits):
+  // the column kernel does more integer work per weight than the row kernels, so it pays only when
+  // enough neurons are dead. 1000: always sparse.
+  int max_live_permille = kSparseFfnMaxLivePermille;
 };
 struct FfnScratchQ {
   float* g;       // [ffn]
@@ -65,10 +74,11 @@ struct FfnScratchQ {
   float* hs;      // [ffn / block]
   int32_t* live;  // [ffn]
 };
-// Gate first with a quantized down matrix: g = gate . x (all rows, on the pool), up rows of live
-// neurons only (g > 0), h = relu(g) * u with dead neurons +0, h quantized per block (k.quantize_blocks),
+// Gate first with a quantized down matrix: g = gate . x (all rows, on the pool); when at most
+// max_live_permille of the neurons are live: up rows of live neurons only (g > 0), h = relu(g) * u with dead neurons +0, h quantized per block (k.quantize_blocks),
 // y = down . h from the non-zero columns only (k.matvec_down_cols, rows split in 32-row chunks):
-// y has the bits of the dense path's matvec of the row-major down matrix.
+// y has the bits of the dense path's matvec of the row-major down matrix. Else the dense rest: up for
+// every row, relu_mul, h quantized, the row-major down matvec (the same bits by construction).
 void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, const ActVec& x, const FfnScratchQ& s,
                        float* y, FfnStats* stats);
 

@@ -206,7 +206,7 @@ bool TransformerRunner::sparse_ffn(const TransformerLayer& L) {
     const ReluFfn f{L.w1, L.w3, L.w2, L.w2_t};
     ffn_relu_sparse(*kernels_, f, act, s_.hb, s_.hb2, ffn_h_, ffn_y_, ffn_lanes_, &st);
   } else {
-    const ReluFfnQ f{L.w1, L.w3, L.w2_cols};
+    const ReluFfnQ f{L.w1, L.w3, L.w2_cols, L.w2, sparse_max_live_};
     // s_.act_scales holds x's scales until the gate and up rows are done; h's go to the same buffer after.
     const FfnScratchQ sc{s_.hb, s_.hb2, ffn_h_, s_.act_q, s_.act_scales, ffn_live_};
     ffn_relu_sparse_q(*pool_, *kernels_, f, act, sc, ffn_y_, &st);

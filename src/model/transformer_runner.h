@@ -28,6 +28,7 @@
 #include "kernels/kernels.h"
 #include "model/decoder.h"
 #include "model/layer_slice.h"
+#include "model/sparse_ffn.h"
 #include "model/ternary_lut.h"
 #include "model/transformer.h"
 #include "mcullm/status.h"
@@ -117,8 +118,13 @@ class TransformerRunner {
   int ctx_len() const { return s_.ctx_len; }
   // A ReLU FFN's neurons and live ones since init (false without one).
   bool ffn_counts(unsigned long long* neurons, unsigned long long* live) const;
-  // false: the ReLU FFN runs dense even where w2_t is set (for tests of sparse == dense).
-  void set_sparse_ffn(bool on) { sparse_on_ = on; }
+  // false: the ReLU FFN runs dense even where w2_t / w2_cols is set (for tests of sparse == dense).
+  // max_live_permille: a quantized down matrix's sparse path runs only for tokens with at most this
+  // share of live neurons (ReluFfnQ; 1000: always), else the dense path after the gate.
+  void set_sparse_ffn(bool on, int max_live_permille = kSparseFfnMaxLivePermille) {
+    sparse_on_ = on;
+    sparse_max_live_ = max_live_permille;
+  }
 
  private:
   // Matrices reading the same n columns (x + i * x_stride, n_vals values): ternary or dense.
@@ -148,6 +154,7 @@ class TransformerRunner {
   float* ffn_y_ = nullptr;
   int32_t* ffn_live_ = nullptr;  // quantized sparse FFN: [hidden] live neurons, then non-zero columns
   bool sparse_on_ = true;
+  int sparse_max_live_ = kSparseFfnMaxLivePermille;
   unsigned long long neurons_ = 0, live_ = 0;
   HeadChoice head_;
   float* head_rows_ = nullptr;  // grouped head: [vocab] logits in row order
@@ -171,7 +178,9 @@ class TransformerContext final : public Decoder {
   }
   Status set_head(const HeadChoice& c, Arena& arena) override { return r_.set_head(c, arena); }
   const TransformerModel& model() const { return r_.model(); }
-  void set_sparse_ffn(bool on) { r_.set_sparse_ffn(on); }
+  void set_sparse_ffn(bool on, int max_live_permille = kSparseFfnMaxLivePermille) {
+    r_.set_sparse_ffn(on, max_live_permille);
+  }
 
  private:
   TransformerRunner r_;
