@@ -19,6 +19,9 @@
 #include "core/fmath.h"
 #include "kernel_test_data.h"
 #include "kernels/kernels.h"
+#include "model/sparse_ffn.h"
+#include "quant/blocks.h"
+#include "quant/f16.h"
 #include "quant/q4e.h"
 #include "test_support.h"
 
@@ -317,6 +320,96 @@ TEST_P(KernelConformance, Q4e) {
 }
 
 // Every registered table but ref (the oracle), named by the registry: a table added to
+// ---- the sparse ReLU FFN's down product (matvec_down_cols) ----------------------------------------
+
+// k.matvec_down_cols over the non-zero columns of h (quantized per block as the dense path does)
+// equals the reference's row-major block matvec bit for bit, for h with random live neurons, none,
+// all, one per block, and the first and last of each block; weights of the full int range (q8_0: -128
+// too) and scales +-0, subnormal and large (finite: build_down_cols refuses others).
+void expect_down_cols_equal_dense(const KernelSet& k) {
+  std::mt19937_64 rng(0xD0C01u);
+  int cases = 0;
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kQ4G64}) {
+    const int block = type == DType::kQ4G64 ? 64 : 32;
+    for (int rows : {32, 64, 96, 160}) {
+      for (int cols : {64, 128, 320}) {
+        if (cols % block) continue;
+        const size_t rb = dtype_row_bytes(type, cols);
+        std::vector<uint8_t> bytes(rb * rows);
+        for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+        const size_t bsize = type == DType::kQ4_0 ? 18 : 34;
+        const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x7BFF, 0xFBFF, 0x3C00};
+        for (size_t o = 0; o < bytes.size(); o += bsize) {  // every block scale finite
+          uint16_t d = static_cast<uint16_t>(rng() % 4 == 0 ? specials[rng() % 6] : (rng() & 0x33FF) | 0x0400);
+          std::memcpy(&bytes[o], &d, 2);
+        }
+        MatRef w;
+        w.type = type;
+        w.rows = rows;
+        w.cols = cols;
+        w.row_bytes = rb;
+        w.data = bytes.data();
+        std::vector<uint8_t> mem(1 << 20);
+        Arena arena(Tier::kHost, mem.data(), mem.size());
+        DownCols dc;
+        ASSERT_TRUE(build_down_cols(w, arena, &dc).ok());
+        ASSERT_EQ(dc.type, type);
+        for (int pattern = 0; pattern < 6; ++pattern) {
+          std::vector<float> h(cols, 0.0f);
+          for (int i = 0; i < cols; ++i) {
+            const bool live = pattern == 0 ? rng() % 3 == 0 : pattern == 1 ? false : pattern == 2 ? true
+                              : pattern == 3 ? i % block == static_cast<int>(rng() % block)
+                              : pattern == 4 ? (i % block == 0 || i % block == block - 1) : (i / block) % 2 == 1;
+            if (live) h[i] = std::ldexp(static_cast<float>(rng() % 2000) + 1.0f, static_cast<int>(rng() % 20) - 10);
+            if (live && rng() % 2) h[i] = -h[i];
+          }
+          std::vector<int8_t> q(cols);
+          std::vector<float> xs(cols / block);
+          quantize_activations(h.data(), cols, block, q.data(), xs.data());
+          std::vector<int32_t> live;
+          for (int i = 0; i < cols; ++i)
+            if (q[i] != 0) live.push_back(i);
+          std::vector<float> want(rows), got(rows, -1.0f);
+          if (type == DType::kQ8_0) matvec_q8_0_ref(w, q.data(), xs.data(), want.data(), 0, rows);
+          if (type == DType::kQ4_0) matvec_q4_0_ref(w, q.data(), xs.data(), want.data(), 0, rows);
+          if (type == DType::kQ4G64) matvec_q4g64_ref(w, q.data(), xs.data(), want.data(), 0, rows);
+          // in two row ranges, as threads split them
+          const int mid = (rows / 64) * 32;
+          k.matvec_down_cols(dc, q.data(), xs.data(), live.data(), static_cast<int>(live.size()), got.data(), 0, mid);
+          k.matvec_down_cols(dc, q.data(), xs.data(), live.data(), static_cast<int>(live.size()), got.data(), mid, rows);
+          EXPECT_TRUE(same_bits(want, got)) << dtype_info(type)->name << " rows " << rows << " cols " << cols
+                                            << " pattern " << pattern;
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 100);
+}
+
+TEST_P(KernelConformance, SparseDownColumnsEqualDense) { expect_down_cols_equal_dense(k()); }
+TEST(KernelConformanceRef, SparseDownColumnsEqualDense) { expect_down_cols_equal_dense(kernels_ref()); }
+
+// A down matrix with a non-finite block scale is not column-stored (0 * inf would be a NaN the
+// skipped block's term gives in the dense sum): the dense path runs.
+TEST(KernelConformanceRef, SparseDownColumnsRefuseNonFiniteScales) {
+  std::vector<uint8_t> bytes(2 * 34 * 32, 0);
+  const uint16_t inf = 0x7C00;
+  std::memcpy(&bytes[34 * 5], &inf, 2);
+  MatRef w;
+  w.type = DType::kQ8_0;
+  w.rows = 32;
+  w.cols = 64;
+  w.row_bytes = 68;
+  w.data = bytes.data();
+  std::vector<uint8_t> mem(1 << 16);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  DownCols dc;
+  ASSERT_TRUE(build_down_cols(w, arena, &dc).ok());
+  EXPECT_EQ(dc.type, DType::kF32);
+  EXPECT_EQ(dc.w, nullptr);
+}
+
 // kernels/dispatch.cpp's list is in this suite.
 std::vector<std::string> registered_tables() {
   int n = 0;

@@ -158,13 +158,14 @@ TEST(LlamaGguf, QuantizedExportsStoreTheQuantizedRows) {
 
 // Logits of `steps` greedy-free steps with the ReLU FFN's sparse path on or off; counts live neurons.
 std::vector<float> relu_logits(const LlamaModel& m, const KernelSet* k, int threads, bool sparse, int steps,
-                               unsigned long long* neurons, unsigned long long* live) {
+                               unsigned long long* neurons, unsigned long long* live,
+                               int max_live_permille = kSparseFfnMaxLivePermille) {
   std::vector<uint8_t> mem(4 << 20);
   Arena arena(Tier::kHost, mem.data(), mem.size());
   HostThreadPool pool(threads);
   LlamaContext ctx;
   EXPECT_TRUE(ctx.init(&m, 0, arena, &pool, k).ok());
-  ctx.set_sparse_ffn(sparse);
+  ctx.set_sparse_ffn(sparse, max_live_permille);
   std::vector<float> all;
   for (int pos = 0; pos < steps; ++pos) {
     const float* l = nullptr;
@@ -236,17 +237,41 @@ TEST(LlamaReluFfn, SparseEqualsDenseAndSkipsNeurons) {
   test::expect_prefill_matches_forward(single, batched, tokens);
 }
 
-// Quantized down matrices: no transposed copy, the dense ReLU path; still ReLU after the round trip.
-TEST(LlamaReluFfn, QuantizedModelsRunDense) {
-  TinyModel t;
-  Opened o;
-  ASSERT_NO_FATAL_FAILURE(open_relu(t, DType::kQ8_0, &o));
-  EXPECT_EQ(o.model.layers[0].w2_t, nullptr);
-  unsigned long long n = 0, l = 0;
-  const auto a = relu_logits(o.model, &kernels_ref(), 1, true, 4, &n, &l);
-  for (float x : a) ASSERT_TRUE(std::isfinite(x));
-  EXPECT_GT(l, 0ull);
-  EXPECT_LT(l, n);
+// Quantized down matrices (q8_0, q4_0): a column-stored copy (w2_cols) and the quantized sparse FFN
+// (model/sparse_ffn.h ffn_relu_sparse_q), the dense path's bits for every kernel table and thread count.
+TEST(LlamaReluFfn, QuantizedSparseEqualsDense) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    SCOPED_TRACE(dtype_info(type)->name);
+    TinyModel t;
+    Opened o;
+    ASSERT_NO_FATAL_FAILURE(open_relu(t, type, &o));
+    EXPECT_EQ(o.model.layers[0].w2_t, nullptr);
+    ASSERT_EQ(o.model.layers[0].w2.type, type);
+    ASSERT_NE(o.model.layers[0].w2_cols.w, nullptr);
+    unsigned long long n0 = 0, l0 = 0;
+    const auto dense = relu_logits(o.model, &kernels_ref(), 1, false, 8, &n0, &l0);
+    for (float x : dense) ASSERT_TRUE(std::isfinite(x));
+    EXPECT_GT(l0, 0ull);
+    EXPECT_LT(l0, n0);
+    for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avxvnni(), kernels_avx512(), kernels_amx(),
+                               kernels_neon()}) {
+      if (!k) continue;
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(std::string(k->name) + " threads " + std::to_string(threads));
+        unsigned long long n = 0, l = 0;
+        // every token sparse (1000), none (0: dense after the gate), the default share
+        for (int max_live : {1000, 0, kSparseFfnMaxLivePermille}) {
+          const auto sparse = relu_logits(o.model, k, threads, true, 8, &n, &l, max_live);
+          ASSERT_EQ(sparse.size(), dense.size());
+          EXPECT_EQ(0, std::memcmp(sparse.data(), dense.data(), dense.size() * 4)) << "max live " << max_live;
+          EXPECT_EQ(n, n0);
+          EXPECT_EQ(l, l0);
+        }
+        const auto dense_k = relu_logits(o.model, k, threads, false, 8, &n, &l);
+        EXPECT_EQ(0, std::memcmp(dense_k.data(), dense.data(), dense.size() * 4));
+      }
+    }
+  }
 }
 
 // Writes the tiny model with one change, then expects a clear error mentioning `expect`.

@@ -27,6 +27,7 @@ struct DummyOptions {
   bool untied_head = false, shape_given = false;  // shape_given: one of --dim --hidden --layers ... (llama only)
   int dim = 64, hidden = 172, layers = 5, heads = 8, kv_heads = 4, seq_len = 512;
   uint64_t seed = 1234;
+  std::string ffn = "silu";  // llama: the FFN activation (silu or relu)
   PretunedOptions pretuned;
 };
 
@@ -241,6 +242,7 @@ int dummy_llama(const DummyOptions& o) {
     return report(Status::Error(Code::kInvalidArgument, "--type %s needs --arch bitnet or bitnet-25", o.type.c_str()));
   const std::vector<std::string> vocab = dummy_vocab();
   TransformerModel m;
+  if (o.ffn == "relu") m.spec.act = FfnAct::kRelu;
   LlamaConfig& c = m.cfg;
   c.dim = o.dim;
   c.hidden_dim = o.hidden;
@@ -322,6 +324,8 @@ int dummy(const DummyOptions& o) {
   if (o.shape_given && writer->write != dummy_llama)
     return report(Status::Error(Code::kInvalidArgument, "--dim, --hidden, --layers, --heads, --kv-heads and --seq-len shape the "
                                 "llama dummy; --arch %s takes its shape from --layout", o.arch.c_str()));
+  if (o.ffn != "silu" && writer->write != dummy_llama)
+    return report(Status::Error(Code::kInvalidArgument, "--ffn needs --arch llama"));
   if (o.untied_head && writer->write != dummy_qwen2 && writer->write != dummy_ple)
     return report(Status::Error(Code::kInvalidArgument, "--untied-head needs --arch qwen2"));
   return writer->write(o);
@@ -353,6 +357,8 @@ void add_dummy_command(CLI::App& app, int* exit_code) {
       cmd->add_option("--kv-heads", o->kv_heads, "llama: key/value heads")->check(CLI::Range(1, 256)),
       cmd->add_option("--seq-len", o->seq_len, "llama: context length")->check(CLI::Range(1, 1 << 20))};
   cmd->add_option("--seed", o->seed, "Weight seed");
+  cmd->add_option("--ffn", o->ffn, "llama: FFN activation, silu (SwiGLU, default) or relu (ReLU-gated: the sparse FFN runs)")
+      ->check(CLI::IsMember({"silu", "relu"}));
   cmd->add_option("--chat-template", o->chat_template, "Store this text as tokenizer.chat_template (llama arch)");
   add_pretuned_options(cmd, &o->pretuned);
   cmd->callback([o, exit_code, shape] {

@@ -8,6 +8,8 @@ LoadOptions ModelOptions::load_options() const {
   lo.bit_order = bit_order;
   lo.f32_activations = f32_activations;
   lo.kv = kv;
+  lo.dense_ffn = dense_ffn;
+  lo.sparse_max_live = sparse_max_live;
   return lo;
 }
 
@@ -19,7 +21,15 @@ void add_model_options(CLI::App* cmd, ModelOptions* o, unsigned flags, const Mod
         ->check(CLI::ExistingFile);
   if (flags & kCtxFlag) cmd->add_option("-c,--ctx-size", o->ctx, help.ctx)->check(CLI::Range(0, 1 << 24));
   if (flags & kThreadsFlag) add_threads_option(cmd, &o->threads, help.threads);
-  if (flags & kKernelsFlag) add_kernels_option(cmd, &o->kernels);
+  if (flags & kKernelsFlag) {
+    add_kernels_option(cmd, &o->kernels);
+    cmd->add_flag("--dense-ffn", o->dense_ffn,
+                  "ReLU FFN: run it dense, not gate first reading only live neurons (the same bits; for timing)");
+    cmd->add_option("--sparse-ffn-max-live", o->sparse_max_live,
+                    "ReLU FFN with a q8_0 / q4_0 / q4g64 down matrix: gate first only for tokens with at most this many "
+                    "live neurons per 1000 (1000: always; the same bits either way)")
+        ->check(CLI::Range(0, 1000));
+  }
   if (flags & kBitOrderFlag)
     cmd->add_option("--bit-order", o->bit_order, "Bit order of a bitllama2.c ternary file: msb, lsb or auto (detected)")
         ->check(CLI::IsMember({"msb", "lsb", "auto"}));

@@ -14,6 +14,8 @@ struct ModelOptions {
   std::string model, tokenizer, kernels = "auto", bit_order = "auto";
   int ctx = 0, threads = 1;  // ctx 0: the model's context; -t defaults to the physical cores
   bool f32_activations = false;
+  bool dense_ffn = false;
+  int sparse_max_live = kSparseFfnMaxLivePermille;
   KvType kv = KvType::kF32;
   std::string head = "auto";  // --head: auto (the file's default, else full), full, two-stage, pruned
   int head_top = 0;           // --head-top: groups the two-stage head reads (0: the file's, else 16)

@@ -136,6 +136,30 @@ void attn_values_q8_ref(const float* att, const int8_t* values, const float* vsc
 // The matmat_tiled entry of tables without a block GEMM: declines every call.
 bool matmat_tiled_none(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 
+// ---- The sparse ReLU FFN's down product (model/sparse_ffn.h) ----
+// A q8_0 / q4_0 / q4g64 down matrix [rows, cols] stored by column, built once from the row-major
+// matrix (build_down_cols, model/sparse_ffn.h): column j's integer weights (the block codes, the
+// q4 offset of 8 still in) at w + j * col_bytes, in chunks of 32 rows: q8_0: 32 int8 (row 32c + i at
+// byte 32c + i); q4_0 / q4g64: 16 bytes, row 32c + i in the low nibble of byte 16c + i and row
+// 32c + 16 + i in its high nibble. scales[b * rows + r] = row r's block b scale as f32 (f16_to_f32 of
+// the stored d, exact). rows % 32 == 0 and cols % block == 0.
+struct DownCols {
+  DType type = DType::kF32;  // kF32: not built
+  int rows = 0, cols = 0, block = 0;
+  size_t col_bytes = 0;
+  const uint8_t* w = nullptr;
+  const float* scales = nullptr;
+};
+// The row-major matrix's block matvec (the contract above) reading only the columns in `live`
+// (n_live increasing indices). Columns not listed must have xq == 0 (listing a zero column is
+// harmless). A block with a listed column gets the dense int32 sum (integer adds in any order); a
+// block with none is skipped: its dense term is (float)0 * (d_w * d_x) = +-0 when d_w is finite
+// (build_down_cols refuses a matrix with a non-finite scale), and adding +-0 to a lane that starts at
+// +0 never changes it (a round-to-nearest sum is -0 only when both terms are). So y[r] has the bits
+// of matvec_<type>(row-major, xq, xs) for r in [r0, r1); r0 and r1 multiples of 32 (r1 may be rows).
+void matvec_down_cols_ref(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live,
+                          float* y, int r0, int r1);
+
 // A kernel table. Every entry defaults to the reference kernel: a table is written with designated
 // initializers naming the kernels it replaces, in this order, e.g.
 //   constexpr KernelSet kAvx2 = {.name = "avx2", .dot_f32 = avx2::dot_f32, ...};
@@ -196,6 +220,11 @@ struct KernelSet {
   // rows too long for it, or in tables without one (matmat_tiled_none); matmat() then runs matvecs
   // over row blocks.
   bool (*matmat_tiled)(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1) = matmat_tiled_none;
+
+  // The sparse ReLU FFN's down product over the live columns of a column-stored block matrix
+  // (DownCols above): the row-major block matvec's bits.
+  void (*matvec_down_cols)(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live,
+                           float* y, int r0, int r1) = matvec_down_cols_ref;
 };
 
 const KernelSet& kernels_ref();

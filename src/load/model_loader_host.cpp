@@ -153,11 +153,14 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
   auto m = std::make_unique<LoadedModel>();
   m->path = path;
   m->kv = opt.kv;
+  m->dense_ffn = opt.dense_ffn;
+  m->sparse_max_live = opt.sparse_max_live;
   MC_TRY(m->file.open(path));
   const uint8_t* data = m->file.data();
   const size_t size = m->file.size();
-  // Tables are small; llama2.c v2 files expand to f32 (4 bytes per stored byte at most).
-  const size_t table_bytes = (size_t{16} << 20) + (is_gguf(data, size) ? size / 8 : 4 * size);
+  // Tables are small; llama2.c v2 files expand to f32 (4 bytes per stored byte at most); a GGUF
+  // ReLU model's sparse FFN copies its down matrices (f32 transposed, or column-stored blocks).
+  const size_t table_bytes = (size_t{16} << 20) + (is_gguf(data, size) ? size / 2 : 4 * size);
   m->table_memory.reset(new uint8_t[table_bytes]);
   m->tables.reset(Tier::kHost, m->table_memory.get(), table_bytes);
   Status st;
@@ -265,6 +268,7 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
   }
   auto ctx = std::make_shared<TransformerContext>();  // the llama family
   MC_TRY(ctx->init(&m.model, ctx_len, out->work, pool, kernels, m.kv));
+  ctx->set_sparse_ffn(!m.dense_ffn, m.sparse_max_live);
   MC_TRY(ctx->enable_batch(kPrefillBatch, out->work));
   out->decoder = ctx;
   return Status::Ok();

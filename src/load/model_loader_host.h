@@ -39,6 +39,8 @@ struct LoadedModel {
   PleModel ple;                             // arch "ple" (esp32-ai format v0 / v1)
   bool f32_activations = false;             // arch "ple": f32 matvec inputs, as esp32-ai's C core
   KvType kv = KvType::kF32;                 // the KV cache make_decoder gives every architecture
+  bool dense_ffn = false;                   // llama family ReLU FFN: dense even where the sparse one applies
+  int sparse_max_live = kSparseFfnMaxLivePermille;  // quantized down: sparse for tokens with at most this share live
   VocabHead head_groups;                    // the head's groups when the GGUF stores them (mcullm head --write)
   bool has_head_groups = false;
   HeadMode default_head = HeadMode::kFull;  // the head the file asks generation to use, and its top groups (0: unset)
@@ -55,6 +57,11 @@ struct LoadOptions {
   bool f32_activations = false;
   // The KV cache of the decoders make_decoder builds: f32, or int8 with a scale per head per position.
   KvType kv = KvType::kF32;
+  // A ReLU FFN runs dense even where the gate-first sparse one applies (the same bits; for timing it).
+  bool dense_ffn = false;
+  // A quantized down matrix's sparse FFN runs for tokens with at most this share (per mille) of live
+  // neurons (model/sparse_ffn.h ReluFfnQ); 1000: always.
+  int sparse_max_live = kSparseFfnMaxLivePermille;
 };
 
 // The object holds pointers into itself, so it is created on the heap and never moved.

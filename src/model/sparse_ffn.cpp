@@ -1,6 +1,9 @@
 #include "model/sparse_ffn.h"
 
 #include "kernels/ref/dot_order.h"
+#include "model/transformer.h"
+#include "quant/blocks.h"
+#include "quant/f16.h"
 
 namespace mcullm {
 
@@ -44,6 +47,153 @@ void ffn_relu_sparse(const KernelSet& k, const ReluFfn& f, const ActVec& x, floa
   stats->neurons = ffn;
   stats->live = live;
   stats->bytes_read = static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(live) * (f.up.row_bytes + static_cast<size_t>(dim) * 4);
+}
+
+namespace {
+
+struct UpJob {
+  const KernelSet* k;
+  const MatRef* up;
+  const ActVec* x;
+  const int32_t* live;
+  int n_live;
+  float* u;
+};
+void up_task(void* ctx, int ith, int nth) {
+  const UpJob& j = *static_cast<const UpJob*>(ctx);
+  int b = 0, e = 0;
+  slice(j.n_live, ith, nth, &b, &e);
+  for (int i = b; i < e; ++i) matvec(*j.k, *j.up, *j.x, j.u, j.live[i], j.live[i] + 1);
+}
+
+struct DownJob {
+  const KernelSet* k;
+  const DownCols* w;
+  const int8_t* q;
+  const float* s;
+  const int32_t* cols;
+  int n_cols;
+  float* y;
+};
+void down_task(void* ctx, int ith, int nth) {
+  const DownJob& j = *static_cast<const DownJob*>(ctx);
+  int b = 0, e = 0;
+  slice(j.w->rows / 32, ith, nth, &b, &e);
+  if (e > b) j.k->matvec_down_cols(*j.w, j.q, j.s, j.cols, j.n_cols, j.y, b * 32, e * 32);
+}
+
+// Block size and integer weight of element i of a row-major block row.
+int block_of(DType t) { return t == DType::kQ4G64 ? 64 : 32; }
+int weight_at(DType t, const uint8_t* row, int i, uint16_t* d) {
+  if (t == DType::kQ8_0) {
+    const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[i / 32];
+    *d = b.d;
+    return b.qs[i % 32];
+  }
+  if (t == DType::kQ4_0) {
+    const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[i / 32];
+    *d = b.d;
+    const int j = i % 32;
+    return (j < 16 ? (b.qs[j] & 0x0F) : (b.qs[j - 16] >> 4)) - 8;
+  }
+  const BlockQ4G64& b = reinterpret_cast<const BlockQ4G64*>(row)[i / 64];
+  *d = b.d;
+  const int j = i % 64;
+  return (j < 32 ? (b.qs[j] & 0x0F) : (b.qs[j - 32] >> 4)) - 8;
+}
+
+}  // namespace
+
+Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
+  *out = DownCols();
+  const DType t = down.type;
+  if (t != DType::kQ8_0 && t != DType::kQ4_0 && t != DType::kQ4G64) return Status::Ok();
+  const int rows = down.rows, cols = down.cols, block = block_of(t);
+  if (rows <= 0 || cols <= 0 || rows % 32 != 0 || cols % block != 0) return Status::Ok();
+  const int nb = cols / block;
+  for (int r = 0; r < rows; ++r)
+    for (int b = 0; b < nb; ++b) {
+      uint16_t d = 0;
+      weight_at(t, down.row(r), b * block, &d);
+      const float f = f16_to_f32(d);
+      if (!(f - f == 0.0f)) return Status::Ok();  // inf or nan: 0 * d would not be +-0
+    }
+  const size_t col_bytes = t == DType::kQ8_0 ? static_cast<size_t>(rows) : static_cast<size_t>(rows) / 2;
+  uint8_t* w = nullptr;
+  float* scales = nullptr;
+  MC_TRY(arena.alloc_array(col_bytes * static_cast<size_t>(cols), TensorClass::kFfn, &w));
+  MC_TRY(arena.alloc_array(static_cast<size_t>(nb) * static_cast<size_t>(rows), TensorClass::kFfn, &scales));
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* row = down.row(r);
+    for (int j = 0; j < cols; ++j) {
+      uint16_t d = 0;
+      const int v = weight_at(t, row, j, &d);
+      uint8_t* col = w + static_cast<size_t>(j) * col_bytes;
+      if (t == DType::kQ8_0) {
+        col[r] = static_cast<uint8_t>(static_cast<int8_t>(v));
+      } else {
+        uint8_t& byte = col[(r / 32) * 16 + (r % 16)];
+        const uint8_t code = static_cast<uint8_t>(v + 8);
+        byte = (r % 32) < 16 ? static_cast<uint8_t>((byte & 0xF0) | code) : static_cast<uint8_t>((byte & 0x0F) | (code << 4));
+      }
+      if (j % block == 0) scales[static_cast<size_t>(j / block) * rows + r] = f16_to_f32(d);
+    }
+  }
+  out->type = t;
+  out->rows = rows;
+  out->cols = cols;
+  out->block = block;
+  out->col_bytes = col_bytes;
+  out->w = w;
+  out->scales = scales;
+  return Status::Ok();
+}
+
+void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, const ActVec& x, const FfnScratchQ& s,
+                       float* y, FfnStats* stats) {
+  const int ffn = f.gate.rows, dim = f.gate.cols;
+  {
+    const MatRef* mats[1] = {&f.gate};
+    float* outs[1] = {s.g};
+    run_matvecs(pool, k, mats, outs, 1, x);
+  }
+  int live = 0;
+  for (int i = 0; i < ffn; ++i)
+    if (s.g[i] > 0.0f) s.live[live++] = i;
+  stats->neurons = ffn;
+  stats->live = live;
+  if (static_cast<long long>(live) * 1000 > static_cast<long long>(f.max_live_permille) * ffn) {
+    const MatRef* up[1] = {&f.up};
+    float* uo[1] = {s.u};
+    run_matvecs(pool, k, up, uo, 1, x);
+    relu_mul(s.g, s.u, s.h, ffn);
+    k.quantize_blocks(s.h, ffn, f.down.block, s.hq, s.hs);
+    ActVec hx;
+    hx.f = s.h;
+    hx.q = s.hq;
+    hx.scales = s.hs;
+    hx.block = f.down.block;
+    const MatRef* dn[1] = {&f.down_rows};
+    run_matvecs(pool, k, dn, &y, 1, hx);
+    stats->bytes_read = static_cast<size_t>(ffn) * (f.gate.row_bytes + f.up.row_bytes) +
+                        static_cast<size_t>(f.down_rows.rows) * f.down_rows.row_bytes;
+    return;
+  }
+  UpJob up{&k, &f.up, &x, s.live, live, s.u};
+  pool.run_sized(up_task, &up, static_cast<size_t>(live) * static_cast<size_t>(dim));
+  for (int i = 0; i < ffn; ++i) s.h[i] = 0.0f;
+  for (int n = 0; n < live; ++n) s.h[s.live[n]] = s.g[s.live[n]] * s.u[s.live[n]];  // relu_mul's bits
+  k.quantize_blocks(s.h, ffn, f.down.block, s.hq, s.hs);
+  int n_cols = 0;
+  for (int i = 0; i < ffn; ++i)
+    if (s.hq[i] != 0) s.live[n_cols++] = i;
+  DownJob down{&k, &f.down, s.hq, s.hs, s.live, n_cols, y};
+  pool.run_sized(down_task, &down, static_cast<size_t>(n_cols) * static_cast<size_t>(f.down.rows));
+  int blocks = 0;
+  for (int n = 0; n < n_cols; ++n) blocks += n == 0 || s.live[n] / f.down.block != s.live[n - 1] / f.down.block;
+  stats->bytes_read = static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(live) * f.up.row_bytes +
+                      static_cast<size_t>(n_cols) * f.down.col_bytes +
+                      static_cast<size_t>(blocks) * static_cast<size_t>(f.down.rows) * 2;  // f16 scales as stored
 }
 
 }  // namespace mcullm

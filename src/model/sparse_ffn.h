@@ -7,7 +7,17 @@
 // The down matrix is stored transposed (one f32 row of `dim` weights per neuron) so that a dead
 // neuron's weights are one skipped row; the sparse sum keeps the dense lane of each neuron (i % 16)
 // and the increasing order within each lane.
+//
+// Quantized down matrices (q8_0 / q4_0 / q4g64, ffn_relu_sparse_q): the down input h is quantized per
+// block over the whole hidden vector as in the dense path (dead neurons are exact zeros in h, so the
+// block scales are the dense ones), then the down product reads only the columns whose int8 value is
+// non-zero (kernels.h matvec_down_cols on a column-stored copy, DownCols), which gives the dense
+// block matvec's bits: a skipped column adds 0 to its block's int32 sum, a block with no column left
+// adds (float)0 * (d_w * d_x) = +-0 to a lane that is never -0 (every d_w finite: build_down_cols
+// checks). The gate and up products are the dense kernels' rows, so g, u and h are the dense bits.
 #pragma once
+#include "core/arena.h"
+#include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "mcullm/status.h"
 
@@ -36,5 +46,40 @@ void ffn_relu_dense(const KernelSet& k, const ReluFfn& f, const ActVec& x, float
 // Gate first: g for every neuron, then up rows and down rows only where g > 0. lanes: [dim * 16] scratch.
 void ffn_relu_sparse(const KernelSet& k, const ReluFfn& f, const ActVec& x, float* g, float* u, float* h, float* y,
                      float* lanes, FfnStats* stats);
+
+// The column-stored copy of a q8_0 / q4_0 / q4g64 down matrix [rows, cols] (kernels.h DownCols) in
+// `arena`. Ok with out->type == kF32 (not built; the dense path runs) for other types, rows % 32 != 0,
+// cols % block != 0, or a block scale that is not finite.
+Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out);
+
+// Default of ReluFfnQ::max_live_permille: on Zen 3 (AVX2, 2 threads) a random-weight q4g64 ReLU dummy
+// with about 50% live neurons ran at 0.5-0.7x with the column kernel; the break-even is not measured.
+constexpr int kSparseFfnMaxLivePermille = 250;
+
+struct ReluFfnQ {
+  MatRef gate;    // [ffn, dim], any dense type (with x.q filled when quantized)
+  MatRef up;      // [ffn, dim], same
+  DownCols down;  // [dim, ffn] q8_0 / q4_0 / q4g64, column-stored
+  MatRef down_rows;  // the same matrix row-major (the dense fallback)
+  // Above this share of live neurons (per mille) the token runs dense after the gate (the same bits):
+  // the column kernel does more integer work per weight than the row kernels, so it pays only when
+  // enough neurons are dead. 1000: always sparse.
+  int max_live_permille = kSparseFfnMaxLivePermille;
+};
+struct FfnScratchQ {
+  float* g;       // [ffn]
+  float* u;       // [ffn]
+  float* h;       // [ffn]
+  int8_t* hq;     // [ffn] h quantized (may be x.q: read only before h is quantized)
+  float* hs;      // [ffn / block]
+  int32_t* live;  // [ffn]
+};
+// Gate first with a quantized down matrix: g = gate . x (all rows, on the pool); when at most
+// max_live_permille of the neurons are live: up rows of live neurons only (g > 0), h = relu(g) * u with dead neurons +0, h quantized per block (k.quantize_blocks),
+// y = down . h from the non-zero columns only (k.matvec_down_cols, rows split in 32-row chunks):
+// y has the bits of the dense path's matvec of the row-major down matrix. Else the dense rest: up for
+// every row, relu_mul, h quantized, the row-major down matvec (the same bits by construction).
+void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, const ActVec& x, const FfnScratchQ& s,
+                       float* y, FfnStats* stats);
 
 }  // namespace mcullm

@@ -74,12 +74,16 @@ Status TransformerModel::check_shapes() const {
 }
 
 Status build_sparse_ffn(TransformerModel* m, Arena& arena) {
-  if (m->spec.act != FfnAct::kRelu || m->spec.ternary) return Status::Ok();
+  if (m->spec.act != FfnAct::kRelu || m->spec.ternary || m->spec.sub_norms) return Status::Ok();
   const int dim = m->cfg.dim, hidden = m->cfg.hidden_dim;
   for (int l = m->first_layer; l < m->end(); ++l) {
     TransformerLayer& L = m->layers[l - m->first_layer];
-    // The sparse FFN reads gate and up with one quantized input, and the down rows as f32.
-    if (L.w2.type != DType::kF32 || L.w1.type != L.w3.type || L.w2.rows != dim || L.w2.cols != hidden) continue;
+    // The sparse FFN reads gate and up with one quantized input, and the down columns as f32 or blocks.
+    if (L.w1.type != L.w3.type || L.w2.rows != dim || L.w2.cols != hidden) continue;
+    if (L.w2.type != DType::kF32) {
+      MC_TRY(build_down_cols(L.w2, arena, &L.w2_cols));
+      continue;
+    }
     float* t = nullptr;
     MC_TRY(arena.alloc_array(static_cast<size_t>(dim) * static_cast<size_t>(hidden), TensorClass::kFfn, &t));
     for (int d = 0; d < dim; ++d) {
@@ -104,11 +108,15 @@ Status TransformerRunner::init(const TransformerModel* model, int first, int end
   MC_TRY(s_.init(cache_cfg_, ctx_len, arena, kv));
   const TransformerLayer* held = end > first ? &model->layer(first) : nullptr;
   MC_TRY(tl_lut_buffer_for_layers(held, end - first, 1, arena, &lut_));
-  bool sparse = false;
-  for (int l = first; l < end; ++l) sparse = sparse || model->layer(l).w2_t;
-  if (model->spec.act == FfnAct::kRelu && sparse) {
+  bool sparse_f32 = false, sparse_q = false;
+  for (int l = first; l < end; ++l) {
+    sparse_f32 = sparse_f32 || model->layer(l).w2_t;
+    sparse_q = sparse_q || model->layer(l).w2_cols.w;
+  }
+  if (model->spec.act == FfnAct::kRelu && (sparse_f32 || sparse_q)) {
     const TensorClass act = TensorClass::kActivations;
-    MC_TRY(arena.alloc_array(static_cast<size_t>(model->cfg.dim) * kF32Lanes, act, &ffn_lanes_));
+    if (sparse_f32) MC_TRY(arena.alloc_array(static_cast<size_t>(model->cfg.dim) * kF32Lanes, act, &ffn_lanes_));
+    if (sparse_q) MC_TRY(arena.alloc_array(static_cast<size_t>(model->cfg.hidden_dim), act, &ffn_live_));
     MC_TRY(arena.alloc_array(static_cast<size_t>(model->cfg.hidden_dim), act, &ffn_h_));
     MC_TRY(arena.alloc_array(static_cast<size_t>(model->cfg.dim), act, &ffn_y_));
   }
@@ -181,19 +189,28 @@ void TransformerRunner::activate(float* g, const float* u) {
 }
 
 bool TransformerRunner::sparse_ffn(const TransformerLayer& L) {
-  if (model_->spec.act != FfnAct::kRelu || !sparse_on_ || !ffn_lanes_ || !L.w2_t) return false;
+  if (model_->spec.act != FfnAct::kRelu || !sparse_on_) return false;
+  const bool f32 = L.w2_t && ffn_lanes_, q = L.w2_cols.w && ffn_live_;
+  if (!f32 && !q) return false;
   const int dim = model_->cfg.dim;
   ActVec act;
   act.f = s_.xb;
   if (const int block = act_block(L.w1); block > 0) {
-    quantize_activations(s_.xb, dim, block, s_.act_q, s_.act_scales);
+    kernels_->quantize_blocks(s_.xb, dim, block, s_.act_q, s_.act_scales);
     act.q = s_.act_q;
     act.scales = s_.act_scales;
     act.block = block;
   }
-  const ReluFfn f{L.w1, L.w3, L.w2, L.w2_t};
   FfnStats st;
-  ffn_relu_sparse(*kernels_, f, act, s_.hb, s_.hb2, ffn_h_, ffn_y_, ffn_lanes_, &st);
+  if (f32) {
+    const ReluFfn f{L.w1, L.w3, L.w2, L.w2_t};
+    ffn_relu_sparse(*kernels_, f, act, s_.hb, s_.hb2, ffn_h_, ffn_y_, ffn_lanes_, &st);
+  } else {
+    const ReluFfnQ f{L.w1, L.w3, L.w2_cols, L.w2, sparse_max_live_};
+    // s_.act_scales holds x's scales until the gate and up rows are done; h's go to the same buffer after.
+    const FfnScratchQ sc{s_.hb, s_.hb2, ffn_h_, s_.act_q, s_.act_scales, ffn_live_};
+    ffn_relu_sparse_q(*pool_, *kernels_, f, act, sc, ffn_y_, &st);
+  }
   neurons_ += static_cast<unsigned long long>(st.neurons);
   live_ += static_cast<unsigned long long>(st.live);
   for (int i = 0; i < dim; ++i) s_.x[i] += ffn_y_[i];

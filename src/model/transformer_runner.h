@@ -11,7 +11,8 @@
 // The seven linear matrices of every layer are all dense (any type the kernels read; the input
 // quantized per the weights' block) or all ternary (i2_s / tl1 / tl2 with their per-tensor scale;
 // the input quantized once per token as bitnet.cpp's I8_S). A ReLU FFN whose down matrix has an f32
-// transposed copy (w2_t) runs gate first (model/sparse_ffn.h) for single tokens: the same bits.
+// transposed copy (w2_t) or a q8_0 / q4_0 / q4g64 down matrix with a column-stored copy (w2_cols)
+// runs gate first (model/sparse_ffn.h) for single tokens: the same bits.
 //
 // n tokens at positions pos0.. go through the same loop: n = 1 (generation) with matvecs on the
 // single-token buffers, n > 1 (batched prefill) with matmats on the batch buffers, which give each
@@ -27,6 +28,7 @@
 #include "kernels/kernels.h"
 #include "model/decoder.h"
 #include "model/layer_slice.h"
+#include "model/sparse_ffn.h"
 #include "model/ternary_lut.h"
 #include "model/transformer.h"
 #include "mcullm/status.h"
@@ -57,6 +59,7 @@ struct TransformerLayer {
   MatRef wq, wk, wv, wo;                 // [dim, dim], [kv_dim, dim], [kv_dim, dim], [dim, dim]
   MatRef w1, w2, w3;                     // gate [hidden, dim], down [dim, hidden], up [hidden, dim]
   const float* w2_t = nullptr;           // ReLU FFN: f32 down transposed [hidden, dim]; set: the sparse FFN runs
+  DownCols w2_cols;                      // ReLU FFN: q8_0 / q4_0 / q4g64 down stored by column; built: the sparse FFN runs
 };
 
 struct TransformerModel {
@@ -80,7 +83,8 @@ struct TransformerModel {
   Status check_shapes() const;
 };
 
-// Builds w2_t (in `arena`) for every layer of a ReLU model whose down matrix is f32.
+// Builds w2_t (in `arena`) for every layer of a ReLU model whose down matrix is f32, w2_cols for one
+// whose down matrix is q8_0 / q4_0 / q4g64 (dense models without sub-norms; model/sparse_ffn.h).
 Status build_sparse_ffn(TransformerModel* m, Arena& arena);
 
 // Runs layers [first, end) of a model (held ones) on one residual stream, with a KV cache of those
@@ -114,8 +118,13 @@ class TransformerRunner {
   int ctx_len() const { return s_.ctx_len; }
   // A ReLU FFN's neurons and live ones since init (false without one).
   bool ffn_counts(unsigned long long* neurons, unsigned long long* live) const;
-  // false: the ReLU FFN runs dense even where w2_t is set (for tests of sparse == dense).
-  void set_sparse_ffn(bool on) { sparse_on_ = on; }
+  // false: the ReLU FFN runs dense even where w2_t / w2_cols is set (for tests of sparse == dense).
+  // max_live_permille: a quantized down matrix's sparse path runs only for tokens with at most this
+  // share of live neurons (ReluFfnQ; 1000: always), else the dense path after the gate.
+  void set_sparse_ffn(bool on, int max_live_permille = kSparseFfnMaxLivePermille) {
+    sparse_on_ = on;
+    sparse_max_live_ = max_live_permille;
+  }
 
  private:
   // Matrices reading the same n columns (x + i * x_stride, n_vals values): ternary or dense.
@@ -143,7 +152,9 @@ class TransformerRunner {
   float* ffn_lanes_ = nullptr;  // sparse FFN scratch: [dim * 16], [hidden], [dim]
   float* ffn_h_ = nullptr;
   float* ffn_y_ = nullptr;
+  int32_t* ffn_live_ = nullptr;  // quantized sparse FFN: [hidden] live neurons, then non-zero columns
   bool sparse_on_ = true;
+  int sparse_max_live_ = kSparseFfnMaxLivePermille;
   unsigned long long neurons_ = 0, live_ = 0;
   HeadChoice head_;
   float* head_rows_ = nullptr;  // grouped head: head_scratch_floats (model/vocab_head.h)
@@ -167,7 +178,9 @@ class TransformerContext final : public Decoder {
   }
   Status set_head(const HeadChoice& c, Arena& arena) override { return r_.set_head(c, arena); }
   const TransformerModel& model() const { return r_.model(); }
-  void set_sparse_ffn(bool on) { r_.set_sparse_ffn(on); }
+  void set_sparse_ffn(bool on, int max_live_permille = kSparseFfnMaxLivePermille) {
+    r_.set_sparse_ffn(on, max_live_permille);
+  }
 
  private:
   TransformerRunner r_;

@@ -35,6 +35,9 @@ void quantize_i8s(const float* x, int n, int8_t* q, float* inv_scale);
 void quantize_blocks(const float* x, int n, int block, int8_t* q, float* scales);
 // The block types' GEMM without VNNI (gemm_avx2.cpp, -mf16c): the avx2 table's matmat_tiled.
 bool matmat_tiled(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
+// The sparse FFN's down product over live columns (down_cols_avx2.cpp).
+void matvec_down_cols(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live, float* y,
+                      int r0, int r1);
 
 // The AVX2 table under `name` with the given block GEMM (matmat_tiled): table_avx2.cpp (without
 // VNNI, avx2::matmat_tiled) and the avxvnni table (gemm_avxvnni.cpp) are it; the AVX-512 tables start from it (x86_512/). AVX2
@@ -62,7 +65,8 @@ constexpr KernelSet table(const char* name,
           .attn_values_q8 = attn_values_q8,
           .quantize_i8s = quantize_i8s,
           .quantize_blocks = quantize_blocks,
-          .matmat_tiled = matmat_tiled};
+          .matmat_tiled = matmat_tiled,
+          .matvec_down_cols = matvec_down_cols};
 }
 
 // Weights of one block as int8 vectors of 32, in block order (the matvecs and the VNNI GEMM).
