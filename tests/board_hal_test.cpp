@@ -32,12 +32,6 @@ namespace {
 
 using test::shared_path;
 
-#define ASSERT_OK(expr)                          \
-  do {                                           \
-    const ::mcullm::Status st_ = (expr);         \
-    ASSERT_TRUE(st_.ok()) << st_.message();      \
-  } while (0)
-
 struct Files {
   std::string model, tokenizer, image;
 };

@@ -266,7 +266,9 @@ TEST(CliOutput, ConvertMentionsNotesOnlyWhenThereAreSome) {
                             "--type", type, "-o", dir + "/" + type + ".gguf"});
     ASSERT_EQ(r.exit_code, 0) << type << ": " << r.err;
     EXPECT_EQ(r.err.find("see the notes"), std::string::npos) << r.err;
-    if (r.err.find("notes above") != std::string::npos) EXPECT_NE(r.err.find("mcullm: note: "), std::string::npos) << r.err;
+    if (r.err.find("notes above") != std::string::npos) {
+      EXPECT_NE(r.err.find("mcullm: note: "), std::string::npos) << r.err;
+    }
   }
 }
 

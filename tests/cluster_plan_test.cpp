@@ -107,7 +107,9 @@ TEST(ClusterPlan, BottleneckIsOptimalAgainstBruteForce) {
           // Contiguous, covering, every node at least one layer, every stage fits.
           ASSERT_EQ(p.stages.size(), static_cast<size_t>(N + 1));
           EXPECT_EQ(p.stages[0].first, 0);
-          if (!ml) EXPECT_EQ(p.stages[0].end, 0);
+          if (!ml) {
+            EXPECT_EQ(p.stages[0].end, 0);
+          }
           for (int i = 1; i <= N; ++i) {
             EXPECT_EQ(p.stages[static_cast<size_t>(i)].first, p.stages[static_cast<size_t>(i - 1)].end);
             EXPECT_GT(p.stages[static_cast<size_t>(i)].end, p.stages[static_cast<size_t>(i)].first);

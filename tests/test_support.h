@@ -10,9 +10,23 @@
 #include <string>
 #include <vector>
 
+#include "mcullm/status.h"
+
 namespace mcullm {
 class Decoder;
 }
+
+// A Status that must be ok, its message shown when it is not.
+#define ASSERT_OK(expr)                      \
+  do {                                       \
+    const ::mcullm::Status st_ = (expr);     \
+    ASSERT_TRUE(st_.ok()) << st_.message();  \
+  } while (0)
+#define EXPECT_OK(expr)                      \
+  do {                                       \
+    const ::mcullm::Status st_ = (expr);     \
+    EXPECT_TRUE(st_.ok()) << st_.message();  \
+  } while (0)
 
 namespace mcullm::test {
 

@@ -20,17 +20,6 @@
 namespace mcullm {
 namespace {
 
-#define ASSERT_OK(expr)                      \
-  do {                                       \
-    const ::mcullm::Status st_ = (expr);     \
-    ASSERT_TRUE(st_.ok()) << st_.message();  \
-  } while (0)
-#define EXPECT_OK(expr)                      \
-  do {                                       \
-    const ::mcullm::Status st_ = (expr);     \
-    EXPECT_TRUE(st_.ok()) << st_.message();  \
-  } while (0)
-
 struct Head {
   std::vector<uint8_t> bytes;
   MatRef m;

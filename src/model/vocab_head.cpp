@@ -1,5 +1,7 @@
 #include "model/vocab_head.h"
 
+#include <string.h>
+
 #include "core/fmath.h"
 #include "quant/q4e.h"
 
@@ -158,14 +160,10 @@ void grouped_head_logits(const KernelSet& k, const HeadChoice& c, const float* x
 }
 
 bool parse_head_mode(const char* name, HeadMode* out) {
-  if (!name) return false;
-  const char* names[3] = {"full", "two-stage", "pruned"};
-  for (int i = 0; i < 3; ++i) {
-    const char* a = names[i];
-    const char* b = name;
-    while (*a && *a == *b) ++a, ++b;
-    if (!*a && !*b) {
-      *out = static_cast<HeadMode>(i);
+  const HeadMode modes[3] = {HeadMode::kFull, HeadMode::kTwoStage, HeadMode::kPruned};
+  for (HeadMode m : modes) {
+    if (name && strcmp(name, head_mode_name(m)) == 0) {
+      *out = m;
       return true;
     }
   }
