@@ -15,6 +15,7 @@
 
 #include "test_support.h"
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/tokenizer_host.h"
 
 // Counts heap allocations made by this executable, to check that pretokenize() makes none.
 namespace {
@@ -192,23 +193,6 @@ void expect_same(const Kind& k, const Reference& ref, const std::string& text, c
                 << show(text, want, i) << "\n  ours:  " << show(text, got, i);
 }
 
-void append_utf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 // Code points where the patterns' decisions turn: every kind of space and newline, apostrophes
 // and contraction letters (and U+017F LONG S, which (?i) folds to s; U+212A KELVIN SIGN), digits
@@ -361,6 +345,25 @@ TEST(Pretokenizer, NeverAllocates) {
     EXPECT_EQ(g_allocations.load(), before) << pretokenizer_name(k.kind);
     EXPECT_GT(pieces, 5u);
   }
+}
+
+// Every Unicode scalar value encodes to well-formed UTF-8 of the length its range implies (RFC 3629)
+// and decodes back to itself.
+TEST(Utf8, EncodeRoundTripsEveryScalarValue) {
+  for (uint32_t cp = 0; cp < 0x110000; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;  // surrogates are not scalar values
+    uint8_t b[4];
+    const size_t n = utf8_encode(cp, b);
+    const size_t want = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    ASSERT_EQ(n, want) << std::hex << cp;
+    ASSERT_TRUE(utf8_valid(b, n)) << std::hex << cp;
+    size_t len = 0;
+    ASSERT_EQ(utf8_decode(b, n, &len), cp);
+    ASSERT_EQ(len, n);
+  }
+  std::string s;
+  append_utf8(0x20AC, &s);  // the euro sign
+  EXPECT_EQ(s, "\xE2\x82\xAC");
 }
 
 TEST(Pretokenizer, NamesRoundTrip) {

@@ -358,6 +358,18 @@ UnicodeClass unicode_class(uint32_t cp) {
 
 const char* unicode_tables_version() { return MC_UNICODE_VERSION; }
 
+size_t utf8_encode(uint32_t cp, uint8_t out[4]) {
+  if (cp < 0x80) {
+    out[0] = static_cast<uint8_t>(cp);
+    return 1;
+  }
+  const size_t n = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  const uint8_t lead[5] = {0, 0, 0xC0, 0xE0, 0xF0};
+  for (size_t i = n - 1; i > 0; --i, cp >>= 6) out[i] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+  out[0] = static_cast<uint8_t>(lead[n] | cp);
+  return n;
+}
+
 uint32_t utf8_decode(const uint8_t* s, size_t n, size_t* len) {
   const uint8_t b0 = s[0];
   *len = 1;

@@ -30,6 +30,8 @@ constexpr uint32_t kInvalidCodePoint = 0x110000;
 uint32_t utf8_decode(const uint8_t* s, size_t n, size_t* len);
 // True when all n bytes are well-formed UTF-8.
 bool utf8_valid(const uint8_t* s, size_t n);
+// Writes code point cp (< 0x110000) as 1 to 4 UTF-8 bytes into out; returns how many.
+size_t utf8_encode(uint32_t cp, uint8_t out[4]);
 
 enum class PreTokenizer : uint8_t {
   kGpt2,           // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+  (also mpt, olmo)

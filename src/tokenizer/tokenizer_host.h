@@ -5,6 +5,8 @@
 // tokenizer_loader.h picks the right one from a file.
 // Host code: uses the standard library.
 #pragma once
+#include <stdint.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +14,9 @@
 #include "mcullm/status.h"
 
 namespace mcullm {
+
+// Appends code point cp (< 0x110000) to out as UTF-8 (utf8_encode).
+void append_utf8(uint32_t cp, std::string* out);
 
 struct EncodeOptions {
   bool add_bos = false;
