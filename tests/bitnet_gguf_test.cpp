@@ -22,24 +22,11 @@
 namespace mcullm {
 namespace {
 
+using test::small_vocab;
+
 using test::run_cli;
 
 std::string dummy125m() { return test::shared_path("models/bitnet-dummy/dummy-bitnet-125m.i2_s.gguf"); }
-
-// A word-free vocabulary: byte tokens plus a few pieces, enough for the tiny layouts.
-Llama2cTokenizer small_vocab(int n) {
-  std::vector<std::string> pieces = {"<unk>", "<s>", "</s>"};
-  char buf[8];
-  for (int b = 0; b < 256; ++b) {
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    pieces.push_back(buf);
-  }
-  while (static_cast<int>(pieces.size()) < n) pieces.push_back(" w" + std::to_string(pieces.size()));
-  std::vector<float> scores(pieces.size(), 0.0f);
-  Llama2cTokenizer tok;
-  EXPECT_TRUE(tok.load_vocab(pieces, scores).ok());
-  return tok;
-}
 
 std::vector<uint8_t> tiny_bytes(const std::string& layout, uint64_t seed, DType ternary = DType::kI2_S) {
   GgufDummyOptions opt;

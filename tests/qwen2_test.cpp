@@ -23,19 +23,7 @@
 namespace mcullm {
 namespace {
 
-Llama2cTokenizer small_vocab(int n) {
-  std::vector<std::string> pieces = {"<unk>", "<s>", "</s>"};
-  char buf[8];
-  for (int b = 0; b < 256; ++b) {
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    pieces.push_back(buf);
-  }
-  while (static_cast<int>(pieces.size()) < n) pieces.push_back(" w" + std::to_string(pieces.size()));
-  std::vector<float> scores(pieces.size(), 0.0f);
-  Llama2cTokenizer tok;
-  EXPECT_TRUE(tok.load_vocab(pieces, scores).ok());
-  return tok;
-}
+using test::small_vocab;
 
 struct Variant {
   DType linear = DType::kI2_S;

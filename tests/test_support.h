@@ -14,6 +14,7 @@
 
 namespace mcullm {
 class Decoder;
+class Llama2cTokenizer;
 }
 
 // A Status that must be ok, its message shown when it is not.
@@ -36,6 +37,10 @@ namespace mcullm::test {
 // alike (the next forward's logits equal). Batches of 0 and max_batch() + 1 tokens and a bad token
 // id are refused.
 void expect_prefill_matches_forward(Decoder& single, Decoder& batched, const std::vector<int>& tokens);
+
+// A word-free SentencePiece vocabulary of n >= 259 pieces: <unk>, <s>, </s>, the 256 byte tokens, then
+// " w259", " w260", ... (for tiny model layouts).
+Llama2cTokenizer small_vocab(int n);
 
 // ../shared beside the source tree (or $MCULLM_SHARED). Empty when missing.
 std::string shared_dir();
