@@ -145,7 +145,7 @@ void BitLlama2cContext::bitlinear(const MatRef* const* mats, float* const* outs,
 }
 
 void BitLlama2cContext::attention(int layer, int pos) {
-  if (s_.kv_type != KvType::kF32) return attend(*pool_, *kernels_, model_->cfg, s_, layer, pos);
+  if (s_.kv_type != KvType::kF32) return attend(*pool_, *kernels_, model_->cfg, s_, layer, pos, 1, s_.q, s_.att_out);
   AttentionJob job = attention_job(nullptr, model_->cfg, s_, layer, pos);  // no kernel table: scalar sums
   pool_->run(attention_task, &job);
 }

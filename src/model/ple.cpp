@@ -167,7 +167,7 @@ Status PleContext::forward(int token, int pos, const float** logits) {
     }
     rope_rotate(s_.q, D, hs, s_.rope_cos, s_.rope_sin, RopeStyle::kNeox);  // split-half pairs
     rope_rotate(key, D, hs, s_.rope_cos, s_.rope_sin, RopeStyle::kNeox);
-    attend(*pool_, k, base_, s_, l, pos);
+    attend(*pool_, k, base_, s_, l, pos, 1, s_.q, s_.att_out);
     {
       const MatRef* mats[1] = {&Ly.attn_proj};
       float* outs[1] = {s_.xb};

@@ -164,7 +164,13 @@ Status BatchState::init(const LlamaConfig& c, int n, Arena& arena) {
   MC_TRY(arena.alloc_array(cn * c.vocab_size, act, &logits));
   MC_TRY(arena.alloc_array(cn * widest, act, &act_q));
   MC_TRY(arena.alloc_array(cn * widest, act, &act_scales));
-  return Status::Ok();
+  MC_TRY(arena.alloc_array(cn * (c.head_dim() / 2), act, &rope_cos));
+  return arena.alloc_array(cn * (c.head_dim() / 2), act, &rope_sin);
+}
+
+void BatchState::view(const LlamaConfig& c, const DecoderState& s) {
+  *this = BatchState{1, (c.hidden_dim > c.dim ? c.hidden_dim : c.dim) + 64, s.x, s.xb, s.q, s.att_out, s.hb, s.hb2,
+                     s.logits, s.act_q, s.act_scales, s.rope_cos, s.rope_sin};
 }
 
 Status check_token_pos(const LlamaConfig& c, int ctx_len, int token, int pos) {
@@ -210,23 +216,6 @@ void rope_rotate(float* vec, int n, int hs, const float* cos_, const float* sin_
 
 namespace {
 
-struct MatvecJob {
-  const KernelSet* kernels;
-  const MatRef* const* mats;
-  float* const* outs;
-  int count;
-  const ActVec* act;
-};
-
-void matvec_task(void* p, int ith, int nth) {
-  const MatvecJob& job = *static_cast<const MatvecJob*>(p);
-  for (int m = 0; m < job.count; ++m) {
-    int r0, r1;
-    slice(job.mats[m]->rows, ith, nth, &r0, &r1);
-    matvec(*job.kernels, *job.mats[m], *job.act, job.outs[m], r0, r1);
-  }
-}
-
 // Multiply-adds of n positions' attention from pos: scores and values over pos + n keys per head.
 size_t attention_work(const LlamaConfig& c, int pos, int n) {
   return 2 * static_cast<size_t>(c.n_heads) * static_cast<size_t>(c.head_dim()) * static_cast<size_t>(pos + n) *
@@ -262,20 +251,13 @@ void attend_heads(const AttentionJob& j, int h0, int h1) {
   }
 }
 
-void attention_task(void* p, int ith, int nth) {
-  const AttentionJob& j = *static_cast<const AttentionJob*>(p);
-  int h0, h1;
-  slice(j.cfg->n_heads, ith, nth, &h0, &h1);
-  attend_heads(j, h0, h1);
-}
-
 // n positions, each thread its heads (a head's score row is reused position after position).
 struct BatchAttentionJob {
   AttentionJob first;  // position pos0: q and out of column 0
   int n;
 };
 
-void batch_attention_task(void* p, int ith, int nth) {
+void attention_task(void* p, int ith, int nth) {
   const BatchAttentionJob& b = *static_cast<const BatchAttentionJob*>(p);
   int h0, h1;
   slice(b.first.cfg->n_heads, ith, nth, &h0, &h1);
@@ -299,12 +281,14 @@ struct MatmatJob {
   int n;
 };
 
+// One column runs the matvec kernels (matmat's bits, without its batched tiles).
 void matmat_task(void* p, int ith, int nth) {
   const MatmatJob& job = *static_cast<const MatmatJob*>(p);
   for (int m = 0; m < job.count; ++m) {
     int r0, r1;
     slice(job.mats[m]->rows, ith, nth, &r0, &r1);
-    matmat(*job.kernels, *job.mats[m], *job.act, job.n, job.outs[m], job.out_strides[m], r0, r1);
+    if (job.n == 1) matvec(*job.kernels, *job.mats[m], job.act->col(0), job.outs[m], r0, r1);
+    else matmat(*job.kernels, *job.mats[m], *job.act, job.n, job.outs[m], job.out_strides[m], r0, r1);
   }
 }
 
@@ -318,27 +302,13 @@ size_t mats_work(const MatRef* const* mats, int count, int n) {
 
 void run_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
                  const ActVec& act) {
-  MatvecJob job{&k, mats, outs, count, &act};
-  pool.run_sized(matvec_task, &job, mats_work(mats, count, 1));
-}
-
-void run_dense_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
-                       const float* x, int n, int8_t* q, float* scales) {
-  for (int start = 0; start < count;) {
-    const int block = act_block_of(*mats[start]);
-    int end = start + 1;
-    while (end < count && act_block_of(*mats[end]) == block) ++end;
-    ActVec act;
-    act.f = x;
-    if (block > 0) {
-      k.quantize_blocks(x, n, block, q, scales);
-      act.q = q;
-      act.scales = scales;
-      act.block = block;
-    }
-    run_matvecs(pool, k, mats + start, outs + start, end - start, act);
-    start = end;
-  }
+  ActMat a;
+  a.f = act.f;
+  a.q = act.q;
+  a.scales = act.scales;
+  a.block = act.block;
+  MatmatJob job{&k, mats, outs, nullptr, count, &a, 1};
+  pool.run_sized(matmat_task, &job, mats_work(mats, count, 1));
 }
 
 AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderState& s, int layer, int pos) {
@@ -364,33 +334,13 @@ AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderStat
   return j;
 }
 
-void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos) {
-  s.store_kv(layer, pos, 1);
-  AttentionJob job = attention_job(&k, c, s, layer, pos);
-  pool.run_sized(attention_task, &job, attention_work(c, pos, 1));
-}
-
-void attend_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos0,
-                  int n, const float* q, float* out) {
+void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos0, int n,
+            const float* q, float* out) {
   s.store_kv(layer, pos0, n);
   BatchAttentionJob job{attention_job(&k, c, s, layer, pos0), n};
   job.first.q = q;
   job.first.out = out;
-  pool.run_sized(batch_attention_task, &job, attention_work(c, pos0, n));
-}
-
-void run_ternary_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
-                         const float* x, int n, DecoderState& s, const TlLutBuffer& lut) {
-  k.quantize_i8s(x, n, s.act_q, s.act_scales);
-  if (!lut.empty()) {
-    run_ternary_q(pool, k, mats, outs, nullptr, count, s.act_q, 0, s.act_scales, 1, lut);
-    return;
-  }
-  ActVec a;
-  a.f = x;
-  a.q = s.act_q;
-  a.scales = s.act_scales;
-  run_matvecs(pool, k, mats, outs, count, a);
+  pool.run_sized(attention_task, &job, attention_work(c, pos0, n));
 }
 
 void run_ternary_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
@@ -437,25 +387,6 @@ void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const
     pool.run_sized(matmat_task, &job, mats_work(mats + start, end - start, n));
     start = end;
   }
-}
-
-void rope_batch(const LlamaConfig& c, DecoderState& s, BatchState& b, int layer, int pos0, int n, RopeStyle style) {
-  const int hs = c.head_dim();
-  for (int i = 0; i < n; ++i) {
-    rope_angles(c.rope_theta, hs, pos0 + i, s.rope_cos, s.rope_sin);
-    rope_rotate(b.q + static_cast<size_t>(i) * c.dim, c.dim, hs, s.rope_cos, s.rope_sin, style);
-    rope_rotate(s.new_keys(layer, pos0) + static_cast<size_t>(i) * c.kv_dim(), c.kv_dim(), hs, s.rope_cos, s.rope_sin, style);
-  }
-}
-
-void head_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, const float* out_norm, const MatRef& output,
-                BatchState& b, int n) {
-  const size_t dim = static_cast<size_t>(c.dim);
-  for (int i = 0; i < n; ++i) rmsnorm(k, b.x + i * dim, b.x + i * dim, out_norm, c.dim, c.norm_eps);
-  const MatRef* mats[1] = {&output};
-  float* outs[1] = {b.logits};
-  const size_t strides[1] = {static_cast<size_t>(c.vocab_size)};
-  run_dense_matmats(pool, k, mats, outs, strides, 1, b.x, dim, c.dim, n, b);
 }
 
 }  // namespace mcullm

@@ -96,7 +96,8 @@ struct DecoderState {
 };
 
 // Activations of up to `cap` tokens evaluated together (batched prefill): column i of each buffer
-// starts at i times its width (dim, hidden, vocab; `widest` for the quantized copies and scales).
+// starts at i times its width (dim, hidden, vocab, head_dim / 2; `widest` for the quantized copies
+// and scales).
 struct BatchState {
   int cap = 0;
   int widest = 0;
@@ -109,8 +110,12 @@ struct BatchState {
   float* logits = nullptr;   // [cap, vocab]
   int8_t* act_q = nullptr;   // [cap, widest]
   float* act_scales = nullptr;  // [cap, widest]
+  float* rope_cos = nullptr;    // [cap, head_dim / 2]: the angles of each column's position
+  float* rope_sin = nullptr;
 
   Status init(const LlamaConfig& c, int cap, Arena& arena);
+  // One token (cap 1) on the single-token buffers of s: nothing allocated.
+  void view(const LlamaConfig& c, const DecoderState& s);
 };
 
 // A token id inside the vocabulary and a position inside the context.
@@ -130,35 +135,20 @@ size_t mats_work(const MatRef* const* mats, int count, int n);
 // Rows of each matrix split over the pool's threads, all reading the same input `act`, in one hand-off.
 void run_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
                  const ActVec& act);
-// The same for dense matrices that read x (n values): the caller's thread first quantizes x into
-// q / scales for quantized weights (one quantization per run of matrices with the same block).
-void run_dense_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
-                       const float* x, int n, int8_t* q, float* scales);
 
-// Ternary matrices (i2_s, or tl1 / tl2 through `lut` when it is not empty) that read x (n values):
-// the caller's thread quantizes x once as bitnet.cpp's I8_S (quantize_i8s into s.act_q / act_scales),
-// then one hand-off to the pool.
+// Matrices reading n columns (column i of the input at x + i * x_stride, n_vals values; of output
+// m at outs[m] + i * out_strides[m]), one hand-off to the pool: each weight matrix is read once for
+// the n columns (kernels.h matmat: every column gets the matvec's bits); n = 1 runs the matvecs.
+// The caller's thread first quantizes the columns. Ternary (i2_s, or tl1 / tl2 when `lut`
+// (model/ternary_lut.h) has room for n columns): each column as bitnet.cpp's I8_S (quantize_i8s).
+// Dense: per the weights' block, once per run of matrices with the same block.
 struct TlLutBuffer;
-void run_ternary_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
-                         const float* x, int n, DecoderState& s, const TlLutBuffer& lut);
-
-// Batched forms of the two above for n columns (column i of the input at x + i * x_stride, n_vals
-// values; of output m at outs[m] + i * out_strides[m]): each weight matrix is read once for the n
-// columns (kernels.h matmat) and every column gets the bits run_matvecs / run_dense_matvecs give it.
-// Ternary: each column quantized as bitnet.cpp's I8_S (quantize_i8s); dense: per the weights' block.
-// Ternary matrices may be tl1 / tl2 when `lut` (model/ternary_lut.h) has room for n columns.
 void run_ternary_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
                          const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
                          BatchState& b, const TlLutBuffer* lut = nullptr);
 void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
                        const size_t* out_strides, int count, const float* x, size_t x_stride, int n_vals, int n,
                        BatchState& b);
-
-// Batched prefill pieces shared by the architectures: rotate the n queries (b.q) and the n new keys of `layer` (positions pos0..) by their positions'
-// angles; the final RMSNorm of b.x and the head into b.logits.
-void rope_batch(const LlamaConfig& c, DecoderState& s, BatchState& b, int layer, int pos0, int n, RopeStyle style);
-void head_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, const float* out_norm, const MatRef& output,
-                BatchState& b, int n);
 
 // One layer's attention at one position, as the pool's tasks read it.
 struct AttentionJob {
@@ -179,13 +169,11 @@ struct AttentionJob {
 };
 AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderState& s, int layer, int pos);
 
-// Multi-head (grouped-query) attention of layer `layer` at `pos`: s.q against the cached keys and
-// values of positions 0..pos, into s.att_out; heads split over the pool's threads. Stores the new
-// key and value first (store_kv). With an int8 cache each head's query is quantized (one scale).
-void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos);
-// The same for positions pos0 .. pos0 + n - 1 in order (their keys and values already cached): query
-// i at q + i * dim, output i at out + i * dim; one hand-off to the pool for all of them (store_kv first).
-void attend_batch(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos0,
-                  int n, const float* q, float* out);
+// Multi-head (grouped-query) attention of layer `layer` at positions pos0 .. pos0 + n - 1 in order:
+// query i at q + i * dim against the cached keys and values of positions 0..pos0 + i, into
+// out + i * dim; heads split over the pool's threads, one hand-off for all n. Stores the new keys
+// and values first (store_kv). With an int8 cache each head's query is quantized (one scale).
+void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos0, int n,
+            const float* q, float* out);
 
 }  // namespace mcullm

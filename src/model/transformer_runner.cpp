@@ -106,6 +106,7 @@ Status TransformerRunner::init(const TransformerModel* model, int first, int end
   cache_cfg_ = model->cfg;
   cache_cfg_.n_layers = end - first;
   MC_TRY(s_.init(cache_cfg_, ctx_len, arena, kv));
+  b_.view(model->cfg, s_);
   const TransformerLayer* held = end > first ? &model->layer(first) : nullptr;
   MC_TRY(tl_lut_buffer_for_layers(held, end - first, 1, arena, &lut_));
   bool sparse_f32 = false, sparse_q = false;
@@ -133,7 +134,7 @@ Status TransformerRunner::enable_batch(int cap, Arena& arena) {
   MC_TRY(b_.init(model_->cfg, cap, arena));
   MC_TRY(s_.reserve_stage(cap, arena));
   const TransformerLayer* held = end_ > first_ ? &model_->layer(first_) : nullptr;
-  return tl_lut_buffer_for_layers(held, end_ - first_, cap, arena, &lut_batch_);
+  return tl_lut_buffer_for_layers(held, end_ - first_, cap, arena, &lut_);
 }
 
 bool TransformerRunner::ffn_counts(unsigned long long* neurons, unsigned long long* live) const {
@@ -145,16 +146,10 @@ bool TransformerRunner::ffn_counts(unsigned long long* neurons, unsigned long lo
 
 void TransformerRunner::linear(const MatRef* const* mats, float* const* outs, const size_t* strides, int count,
                                const float* x, size_t x_stride, int n_vals, int n) {
-  const bool ternary = model_->spec.ternary;
-  if (n == 1 && ternary) {
-    run_ternary_matvecs(*pool_, *kernels_, mats, outs, count, x, n_vals, s_, lut_);
-  } else if (n == 1) {
-    run_dense_matvecs(*pool_, *kernels_, mats, outs, count, x, n_vals, s_.act_q, s_.act_scales);
-  } else if (ternary) {
-    run_ternary_matmats(*pool_, *kernels_, mats, outs, strides, count, x, x_stride, n_vals, n, b_, &lut_batch_);
-  } else {
+  if (model_->spec.ternary)
+    run_ternary_matmats(*pool_, *kernels_, mats, outs, strides, count, x, x_stride, n_vals, n, b_, &lut_);
+  else
     run_dense_matmats(*pool_, *kernels_, mats, outs, strides, count, x, x_stride, n_vals, n, b_);
-  }
 }
 
 Status TransformerRunner::embed(const int* tokens, int n) {
@@ -165,7 +160,7 @@ Status TransformerRunner::embed(const int* tokens, int n) {
   const size_t D = static_cast<size_t>(m.cfg.dim);
   for (int i = 0; i < n; ++i) {
     MC_TRY(check_token_pos(m.cfg, s_.ctx_len, tokens[i], 0));
-    if (!dequantize_row_any(m.tok_emb.type, m.tok_emb.row(tokens[i]), x(n) + i * D, m.cfg.dim))
+    if (!dequantize_row_any(m.tok_emb.type, m.tok_emb.row(tokens[i]), b_.x + i * D, m.cfg.dim))
       return Status::Error(Code::kUnsupported, "token embedding type %u", static_cast<unsigned>(m.tok_emb.type));
   }
   return Status::Ok();
@@ -194,31 +189,30 @@ bool TransformerRunner::sparse_ffn(const TransformerLayer& L) {
   if (!f32 && !q) return false;
   const int dim = model_->cfg.dim;
   ActVec act;
-  act.f = s_.xb;
+  act.f = b_.xb;
   if (const int block = act_block(L.w1); block > 0) {
-    kernels_->quantize_blocks(s_.xb, dim, block, s_.act_q, s_.act_scales);
-    act.q = s_.act_q;
-    act.scales = s_.act_scales;
+    kernels_->quantize_blocks(b_.xb, dim, block, b_.act_q, b_.act_scales);
+    act.q = b_.act_q;
+    act.scales = b_.act_scales;
     act.block = block;
   }
   FfnStats st;
   if (f32) {
     const ReluFfn f{L.w1, L.w3, L.w2, L.w2_t};
-    ffn_relu_sparse(*kernels_, f, act, s_.hb, s_.hb2, ffn_h_, ffn_y_, ffn_lanes_, &st);
+    ffn_relu_sparse(*kernels_, f, act, b_.hb, b_.hb2, ffn_h_, ffn_y_, ffn_lanes_, &st);
   } else {
     const ReluFfnQ f{L.w1, L.w3, L.w2_cols, L.w2, sparse_max_live_};
-    // s_.act_scales holds x's scales until the gate and up rows are done; h's go to the same buffer after.
-    const FfnScratchQ sc{s_.hb, s_.hb2, ffn_h_, s_.act_q, s_.act_scales, ffn_live_};
+    // b_.act_scales holds x's scales until the gate and up rows are done; h's go to the same buffer after.
+    const FfnScratchQ sc{b_.hb, b_.hb2, ffn_h_, b_.act_q, b_.act_scales, ffn_live_};
     ffn_relu_sparse_q(*pool_, *kernels_, f, act, sc, ffn_y_, &st);
   }
   neurons_ += static_cast<unsigned long long>(st.neurons);
   live_ += static_cast<unsigned long long>(st.live);
-  for (int i = 0; i < dim; ++i) s_.x[i] += ffn_y_[i];
+  for (int i = 0; i < dim; ++i) b_.x[i] += ffn_y_[i];
   return true;
 }
 
-// The one layer loop: n = 1 on the single-token buffers (matvecs, one rope_angles per call), n > 1
-// on the batch buffers (matmats); per column the same float operations in the same order.
+// The one layer loop, for any n: per column the same float operations in the same order.
 Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
   const TransformerModel& m = *model_;
   const LlamaConfig& c = m.cfg;
@@ -234,18 +228,14 @@ Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
   const int dim = c.dim, hs = c.head_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
   const size_t D = static_cast<size_t>(dim), H = static_cast<size_t>(hidden), KV = static_cast<size_t>(kv_dim);
   const KernelSet& k = *kernels_;
-  const bool one = n == 1;
-  float* const x = one ? s_.x : b_.x;
-  float* const xb = one ? s_.xb : b_.xb;
-  float* const q = one ? s_.q : b_.q;
-  float* const att_out = one ? s_.att_out : b_.att_out;
-  float* const hb = one ? s_.hb : b_.hb;
-  float* const hb2 = one ? s_.hb2 : b_.hb2;
+  float *const x = b_.x, *const xb = b_.xb, *const q = b_.q, *const att_out = b_.att_out;
+  float *const hb = b_.hb, *const hb2 = b_.hb2, *const cos_ = b_.rope_cos, *const sin_ = b_.rope_sin;
+  const int half = hs / 2;
   auto norm = [&](float* out, const float* in, const float* w, int width) {
     const size_t W = static_cast<size_t>(width);
     for (int i = 0; i < n; ++i) rmsnorm(k, out + i * W, in + i * W, w, width, c.norm_eps);
   };
-  if (one) rope_angles(c.rope_theta, hs, pos0, s_.rope_cos, s_.rope_sin);
+  for (int i = 0; i < n; ++i) rope_angles(c.rope_theta, hs, pos0 + i, cos_ + i * half, sin_ + i * half);
   for (int l = l0; l < l1; ++l) {
     const TransformerLayer& L = m.layer(l);
     const int cl = l - first_;  // the layer's place in this runner's KV cache
@@ -266,20 +256,17 @@ Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
         add_bias(values + i * KV, L.bv, kv_dim);
       }
     }
-    if (one) {
-      rope_rotate(q, dim, hs, s_.rope_cos, s_.rope_sin, spec.rope);
-      rope_rotate(keys, kv_dim, hs, s_.rope_cos, s_.rope_sin, spec.rope);
-      attend(*pool_, k, cache_cfg_, s_, cl, pos0);
-    } else {
-      rope_batch(cache_cfg_, s_, b_, cl, pos0, n, spec.rope);
-      attend_batch(*pool_, k, cache_cfg_, s_, cl, pos0, n, q, att_out);
+    for (int i = 0; i < n; ++i) {
+      rope_rotate(q + i * D, dim, hs, cos_ + i * half, sin_ + i * half, spec.rope);
+      rope_rotate(keys + i * KV, kv_dim, hs, cos_ + i * half, sin_ + i * half, spec.rope);
     }
+    attend(*pool_, k, cache_cfg_, s_, cl, pos0, n, q, att_out);
     if (spec.sub_norms) norm(att_out, att_out, L.attn_sub_norm, dim);
     linear(L.wo, xb, D, att_out, D, dim, n);
     for (size_t i = 0; i < n * D; ++i) x[i] += xb[i];
 
     norm(xb, x, L.ffn_norm, dim);
-    if (one && sparse_ffn(L)) continue;
+    if (n == 1 && sparse_ffn(L)) continue;
     {
       const MatRef* mats[2] = {&L.w1, &L.w3};
       float* outs[2] = {hb, hb2};
@@ -305,24 +292,16 @@ Status TransformerRunner::set_head(const HeadChoice& c, Arena& arena) {
 
 void TransformerRunner::head(int n) {
   const TransformerModel& m = *model_;
-  if (head_.grouped()) {  // column by column: each the bits of a single token's head
-    const size_t D = static_cast<size_t>(m.cfg.dim), V = static_cast<size_t>(m.cfg.vocab_size);
-    for (int i = 0; i < n; ++i) {
-      float* xi = x(n) + i * D;
-      rmsnorm(*kernels_, xi, xi, m.out_norm, m.cfg.dim, m.cfg.norm_eps);
-      grouped_head_logits(*kernels_, head_, xi, m.cfg.dim, false, s_.act_q, s_.act_scales, head_rows_,
-                          (n == 1 ? s_.logits : b_.logits) + i * V);
-    }
+  const size_t D = static_cast<size_t>(m.cfg.dim), V = static_cast<size_t>(m.cfg.vocab_size);
+  for (int i = 0; i < n; ++i) rmsnorm(*kernels_, b_.x + i * D, b_.x + i * D, m.out_norm, m.cfg.dim, m.cfg.norm_eps);
+  if (!head_.grouped()) {
+    const MatRef* mats[1] = {&m.output};
+    run_dense_matmats(*pool_, *kernels_, mats, &b_.logits, &V, 1, b_.x, D, m.cfg.dim, n, b_);
     return;
   }
-  if (n > 1) {
-    head_batch(*pool_, *kernels_, m.cfg, m.out_norm, m.output, b_, n);
-    return;
-  }
-  rmsnorm(*kernels_, s_.x, s_.x, m.out_norm, m.cfg.dim, m.cfg.norm_eps);
-  const MatRef* mats[1] = {&m.output};
-  float* outs[1] = {s_.logits};
-  run_dense_matvecs(*pool_, *kernels_, mats, outs, 1, s_.x, m.cfg.dim, s_.act_q, s_.act_scales);
+  for (int i = 0; i < n; ++i)  // column by column: each the bits of a single token's head
+    grouped_head_logits(*kernels_, head_, b_.x + i * D, m.cfg.dim, false, b_.act_q, b_.act_scales, head_rows_,
+                        b_.logits + i * V);
 }
 
 // ---- TransformerContext ----
@@ -345,7 +324,7 @@ Status TransformerContext::prefill(const int* tokens, int n, int pos0, const flo
   MC_TRY(r_.layers(0, r_.model().cfg.n_layers, pos0, n));
   if (logits) {
     r_.head(n);
-    *logits = r_.logits(n);
+    *logits = r_.logits();
   }
   return Status::Ok();
 }
@@ -373,7 +352,7 @@ Status TransformerSlice::init(const TransformerModel* model, const SliceRange& r
 
 Status TransformerSlice::embed(int token, float* hidden) {
   MC_TRY(r_.embed(&token, 1));
-  const float* x = r_.x(1);
+  const float* x = r_.x();
   for (int i = 0; i < dim(); ++i) hidden[i] = x[i];
   return Status::Ok();
 }
@@ -382,7 +361,7 @@ Status TransformerSlice::run_layers_batch(float* hidden, int n, int pos0) {
   if (n < 1 || n > max_batch())
     return Status::Error(Code::kInvalidArgument, "a batch of %d positions (this slice takes 1..%d)", n, max_batch());
   const size_t total = static_cast<size_t>(n) * static_cast<size_t>(dim());
-  float* x = r_.x(n);
+  float* x = r_.x();
   for (size_t i = 0; i < total; ++i) x[i] = hidden[i];
   MC_TRY(r_.layers(first_layer(), end_layer(), pos0, n));
   for (size_t i = 0; i < total; ++i) hidden[i] = x[i];
@@ -391,10 +370,10 @@ Status TransformerSlice::run_layers_batch(float* hidden, int n, int pos0) {
 
 Status TransformerSlice::head(const float* hidden, const float** logits) {
   if (!has_head()) return Status::Error(Code::kInvalidArgument, "this slice holds no output head");
-  float* x = r_.x(1);
+  float* x = r_.x();
   for (int i = 0; i < dim(); ++i) x[i] = hidden[i];
   r_.head(1);
-  *logits = r_.logits(1);
+  *logits = r_.logits();
   return Status::Ok();
 }
 

@@ -14,9 +14,9 @@
 // transposed copy (w2_t) or a q8_0 / q4_0 / q4g64 down matrix with a column-stored copy (w2_cols)
 // runs gate first (model/sparse_ffn.h) for single tokens: the same bits.
 //
-// n tokens at positions pos0.. go through the same loop: n = 1 (generation) with matvecs on the
-// single-token buffers, n > 1 (batched prefill) with matmats on the batch buffers, which give each
-// column the matvec's bits (kernels.h), so prefill equals forward token by token.
+// n tokens at positions pos0.. go through the same loop on the batch buffers (for n = 1 a view of
+// the single-token ones): matmats, which give each column the matvec's bits (kernels.h) and run the
+// matvec kernels for n = 1 (generation), so prefill equals forward token by token.
 //
 // A model may hold only some of its layers (a cluster node's slice, model/layer_slice.h): layers
 // [first_layer, end()), with or without the embedding and the head.
@@ -94,27 +94,27 @@ class TransformerRunner {
  public:
   Status init(const TransformerModel* model, int first, int end, bool master, int ctx_len, Arena& arena,
               ThreadPool* pool, const KernelSet* kernels, KvType kv = KvType::kF32);
-  // Batched buffers for up to `cap` tokens per call.
+  // Batched buffers for up to `cap` tokens per call (else one token on the single-token buffers).
   Status enable_batch(int cap, Arena& arena);
 
-  // The residual stream of n tokens: s().x for n = 1, else b().x (column i at i * dim).
-  float* x(int n) { return n == 1 ? s_.x : b_.x; }
-  // x(n) = the embedding rows of the n tokens (checked).
+  // The residual stream of the tokens of a call: column i at i * dim.
+  float* x() { return b_.x; }
+  // x() = the embedding rows of the n tokens (checked).
   Status embed(const int* tokens, int n);
-  // Layers [l0, l1) (inside the runner's range) at positions pos0.. on x(n).
+  // Layers [l0, l1) (inside the runner's range) at positions pos0.. on n columns of x().
   Status layers(int l0, int l1, int pos0, int n);
-  // Final norm and head of x(n) into logits(n) (n rows of vocab values), as set_head chose.
+  // Final norm and head of n columns of x() into logits() (n rows of vocab values), as set_head chose.
   void head(int n);
   // The head from now on (full by default); a grouped head's scratch from `arena`.
   Status set_head(const HeadChoice& c, Arena& arena);
-  const float* logits(int n) const { return n == 1 ? s_.logits : b_.logits; }
+  const float* logits() const { return b_.logits; }
 
   const TransformerModel& model() const { return *model_; }
   int first() const { return first_; }
   int end() const { return end_; }
   bool has_embedding() const { return master_ && model_->has_embedding; }
   bool has_head() const { return master_ && model_->has_head; }
-  int max_batch() const { return b_.cap > 0 ? b_.cap : 1; }
+  int max_batch() const { return b_.cap; }
   int ctx_len() const { return s_.ctx_len; }
   // A ReLU FFN's neurons and live ones since init (false without one).
   bool ffn_counts(unsigned long long* neurons, unsigned long long* live) const;
@@ -135,7 +135,7 @@ class TransformerRunner {
     const MatRef* mats[1] = {&m};
     linear(mats, &out, &out_stride, 1, x, x_stride, n_vals, n);
   }
-  // One token's ReLU FFN gate first on s().xb, added to s().x; false where it does not apply.
+  // One token's ReLU FFN gate first on xb, added to x; false where it does not apply.
   bool sparse_ffn(const TransformerLayer& L);
   // g = act(g) * u over the hidden width, counting a ReLU's live neurons.
   void activate(float* g, const float* u);
@@ -146,9 +146,9 @@ class TransformerRunner {
   LlamaConfig cache_cfg_;  // the config with the range's layer count (what the KV cache covers)
   ThreadPool* pool_ = nullptr;
   const KernelSet* kernels_ = nullptr;
-  DecoderState s_;
+  DecoderState s_;  // KV cache and attention; its single-token buffers are b_ until enable_batch
   BatchState b_;
-  TlLutBuffer lut_, lut_batch_;
+  TlLutBuffer lut_;
   float* ffn_lanes_ = nullptr;  // sparse FFN scratch: [dim * 16], [hidden], [dim]
   float* ffn_h_ = nullptr;
   float* ffn_y_ = nullptr;
