@@ -13,7 +13,7 @@ import re
 import sys
 
 # Routines without a stage of their own: their instructions go to the function that called them.
-HELPER = re.compile(r"^(__|_vectors$|mem(set|cpy|move|cmp)$|mcullm_pie_|mcullm::mc_(expf?|log|sqrtf|sincos)\b)")
+HELPER = re.compile(r"^(__|_vectors$|mem(set|cpy|move|cmp)$|mcullm_pie_|mcullm::mc_(expf?|log|sqrtf|sincos)\b|mcullm::q4e_scale\b)")
 
 # A function's stage: the first pattern that matches its demangled name (arguments stripped).
 STAGES = [
@@ -25,13 +25,13 @@ STAGES = [
     (r"matvec_(\w+?)_ref\b", lambda m: f"matvec {m.group(1)} (scalar)"),
     (r"classifier_task|grouped_head|visit_groups|head_batch", lambda m: "head: classifier over the vocabulary (scalar)"),
     (r"BitLlama2cContext::forward", lambda m: "bitllama2c layer body: SiLU gate with a double exp, norms (scalar)"),
-    (r"attention_task|attend_heads", lambda m: "attention body: scores, softmax, values (scalar)"),
+    (r"attention_task|attend_heads", lambda m: "attention task body and glue (scalar)"),
     (r"attn_scores_(\w+?)_pie\b", lambda m: "attention scores (PIE)"),
     (r"attn_scores", lambda m: "attention scores (scalar)"),
     (r"attn_values", lambda m: "attention values (scalar)"),
     (r"softmax", lambda m: "softmax (scalar)"),
     (r"quantize_activations|quantize_bitlinear|quantize_i8s", lambda m: "activation quantization (scalar)"),
-    (r"mc_silu|silu_mul|mc_gelu|gelu|relu_mul", lambda m: "activation: SiLU / GELU and gate (scalar)"),
+    (r"mc_silu|silu_mul|mc_gelu|gelu|mc_erff|relu_mul", lambda m: "activation: SiLU / GELU and gate (scalar)"),
     (r"rmsnorm|layernorm", lambda m: "rmsnorm (scalar)"),
     (r"rope_", lambda m: "rope (scalar)"),
     (r"Ple", lambda m: "PLE rows and glue (scalar)"),
