@@ -9,7 +9,9 @@
 #        [--kernels pie|ref] [--build DIR (with mcullm)] [--work DIR]
 # QEMU: Espressif's fork (tools/esp32s3-qemu/build-fork.sh, plus fork-sim-pie.patch for PIE on -M sim)
 # or tools/esp32s3-qemu/build.sh's. Needs cc and xtensa-lx106-elf-nm (NM=... to override); the log
-# is ~150 bytes per instruction, streamed, never stored: about 1.5 M instructions per second.
+# is ~150 bytes per instruction, streamed, never stored: 0.2 to 0.5 M instructions per second on
+# 2 shared cores, plus ~40 M instructions that the fork runs in its double-exception vector after
+# the runner exits (outside the sampled steps, so not counted).
 # Instructions, not cycles: no PSRAM / flash stalls, no pipeline; see docs/firmware.md.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
