@@ -11,6 +11,7 @@
 # Build dependencies (apt): ninja-build python3-venv pkg-config libglib2.0-dev libpixman-1-dev flex bison
 #   libfdt-dev libgcrypt20-dev libslirp-dev
 set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(realpath -m "$1"); FORK_GIT=$(realpath "$2"); KCM_GIT=$(realpath "$3")
 REV=${FORK_REV:-b49c8e1072}
 mkdir -p "$WORK"; cd "$WORK"
@@ -22,6 +23,9 @@ if [ ! -f src/.prepared ]; then
   sed -i "s|^  subdir('fp')$|  # subdir('fp'): tools/esp32s3-qemu/build-fork.sh (no softfloat subprojects offline)|" src/tests/meson.build
   touch src/.prepared
 fi
+# -M sim -cpu esp32s3 (the bare board runner, tools/esp32s3-pie/) with PIE: the sim machine allocates the
+# PIE state that only -M esp32s3 did (without it the first PIE instruction dereferences NULL).
+grep -q cpu_esp32s3.h src/hw/xtensa/sim.c || patch -d src -p1 < "$HERE/fork-sim-pie.patch"
 mkdir -p build && cd build
 [ -f build.ninja ] || ../src/configure --target-list=xtensa-softmmu --without-default-features --enable-tcg --enable-system \
   --enable-gcrypt --enable-slirp --enable-fdt=system --disable-werror --disable-docs --disable-install-blobs > configure.log
