@@ -1,5 +1,7 @@
 #include "model/transformer.h"
 
+#include <string.h>
+
 #include "model/ternary_lut.h"
 
 #include "core/fmath.h"
@@ -69,14 +71,10 @@ Status check_ternary_matrix(const MatRef& m, const char* what, int layer, int ro
 }
 
 bool parse_kv_type(const char* name, KvType* out) {
-  if (!name) return false;
-  const char* names[2] = {"f32", "int8"};
-  for (int i = 0; i < 2; ++i) {
-    const char* a = name;
-    const char* b = names[i];
-    while (*a && *a == *b) ++a, ++b;
-    if (*a == 0 && *b == 0) {
-      *out = static_cast<KvType>(i);
+  const KvType types[2] = {KvType::kF32, KvType::kInt8};
+  for (KvType t : types) {
+    if (name && strcmp(name, kv_type_name(t)) == 0) {
+      *out = t;
       return true;
     }
   }
