@@ -27,11 +27,6 @@ void rmsnorm_seq(float* out, const float* x, const float* w, int n, float eps) {
   for (int i = 0; i < n; ++i) out[i] = w[i] * (ss * x[i]);
 }
 
-// exp in single precision, correctly rounded but for ties closer than 2^-50 (a double exp rounded
-// to float, computed in float-float but for ~6e-5 of inputs): the value the family's C reader gets from a
-// correctly rounded expf.
-float expf_rounded(float x) { return mc_expf_rounded(x); }
-
 // Scalar dot product in increasing index order (the C reader's order).
 float dot_seq(const float* a, const float* b, int n) {
   float s = 0.0f;
@@ -40,7 +35,8 @@ float dot_seq(const float* a, const float* b, int n) {
 }
 
 // One scalar code path (no kernel table), heads split across threads: scores in increasing index
-// order, softmax with expf_rounded, values summed in increasing position order.
+// order, softmax with mc_expf_rounded (the C reader's correctly rounded expf), values summed in
+// increasing position order.
 void attention_task(void* p, int ith, int nth) {
   const AttentionJob& j = *static_cast<const AttentionJob*>(p);
   const int hs = j.cfg->head_dim(), kv_dim = j.cfg->kv_dim();
@@ -58,7 +54,7 @@ void attention_task(void* p, int ith, int nth) {
     for (int t = 1; t < n; ++t) max = att[t] > max ? att[t] : max;
     float sum = 0.0f;
     for (int t = 0; t < n; ++t) {
-      att[t] = expf_rounded(att[t] - max);
+      att[t] = mc_expf_rounded(att[t] - max);
       sum += att[t];
     }
     for (int t = 0; t < n; ++t) att[t] /= sum;
@@ -187,7 +183,7 @@ Status BitLlama2cContext::forward(int token, int pos, const float** logits) {
     }
     for (int i = 0; i < hidden; ++i) {  // SwiGLU as the C reader writes it
       float val = s_.hb[i];
-      val *= 1.0f / (1.0f + expf_rounded(-val));
+      val *= 1.0f / (1.0f + mc_expf_rounded(-val));
       s_.hb[i] = val * s_.hb2[i];
     }
     {
