@@ -30,6 +30,13 @@ std::string stories_gguf() {
   return path;
 }
 
+// A board image's bytes in 8-byte-aligned storage, as BoardImage::open reads them.
+std::vector<uint64_t> aligned_copy(const std::vector<uint8_t>& bytes) {
+  std::vector<uint64_t> words(bytes.size() / 8 + 1);
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  return words;
+}
+
 // The printed table of `mcullm head` (its first line names the file and how the groups were made).
 std::string head_table(const std::vector<std::string>& args) {
   const auto r = run_cli(args);
@@ -165,8 +172,7 @@ TEST(HeadGroups, BoardImageCarriesThemAndTheBoardChecksThem) {
     ASSERT_TRUE(load_model(with, &lm).ok());
     ASSERT_TRUE(lm->has_head_groups);
     std::vector<uint8_t> bytes = test::read_file(image);
-    std::vector<uint64_t> words(bytes.size() / 8 + 1);
-    std::memcpy(words.data(), bytes.data(), bytes.size());
+    std::vector<uint64_t> words = aligned_copy(bytes);
     BoardImage img;
     ASSERT_TRUE(img.open(reinterpret_cast<const uint8_t*>(words.data()), bytes.size()).ok());
     std::vector<uint8_t> mem(1 << 20);
@@ -212,7 +218,7 @@ TEST(HeadGroups, BoardImageCarriesThemAndTheBoardChecksThem) {
     std::memcpy(bytes.data() + at, &bad, 4);
     const uint32_t crc = crc32_ieee(bytes.data() + kBoardImageCrcStart, bytes.size() - kBoardImageCrcStart);
     std::memcpy(bytes.data() + offsetof(BoardImageHeader, crc32), &crc, 4);
-    std::memcpy(words.data(), bytes.data(), bytes.size());
+    std::memcpy(words.data(), bytes.data(), bytes.size());  // in place: the first image's buffer stays valid
     BoardImage img2;
     ASSERT_TRUE(img2.open(reinterpret_cast<const uint8_t*>(words.data()), bytes.size()).ok());
     Arena tables2(Tier::kHost, mem.data(), mem.size());
@@ -234,9 +240,8 @@ TEST(HeadGroups, TheBoardRunsTheImagesDefaultHead) {
   ASSERT_EQ(conv.exit_code, 0) << conv.err;
   std::unique_ptr<LoadedModel> lm;
   ASSERT_TRUE(load_model(model, &lm).ok());
-  std::vector<uint8_t> bytes = test::read_file(image);
-  std::vector<uint64_t> words(bytes.size() / 8 + 1);
-  std::memcpy(words.data(), bytes.data(), bytes.size());
+  const std::vector<uint8_t> bytes = test::read_file(image);
+  const std::vector<uint64_t> words = aligned_copy(bytes);
   BoardImage img;
   ASSERT_TRUE(img.open(reinterpret_cast<const uint8_t*>(words.data()), bytes.size()).ok());
   std::vector<uint8_t> mem(8 << 20);
