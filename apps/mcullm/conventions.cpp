@@ -2,12 +2,14 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
+#include <ctime>
 #include <fstream>
-#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
+
+#include <unistd.h>
 
 #include "cli.h"
 #include "kernels/kernels.h"
@@ -25,9 +27,12 @@ void add_seed_option(CLI::App* cmd, int64_t* seed, const std::string& what) {
 
 int64_t resolve_seed(int64_t seed) {
   if (seed >= 0) return seed;
-  std::random_device rd;
+  // getentropy, not std::random_device: libstdc++'s probes the CPU (CPUID, ~14 us a leaf in a VM)
+  // before its first number; this is one getrandom system call.
+  uint32_t r = 0;
+  if (getentropy(&r, sizeof r) != 0) r = static_cast<uint32_t>(time(nullptr)) ^ static_cast<uint32_t>(getpid());
   // 1 .. 2^31 - 1, as llama.cpp prints it; 0 would lock the xorshift generator.
-  return static_cast<int64_t>(rd() % 0x7FFFFFFEu) + 1;
+  return static_cast<int64_t>(r % 0x7FFFFFFEu) + 1;
 }
 
 int logical_cores() {

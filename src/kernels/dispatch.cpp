@@ -12,78 +12,90 @@
 
 namespace mcullm {
 
-#if defined(MCULLM_HAVE_AVX2)
-const KernelSet* kernels_avx2_table();    // kernels/x86/table_avx2.cpp
-#endif
-
-#if defined(MCULLM_HAVE_AVX2)
+#if defined(MCULLM_HAVE_AVX2) || defined(MCULLM_HAVE_AVX512)
 namespace {
-// F16C (half <-> float conversion, CPUID leaf 1, ECX bit 29): every AVX2 CPU made has it, but the
-// AVX2 table's f16 matvec uses it, so it is checked. (clang does not know "f16c" as a
-// __builtin_cpu_supports feature name.)
-bool cpu_has_f16c() {
+// The x86 features the tables need, read once per process: in a VM every CPUID instruction traps to
+// the hypervisor (about 14 us each on the Zen 3 VM of docs/performance.md), and libgcc's
+// __builtin_cpu_supports would run a dozen more of them at start-up. Three CPUID leaves and XGETBV
+// (whether the OS saves the ymm / zmm state: the AVX and AVX-512 bits mean nothing without it).
+struct CpuFeatures {
+  bool avx2 = false;     // AVX2 + F16C (the f16 kernels convert with it), ymm state enabled
+  bool avx512 = false;   // AVX-512 F / BW / VL / VNNI, zmm state enabled
+  bool avxvnni = false;  // AVX-VNNI (leaf 7 subleaf 1, EAX bit 4)
+  bool amx = false;      // AMX-TILE and AMX-INT8 (leaf 7, EDX bits 24 and 25)
+};
+
+CpuFeatures probe_cpu() {
+  CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+  if (!osxsave || !avx) return f;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  const bool ymm_state = (xcr0_lo & 0x6u) == 0x6u;     // SSE and AVX state
+  const bool zmm_state = (xcr0_lo & 0xE6u) == 0xE6u;   // and opmask, ZMM_Hi256, Hi16_ZMM
+  unsigned max_sub = 0;
+  if (!ymm_state || !__get_cpuid_count(7, 0, &max_sub, &b, &c, &d)) return f;
+  f.avx2 = (b & (1u << 5)) && f16c;
+  f.avx512 = f.avx2 && zmm_state && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) && (c & (1u << 11));
+  f.amx = (d & (1u << 24)) && (d & (1u << 25));
+  unsigned a1 = 0;
+  if (f.avx2 && max_sub >= 1 && __get_cpuid_count(7, 1, &a1, &b, &c, &d)) f.avxvnni = (a1 & (1u << 4)) != 0;
+  return f;
+}
+
+const CpuFeatures& cpu() {
+  static const CpuFeatures f = probe_cpu();
+  return f;
 }
 }  // namespace
 #endif
 
+#if defined(MCULLM_HAVE_AVX2)
+const KernelSet* kernels_avx2_table();      // kernels/x86/table_avx2.cpp
+const KernelSet* kernels_avxvnni_table();  // kernels/x86/gemm_avxvnni.cpp
+#endif
+
 const KernelSet* kernels_avx2() {
 #if defined(MCULLM_HAVE_AVX2)
-  if (__builtin_cpu_supports("avx2") && cpu_has_f16c()) return kernels_avx2_table();
+  if (cpu().avx2) return kernels_avx2_table();
 #endif
   return nullptr;
 }
 
-#if defined(MCULLM_HAVE_AVX2)
-const KernelSet* kernels_avxvnni_table();  // kernels/x86/gemm_avxvnni.cpp
-#endif
-
-// AVX-VNNI: CPUID leaf 7 subleaf 1, EAX bit 4 (by hand, as F16C: not every compiler's
-// __builtin_cpu_supports knows the name).
 const KernelSet* kernels_avxvnni() {
 #if defined(MCULLM_HAVE_AVX2)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (kernels_avx2() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) != 0) return kernels_avxvnni_table();
+  if (cpu().avxvnni) return kernels_avxvnni_table();
 #endif
   return nullptr;
 }
 
 #if defined(MCULLM_HAVE_AVX512)
 const KernelSet* kernels_avx512_table();  // kernels/x86_512/table_avx512.cpp
+const KernelSet* kernels_amx_table();     // kernels/x86_512/table_avx512.cpp
 #endif
 
 const KernelSet* kernels_avx512() {
 #if defined(MCULLM_HAVE_AVX512)
-  if (kernels_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
-    return kernels_avx512_table();
+  if (cpu().avx512) return kernels_avx512_table();
 #endif
   return nullptr;
 }
 
 #if defined(MCULLM_HAVE_AVX512)
-const KernelSet* kernels_amx_table();  // kernels/x86_512/table_avx512.cpp
-
 namespace {
-// AMX-TILE and AMX-INT8 (CPUID leaf 7, EDX bits 24 and 25), then Linux's permission to use the tile
-// data (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), process-wide; a raw syscall: the core
-// has no libc). Asked once; racing first calls ask twice, which is harmless.
-bool amx_usable() {
+// Linux's permission to use the AMX tile data (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA),
+// process-wide; a raw syscall), asked once.
+bool amx_permitted() {
 #if defined(__linux__) && defined(__x86_64__)
-  static int state = 0;  // 0 not asked, 1 usable, -1 not
-  if (state == 0) {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    bool ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25));
-    if (ok) {
-      long ret = 158;  // SYS_arch_prctl
-      const long code = 0x1023, feature = 18;
-      __asm__ volatile("syscall" : "+a"(ret) : "D"(code), "S"(feature) : "rcx", "r11", "memory");
-      ok = ret == 0;
-    }
-    state = ok ? 1 : -1;
-  }
-  return state == 1;
+  static const bool ok = [] {
+    long ret = 158;  // SYS_arch_prctl
+    const long code = 0x1023, feature = 18;
+    __asm__ volatile("syscall" : "+a"(ret) : "D"(code), "S"(feature) : "rcx", "r11", "memory");
+    return ret == 0;
+  }();
+  return ok;
 #else
   return false;
 #endif
@@ -93,7 +105,7 @@ bool amx_usable() {
 
 const KernelSet* kernels_amx() {
 #if defined(MCULLM_HAVE_AVX512)
-  if (kernels_avx512() && amx_usable()) return kernels_amx_table();
+  if (cpu().avx512 && cpu().amx && amx_permitted()) return kernels_amx_table();
 #endif
   return nullptr;
 }
