@@ -18,36 +18,43 @@ namespace {
 // the hypervisor (about 14 us each on the Zen 3 VM of docs/performance.md), and libgcc's
 // __builtin_cpu_supports would run a dozen more of them at start-up. Three CPUID leaves and XGETBV
 // (whether the OS saves the ymm / zmm state: the AVX and AVX-512 bits mean nothing without it).
-struct CpuFeatures {
-  bool avx2 = false;     // AVX2 + F16C (the f16 kernels convert with it), ymm state enabled
-  bool avx512 = false;   // AVX-512 F / BW / VL / VNNI, zmm state enabled
-  bool avxvnni = false;  // AVX-VNNI (leaf 7 subleaf 1, EAX bit 4)
-  bool amx = false;      // AMX-TILE and AMX-INT8 (leaf 7, EDX bits 24 and 25)
+enum CpuFeature : unsigned {
+  kProbed = 1,    // the bits below are known
+  kAvx2 = 2,      // AVX2 + F16C (the f16 kernels convert with it), ymm state enabled
+  kAvx512 = 4,    // AVX-512 F / BW / VL / VNNI, zmm state enabled
+  kAvxVnni = 8,   // AVX-VNNI (leaf 7 subleaf 1, EAX bit 4)
+  kAmx = 16,      // AMX-TILE and AMX-INT8 (leaf 7, EDX bits 24 and 25)
 };
 
-CpuFeatures probe_cpu() {
-  CpuFeatures f;
-  unsigned a = 0, b = 0, c = 0, d = 0;
+unsigned probe_cpu() {
+  unsigned f = kProbed, a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
   if (!osxsave || !avx) return f;
   unsigned xcr0_lo = 0, xcr0_hi = 0;
   __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-  const bool ymm_state = (xcr0_lo & 0x6u) == 0x6u;     // SSE and AVX state
-  const bool zmm_state = (xcr0_lo & 0xE6u) == 0xE6u;   // and opmask, ZMM_Hi256, Hi16_ZMM
+  const bool ymm_state = (xcr0_lo & 0x6u) == 0x6u;    // SSE and AVX state
+  const bool zmm_state = (xcr0_lo & 0xE6u) == 0xE6u;  // and opmask, ZMM_Hi256, Hi16_ZMM
   unsigned max_sub = 0;
   if (!ymm_state || !__get_cpuid_count(7, 0, &max_sub, &b, &c, &d)) return f;
-  f.avx2 = (b & (1u << 5)) && f16c;
-  f.avx512 = f.avx2 && zmm_state && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) && (c & (1u << 11));
-  f.amx = (d & (1u << 24)) && (d & (1u << 25));
-  unsigned a1 = 0;
-  if (f.avx2 && max_sub >= 1 && __get_cpuid_count(7, 1, &a1, &b, &c, &d)) f.avxvnni = (a1 & (1u << 4)) != 0;
+  if (!(b & (1u << 5)) || !f16c) return f;
+  f |= kAvx2;
+  if (zmm_state && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) && (c & (1u << 11))) f |= kAvx512;
+  if ((d & (1u << 24)) && (d & (1u << 25))) f |= kAmx;
+  if (max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4))) f |= kAvxVnni;
   return f;
 }
 
-const CpuFeatures& cpu() {
-  static const CpuFeatures f = probe_cpu();
-  return f;
+// Probed on first use. No function-local static object (the core has no __cxa_guard): racing first
+// calls both probe and store the same bits.
+bool cpu_has(CpuFeature feature) {
+  static unsigned bits = 0;
+  unsigned f = __atomic_load_n(&bits, __ATOMIC_ACQUIRE);
+  if (f == 0) {
+    f = probe_cpu();
+    __atomic_store_n(&bits, f, __ATOMIC_RELEASE);
+  }
+  return (f & feature) != 0;
 }
 }  // namespace
 #endif
@@ -59,14 +66,14 @@ const KernelSet* kernels_avxvnni_table();  // kernels/x86/gemm_avxvnni.cpp
 
 const KernelSet* kernels_avx2() {
 #if defined(MCULLM_HAVE_AVX2)
-  if (cpu().avx2) return kernels_avx2_table();
+  if (cpu_has(kAvx2)) return kernels_avx2_table();
 #endif
   return nullptr;
 }
 
 const KernelSet* kernels_avxvnni() {
 #if defined(MCULLM_HAVE_AVX2)
-  if (cpu().avxvnni) return kernels_avxvnni_table();
+  if (cpu_has(kAvxVnni)) return kernels_avxvnni_table();
 #endif
   return nullptr;
 }
@@ -78,7 +85,7 @@ const KernelSet* kernels_amx_table();     // kernels/x86_512/table_avx512.cpp
 
 const KernelSet* kernels_avx512() {
 #if defined(MCULLM_HAVE_AVX512)
-  if (cpu().avx512) return kernels_avx512_table();
+  if (cpu_has(kAvx512)) return kernels_avx512_table();
 #endif
   return nullptr;
 }
@@ -89,13 +96,16 @@ namespace {
 // process-wide; a raw syscall), asked once.
 bool amx_permitted() {
 #if defined(__linux__) && defined(__x86_64__)
-  static const bool ok = [] {
+  static int state = 0;  // 0 not asked, 1 permitted, -1 not (racing first calls ask twice: harmless)
+  int st = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+  if (st == 0) {
     long ret = 158;  // SYS_arch_prctl
     const long code = 0x1023, feature = 18;
     __asm__ volatile("syscall" : "+a"(ret) : "D"(code), "S"(feature) : "rcx", "r11", "memory");
-    return ret == 0;
-  }();
-  return ok;
+    st = ret == 0 ? 1 : -1;
+    __atomic_store_n(&state, st, __ATOMIC_RELEASE);
+  }
+  return st == 1;
 #else
   return false;
 #endif
@@ -105,7 +115,7 @@ bool amx_permitted() {
 
 const KernelSet* kernels_amx() {
 #if defined(MCULLM_HAVE_AVX512)
-  if (cpu().avx512 && cpu().amx && amx_permitted()) return kernels_amx_table();
+  if (cpu_has(kAvx512) && cpu_has(kAmx) && amx_permitted()) return kernels_amx_table();
 #endif
   return nullptr;
 }

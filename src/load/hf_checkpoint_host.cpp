@@ -8,8 +8,6 @@
 #include "format/safetensors_host.h"
 #include "format/ternary_gguf_host.h"
 #include "load/tokenizer_loader_host.h"
-#include "model/llama.h"
-#include "model/qwen2.h"
 #include "quant/dtype.h"
 
 namespace mcullm {
@@ -144,17 +142,15 @@ Status load_hf_checkpoint(const std::string& dir, HfCheckpoint* ck) {
       !j["architectures"][0].is_string())
     return Status::Error(Code::kCorrupt, "%s: key 'architectures' is missing", C);
   ck->hf_arch = j["architectures"][0].get<std::string>();
-  BlockSpec spec;
-  if (ck->hf_arch == "Qwen2ForCausalLM") {
-    ck->arch = arch_info("qwen2");
-    spec = qwen2_spec(false);
-  } else if (ck->hf_arch == "LlamaForCausalLM") {
-    ck->arch = arch_info("llama");
-    spec = llama_spec();
-  } else {
-    return Status::Error(Code::kUnsupported, "%s: architecture '%.60s' (we read Qwen2ForCausalLM and LlamaForCausalLM)", C,
-                         ck->hf_arch.c_str());
+  ck->arch = arch_info_by_hf_class(ck->hf_arch.c_str());
+  if (!ck->arch) {
+    std::string known;
+    for (int i = 0; i < n_archs(); ++i)
+      if (const char* h = arch_table()[i].hf_class) known += (known.empty() ? "" : ", ") + std::string(h);
+    return Status::Error(Code::kUnsupported, "%s: architecture '%.60s' (we read %s)", C, ck->hf_arch.c_str(), known.c_str());
   }
+  BlockSpec spec = ck->arch->spec;
+  spec.ternary = false;  // a checkpoint's linear layers are float; convert --type i2_s makes them ternary
   LlamaConfig c;
   MC_TRY(int_key(j, cfg_path, "hidden_size", 0, &c.dim));
   MC_TRY(int_key(j, cfg_path, "intermediate_size", 0, &c.hidden_dim));

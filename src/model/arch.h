@@ -27,6 +27,7 @@ enum class ArchSlices : uint8_t {
 struct ArchInfo {
   const char* name;       // what LoadedModel and the messages call it
   const char* gguf_arch;  // general.architecture of its GGUF files
+  const char* hf_class;   // config.json "architectures"[0] of its Hugging Face checkpoints, or nullptr
   ArchFamily family;
   BlockSpec spec;         // kTransformer: the block; the default spec for the other families
   uint32_t board_arch;    // format/board_image.h BoardArch of its board images
@@ -45,5 +46,6 @@ int n_archs();
 const ArchInfo* arch_info(const char* name);
 const ArchInfo* arch_info_by_gguf(const char* gguf_arch);
 const ArchInfo* arch_info_by_board(uint32_t board_arch);
+const ArchInfo* arch_info_by_hf_class(const char* hf_class);
 
 }  // namespace mcullm
