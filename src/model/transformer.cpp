@@ -14,9 +14,6 @@ namespace {
 constexpr int kMaxDim = 1 << 16;  // model width, hidden size, heads: generous but bounded
 constexpr int kMaxVocab = 1 << 20;
 constexpr int kMaxSeq = 1 << 20;
-
-// Room for the quantized copy of a matvec input (and its scales): the widest input, padded to the largest block.
-int act_width(const LlamaConfig& c) { return (c.hidden_dim > c.dim ? c.hidden_dim : c.dim) + 64; }
 }  // namespace
 
 Status LlamaConfig::validate() const {
@@ -103,7 +100,7 @@ Status DecoderState::init(const LlamaConfig& c, int ctx, Arena& arena, KvType kv
   kv_type = kv;
   const size_t kv_elems = static_cast<size_t>(c.n_layers) * static_cast<size_t>(ctx) * static_cast<size_t>(kv_dim);
   const TensorClass act = TensorClass::kActivations;
-  const int widest = act_width(c);
+  const int widest = c.act_width();
   MC_TRY(arena.alloc_array(c.dim, act, &x));
   MC_TRY(arena.alloc_array(c.dim, act, &xb));
   MC_TRY(arena.alloc_array(c.dim, act, &q));
@@ -153,7 +150,7 @@ void DecoderState::store_kv(int layer, int pos0, int n) {
 Status BatchState::init(const LlamaConfig& c, int n, Arena& arena) {
   if (n < 1 || n > 4096) return Status::Error(Code::kInvalidArgument, "batch of %d tokens (1..4096)", n);
   cap = n;
-  widest = act_width(c);
+  widest = c.act_width();
   const TensorClass act = TensorClass::kActivations;
   const size_t cn = static_cast<size_t>(n);
   MC_TRY(arena.alloc_array(cn * c.dim, act, &x));
@@ -170,7 +167,7 @@ Status BatchState::init(const LlamaConfig& c, int n, Arena& arena) {
 }
 
 void BatchState::view(const LlamaConfig& c, const DecoderState& s) {
-  *this = BatchState{1, act_width(c), s.x, s.xb, s.q, s.att_out, s.hb, s.hb2, s.logits, s.act_q, s.act_scales,
+  *this = BatchState{1, c.act_width(), s.x, s.xb, s.q, s.att_out, s.hb, s.hb2, s.logits, s.act_q, s.act_scales,
                      s.rope_cos, s.rope_sin};
 }
 

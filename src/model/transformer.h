@@ -26,6 +26,8 @@ struct LlamaConfig {
 
   int head_dim() const { return dim / n_heads; }
   int kv_dim() const { return head_dim() * n_kv_heads; }
+  // Room for the quantized copy of a matvec input (and its scales): the widest input, padded to the largest block.
+  int act_width() const { return (hidden_dim > dim ? hidden_dim : dim) + 64; }
   // Positive sizes, heads that divide dim, even head size, limits that keep every product in range.
   Status validate() const;
 };
