@@ -67,9 +67,10 @@ def load_or_train_tokenizer(out, vocab, train_text):
     return tk.Tokenizer(pieces, scores)
 
 
-def encode_train(out, tok, text):
+def encode_train(out, tok, text, partial=False):
     """The training stories as eval chunks, each BOS + encode, concatenated (cached)."""
-    path = os.path.join(out, f"train-{tok.vocab_size}-{len(text)}.npy")
+    suffix = f"-{len(text)}" if partial else ""  # --train-chars: a cache of its own
+    path = os.path.join(out, f"train-{tok.vocab_size}{suffix}.npy")
     if os.path.exists(path):
         return np.load(path)
     ids = []
@@ -143,7 +144,7 @@ def main():
     if a.train_chars:
         train_text = train_text[:a.train_chars]
     tok = load_or_train_tokenizer(a.out, a.vocab, tk.stories_as_eval_text(train_text))
-    data = torch.from_numpy(encode_train(a.out, tok, train_text).astype(np.int64))
+    data = torch.from_numpy(encode_train(a.out, tok, train_text, partial=a.train_chars > 0).astype(np.int64))
     val = [(tok.encode(c), len(c.encode("utf-8"))) for c in tk.eval_chunks(read_text(VAL_FILE))[:a.val_chunks]]
     print(f"data: {len(data)} training tokens ({len(train_text.encode()) / len(data):.2f} bytes/token), "
           f"{len(val)} validation chunks", flush=True)
