@@ -338,6 +338,21 @@ void expect_same_logits(const std::string& path, const std::function<void(Loaded
   EXPECT_EQ(std::memcmp(from_image.data(), from_model.data(), from_model.size() * 4), 0) << path;
 }
 
+// The image of the model at `path`, changed by `edit`, says config.ffn == ffn.
+void expect_image_ffn(const std::string& path, const std::function<void(LoadedModel&)>& edit, int ffn) {
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_TRUE(load_model(path, &lm).ok()) << path;
+  edit(*lm);
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  BoardImageOptions opt;
+  opt.sram_budget = 16 * 1024;
+  ASSERT_TRUE(export_board_image(*lm, opt, &bytes, &rep).ok());
+  BoardImage img;
+  ASSERT_TRUE(img.open(bytes.data(), bytes.size()).ok());
+  EXPECT_EQ(img.config().ffn, ffn) << path;
+}
+
 TEST(BoardImage, Stories260kF32GivesTheModelsLogits) {
   MC_REQUIRE_SHARED();
   expect_same_logits(test::shared_path("models/stories260K/stories260K.bin"));
@@ -352,15 +367,8 @@ TEST(BoardImage, ReluLlamaKeepsItsActivation) {
     ASSERT_TRUE(llama_build_sparse_ffn(&lm.model, lm.tables).ok());
     ASSERT_NE(lm.model.layers[0].w2_t, nullptr);
   });
-  std::unique_ptr<LoadedModel> lm;
-  ASSERT_TRUE(load_model(test::shared_path("models/stories260K/stories260K.bin"), &lm).ok());
-  lm->model.spec.act = FfnAct::kRelu;
-  std::vector<uint8_t> bytes;
-  BoardImageReport rep;
-  ASSERT_TRUE(export_board_image(*lm, BoardImageOptions(), &bytes, &rep).ok());
-  BoardImage img;
-  ASSERT_TRUE(img.open(bytes.data(), bytes.size()).ok());
-  EXPECT_EQ(img.config().ffn, 1);
+  expect_image_ffn(test::shared_path("models/stories260K/stories260K.bin"),
+                   [](LoadedModel& lm) { lm.model.spec.act = FfnAct::kRelu; }, 1);
 }
 
 TEST(BoardImage, Stories260kQ4g64GivesTheModelsLogits) {
@@ -397,6 +405,17 @@ std::vector<uint8_t> ple_fixture_image() {
 TEST(BoardImage, Esp32aiPleGivesTheModelsLogits) {
   MC_REQUIRE_SHARED();
   expect_same_logits(test::shared_path("models/esp32-ai-ple/ple4096_int4.bin"));
+}
+
+// A ReLU PLE model (the combo model): the image carries the activation (config.ffn = 1) and gives
+// the loaded ReLU model's logits (a SiLU run from the image would not).
+TEST(BoardImage, ReluPleKeepsItsActivation) {
+  MC_REQUIRE_SHARED();
+  const std::string path = test::shared_path("models/esp32-ai-ple/ple4096_int4.bin");
+  const auto relu = [](LoadedModel& lm) { lm.ple.cfg.relu_ffn = true; };
+  expect_same_logits(path, relu);
+  expect_image_ffn(path, relu, 1);
+  expect_image_ffn(path, [](LoadedModel&) {}, 0);
 }
 
 TEST(BoardImage, HostilePleConfigIsRefused) {

@@ -13,6 +13,7 @@
 
 #include "core/thread_pool_host.h"
 #include "format/esp32ai_writer_host.h"
+#include "format/transformer_gguf.h"
 #include "quant/q4e.h"
 #include "test_support.h"
 
@@ -23,6 +24,7 @@ struct Spec {
   int version = 0;
   int vocab = 40, out_vocab = 40, dim = 16, layers = 2, heads = 2, ffn = 23, ple = 8, seq = 32, group = 8;
   bool tied = true;
+  bool relu = false;  // v1 flags bit 1: mcullm's ReLU FFN
   float theta = 10000.0f;
 };
 
@@ -45,7 +47,7 @@ std::vector<uint8_t> write_model(const Spec& s, uint64_t seed = 1) {
     put32(b, kEsp32aiMagicV1);
     put32(b, 1);
     put32(b, 60);  // header_bytes: 4 bytes of padding after the 56 defined
-    put32(b, s.tied ? 1u : 0u);
+    put32(b, (s.tied ? kEsp32aiFlagTied : 0u) | (s.relu ? kEsp32aiFlagReluFfn : 0u));
     for (int v : {s.vocab, s.out_vocab, s.dim, s.layers, s.heads, s.ffn, s.ple, s.seq, s.group}) put32(b, static_cast<uint32_t>(v));
   }
   putf(b, s.theta);
@@ -280,6 +282,84 @@ TEST(Esp32ai, WriterAndGgufRoundTrips) {
       EXPECT_EQ(run_logits(g.model, &pool, &kernels_ref(), false, 5), want);
     }
   }
+}
+
+// mcullm's ReLU-FFN flag (the combo model): read from the v1 header, kept by both writers (esp32-ai
+// bytes, GGUF's mcullm.ffn_activation), refused where it has no room (v0); it changes what the FFN
+// computes and makes the context count live neurons. Unknown flag bits and activations are refused.
+TEST(Esp32ai, ReluFfnFlagIsReadKeptAndRun) {
+  Spec s;
+  s.version = 1;
+  s.relu = true;
+  Loaded a;
+  ASSERT_TRUE(load(write_model(s, 5), &a).ok());
+  EXPECT_TRUE(a.model.cfg.relu_ffn);
+  Spec silu = s;
+  silu.relu = false;
+  Loaded b;
+  ASSERT_TRUE(load(write_model(silu, 5), &b).ok());
+  EXPECT_FALSE(b.model.cfg.relu_ffn);
+  SerialPool pool;
+  const std::vector<float> want = run_logits(a.model, &pool, &kernels_ref(), false, 5);
+  EXPECT_NE(run_logits(b.model, &pool, &kernels_ref(), false, 5), want);
+
+  for (Loaded* l : {&a, &b}) {
+    std::vector<uint8_t> mem(1 << 20);
+    Arena work(Tier::kHost, mem.data(), mem.size());
+    PleContext ctx;
+    ASSERT_TRUE(ctx.init(&l->model, 8, work, &pool, &kernels_ref(), true).ok());
+    const float* lg = nullptr;
+    for (int pos = 0; pos < 3; ++pos) ASSERT_TRUE(ctx.forward(pos + 1, pos, &lg).ok());
+    unsigned long long neurons = 0, live = 0;
+    ASSERT_EQ(ctx.ffn_counts(&neurons, &live), l == &a);
+    if (l == &a) {
+      EXPECT_EQ(neurons, 3ull * s.layers * s.ffn);
+      EXPECT_GT(live, 0u);
+      EXPECT_LT(live, neurons);
+    }
+  }
+
+  std::vector<uint8_t> bytes;
+  ASSERT_TRUE(esp32ai_write_bytes(a.model, &bytes).ok());
+  uint32_t flags = 0;
+  std::memcpy(&flags, bytes.data() + 12, 4);
+  EXPECT_EQ(flags, kEsp32aiFlagTied | kEsp32aiFlagReluFfn);
+  Loaded c;
+  ASSERT_TRUE(load(bytes, &c).ok());
+  EXPECT_TRUE(c.model.cfg.relu_ffn);
+  EXPECT_EQ(run_logits(c.model, &pool, &kernels_ref(), false, 5), want);
+
+  GgufWriter w;
+  ASSERT_TRUE(export_ple_gguf(a.model, "test", &w).ok());
+  Loaded g;
+  g.file = w.to_bytes();
+  GgufFile gf;
+  ASSERT_TRUE(gf.open(g.file.data(), g.file.size(), g.arena).ok());
+  ASSERT_TRUE(ple_from_gguf(gf, g.arena, &g.model).ok());
+  EXPECT_TRUE(g.model.cfg.relu_ffn);
+  EXPECT_EQ(run_logits(g.model, &pool, &kernels_ref(), false, 5), want);
+
+  PleModel v0 = a.model;
+  v0.cfg.version = 0;
+  const Status st = esp32ai_write_bytes(v0, &bytes);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::string(st.message()).find("ReLU"), std::string::npos) << st.message();
+
+  Loaded bad;
+  const Status fl = load(patched(write_model(s, 5), 12, kEsp32aiFlagTied | 4u), &bad);
+  ASSERT_FALSE(fl.ok());
+  EXPECT_NE(std::string(fl.message()).find("flags"), std::string::npos) << fl.message();
+
+  GgufWriter gelu;
+  ASSERT_TRUE(export_ple_gguf(b.model, "", &gelu).ok());
+  gelu.set_string(kLlamaFfnKey, "gelu");
+  Loaded h;
+  h.file = gelu.to_bytes();
+  GgufFile hf;
+  ASSERT_TRUE(hf.open(h.file.data(), h.file.size(), h.arena).ok());
+  const Status act = ple_from_gguf(hf, h.arena, &h.model);
+  ASSERT_FALSE(act.ok());
+  EXPECT_NE(std::string(act.message()).find("only relu and silu"), std::string::npos) << act.message();
 }
 
 TEST(Esp32ai, CorruptGgufIsRefusedClearly) {

@@ -16,7 +16,9 @@
 6. PLE: a q4e QAT model of esp32-ai's PLE architecture written in its file format: the weights mcullm
    holds equal the quantizer's, its logits with f32 activations equal PyTorch's within 1e-4 and its
    greedy tokens are equal (with int8 activations: its choices, as in 3.); the llama2.c tokenizer
-   file written beside it gives train/tokenizer.py's ids.
+   file written beside it gives train/tokenizer.py's ids;
+7. combo (PLE + ReLU FFN + q4e, check_combo): 6. again with the ReLU flag in the esp32-ai header, which
+   mcullm keeps through `convert` to GGUF (mcullm.ffn_activation "relu") and runs as a ReLU FFN.
 
   check_export.py MCULLM_BINARY WORK_DIR      (exit 0: pass; anything else: fail, with the reason)
 """
@@ -173,12 +175,13 @@ def check_choices(what, cli, path, m, prompt, work, extra, n=16):
              f"argmax equal {same[decisive].sum()})")
 
 
-def check_ple(cli, work, tok, seed):
+def check_ple(cli, work, tok, seed, ffn="swiglu"):
     """A PLE model written in esp32-ai's format: mcullm's q4e weights are the QAT quantizer's; with f32
     activations its logits equal PyTorch's within 1e-4; with its default int8 activations, its choices."""
+    what = "ple" if ffn == "swiglu" else "combo"
     torch.manual_seed(seed)
     c = mdl.Config(vocab=tok.vocab_size, dim=64, n_layers=2, n_heads=4, n_kv_heads=4, hidden=96, seq_len=64,
-                   quant="q4", ple_dim=32, q4e_group=64)  # hidden 96: a short last group; ple 32: one short group
+                   quant="q4", ple_dim=32, q4e_group=64, ffn=ffn)  # hidden 96: a short last group; ple 32: one short group
     m = mdl.build(c)
     with torch.no_grad():
         for p in m.parameters():
@@ -187,11 +190,13 @@ def check_ple(cli, work, tok, seed):
             else:
                 p.uniform_(0.5, 1.5)
     m.eval()
-    path = os.path.join(work, "ple.bin")
+    path = os.path.join(work, f"{what}.bin")
     export.write_esp32ai(m, path)
-    g = os.path.join(work, "ple.gguf")
+    g = os.path.join(work, f"{what}.gguf")
     run([cli, "convert", path, "-o", g])
-    _, tensors = gguf.read(g)
+    kv, tensors = gguf.read(g)
+    if kv.get("mcullm.ffn_activation", "swiglu").replace("swiglu", "silu") != ffn.replace("swiglu", "silu"):
+        fail(f"{what}: mcullm convert wrote mcullm.ffn_activation {kv.get('mcullm.ffn_activation')} for a {ffn} FFN")
     mats = {"token_embd.weight": m.tok_emb, "ple_model_proj.weight": m.ple_model_proj, "ple_table.weight": m.ple_table}
     for l, b in enumerate(m.layers):
         for attr, name in (("qkv", "attn_qkv"), ("attn_proj", "attn_output"), ("gate", "ffn_gate"), ("up", "ffn_up"),
@@ -206,18 +211,32 @@ def check_ple(cli, work, tok, seed):
         d = np.frombuffer(tensors[name + ".scales"][2][:rows * ng * 2], "<f2").astype(np.float32).reshape(rows, ng)
         held = q * np.repeat(d, lin.group, axis=1)[:, :cols]
         if not np.array_equal(held, quant.q4e_values(lin.weight, lin.group).numpy()):
-            fail(f"ple: {name}: mcullm holds other weights than the QAT quantizer")
+            fail(f"{what}: {name}: mcullm holds other weights than the QAT quantizer")
         checked += rows * cols
-    print(f"ple: {checked} q4e weights mcullm holds equal the QAT quantizer's values", flush=True)
+    print(f"{what}: {checked} q4e weights mcullm holds equal the QAT quantizer's values", flush=True)
     tokfile = os.path.join(work, "tokenizer.bin")
     export.write_llama2c_tokenizer(tok, tokfile)
     probe = "Lily and Max played in the park.\n\nThe big dog barked: \"Hi!\" \u00fcber"
     got = [int(x) for x in run([cli, "tokenize", "-m", tokfile, "--ids", "--bos", "-p", probe]).stdout.split()]
     if got != tok.encode(probe):
-        fail(f"ple: the llama2.c tokenizer file gives {got}, python {tok.encode(probe)}")
+        fail(f"{what}: the llama2.c tokenizer file gives {got}, python {tok.encode(probe)}")
     prompt = tok.encode("Once upon a time")
-    check_logits("ple f32 activations", cli, path, m, prompt, work, ("--f32-activations",))
-    check_choices("ple int8 activations", cli, path, m, prompt, work, ())
+    for p in (path, g):  # the esp32-ai file and its GGUF form
+        check_logits(f"{what} {os.path.basename(p)} f32 activations", cli, p, m, prompt, work, ("--f32-activations",))
+    check_choices(f"{what} int8 activations", cli, path, m, prompt, work, ())
+    return m
+
+
+def check_combo(cli, work, tok, seed):
+    """PLE + ReLU FFN + q4e: check_ple with the ReLU flag; on the probe some neurons are dead and some
+    live, so the 1e-4 logit match sees the activation mcullm runs."""
+    m = check_ple(cli, work, tok, seed, ffn="relu")
+    stats = []
+    with torch.no_grad():
+        m(torch.tensor([tok.encode("Once upon a time")]), stats)
+    print(f"combo: {100 * (1 - sum(stats) / len(stats)):.0f}% of FFN neurons zero on the probe", flush=True)
+    if not 0 < sum(stats) / len(stats) < 1:
+        fail("combo: the ReLU gate leaves no neuron dead (or none live): the check would not see it")
 
 
 def i2s_unpack(raw, rows, cols):
@@ -280,6 +299,7 @@ def main():
     check_q4(cli, work, tok, "relu", 4)
     check_ternary(cli, work, tok, 5)
     check_ple(cli, work, tok, 6)
+    check_combo(cli, work, tok, 7)
     print("check_export: PASS")
 
 

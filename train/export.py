@@ -110,9 +110,11 @@ def q4e_tensor(lin):
 
 def write_esp32ai(model, path):
     """A PLE model (model.PleModel) as an esp32-ai v1 file (FACTS.md section 4, src/format/esp32ai.h):
-    the 56-byte header (tied head), then the tensors in the file's order; norms as raw f32."""
+    the 56-byte header (flags: bit 0 tied head; bit 1 ReLU FFN, mcullm's extension), then the tensors in
+    the file's order; norms as raw f32."""
     c = model.c
-    out = bytearray(struct.pack("<4I2I7if", 0x00454C50, 1, 56, 1, c.vocab, c.vocab, c.dim, c.n_layers, c.n_heads,
+    flags = 1 | (2 if c.ffn == "relu" else 0)
+    out = bytearray(struct.pack("<4I2I7if", 0x00454C50, 1, 56, flags, c.vocab, c.vocab, c.dim, c.n_layers, c.n_heads,
                                 c.hidden, c.ple_dim, c.seq_len, c.q4e_group, c.rope_theta))
 
     def norm(n):

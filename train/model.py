@@ -10,7 +10,9 @@ export.write_bitllama2c writes it as an ak42 v1 file mcullm runs.
 ple_dim > 0 is esp32-ai's PLE transformer as src/model/ple.h runs it (FACTS.md section 4): per-layer
 embeddings, split-half RoPE, fused QKV, no GQA, RMSNorm eps 1e-6, a GELU gate per layer, tied head; every
 matrix (embedding and PLE table included) trained with the q4e values the file holds (quant.q4e_values);
-export.write_esp32ai writes it."""
+export.write_esp32ai writes it. With ffn="relu" it is the "combo" model (PLE + ReLU + 4-bit): the FFN is
+relu(gate x) * (up x), gate first as the engine's sparse FFN reads it, flagged in the esp32-ai header's
+bit 1 (an mcullm extension, src/format/esp32ai.h kEsp32aiFlagReluFfn)."""
 import dataclasses
 import math
 
@@ -117,14 +119,17 @@ class Block(nn.Module):
         y = torch.einsum("bhts,bshd->bthd", att, v).reshape(B, T, c.dim)
         x = x + self.wo(y)
         h = self.ffn_norm(x)
-        g = self.w1(h)
-        if c.ffn == "relu":
-            g = F.relu(g)
-            if stats is not None:
-                stats.append((g > 0).float().mean().item())
-        else:
-            g = F.silu(g)
-        return x + self.w2(g * self.w3(h))
+        return x + self.w2(ffn_gate(c, self.w1(h), stats) * self.w3(h))
+
+
+def ffn_gate(c, g, stats):
+    """The FFN's gate activation: relu (stats gets the live share) or silu."""
+    if c.ffn != "relu":
+        return F.silu(g)
+    g = F.relu(g)
+    if stats is not None:
+        stats.append((g > 0).float().mean().item())
+    return g
 
 
 class Model(nn.Module):
@@ -205,7 +210,7 @@ class PleBlock(nn.Module):
         self.ple_proj = Q4eLinear(D, P, g)
         self.ple_norm = RMSNorm(D, eps)
 
-    def forward(self, x, ple, cos, sin, mask):
+    def forward(self, x, ple, cos, sin, mask, stats=None):
         c = self.c
         B, T, D = x.shape
         H, hs = c.n_heads, c.dim // c.n_heads
@@ -217,15 +222,15 @@ class PleBlock(nn.Module):
         att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(-1)
         x = x + self.attn_proj(torch.einsum("bhts,bshd->bthd", att, v).reshape(B, T, D))
         h = self.ffn_norm(x)
-        x = x + self.down(F.silu(self.gate(h)) * self.up(h))
+        x = x + self.down(ffn_gate(c, self.gate(h), stats) * self.up(h))
         return x + self.ple_norm(self.ple_proj(F.gelu(self.ple_gate(x)) * ple))
 
 
 class PleModel(nn.Module):
     def __init__(self, c):
         super().__init__()
-        if not c.tied or c.ffn != "swiglu" or c.n_kv_heads != c.n_heads or c.quant != "q4":
-            raise ValueError("the PLE model has a tied head, SwiGLU, no GQA and q4e weights (--quant q4)")
+        if not c.tied or c.n_kv_heads != c.n_heads or c.quant != "q4":
+            raise ValueError("the PLE model has a tied head, no GQA and q4e weights (--quant q4)")
         self.c = c
         L, P, D, g = c.n_layers, c.ple_dim, c.dim, c.q4e_group
         self.tok_emb = Q4eLinear(c.vocab, D, g)  # rows read as embeddings; also the head
@@ -253,7 +258,7 @@ class PleModel(nn.Module):
         ple = self.ple_proj_norm((self.ple_model_proj(x) * (1.0 / math.sqrt(D))).view(B, T, L, P))
         ple = (ple + self.ple_table.values()[idx].view(B, T, L, P) * math.sqrt(P)) * 0.70710678
         for l, layer in enumerate(self.layers):
-            x = layer(x, ple[:, :, l], self.cos[:T], self.sin[:T], self.mask)
+            x = layer(x, ple[:, :, l], self.cos[:T], self.sin[:T], self.mask, stats)
         return F.linear(self.out_norm(x), emb)
 
     def n_params(self):

@@ -7,6 +7,11 @@ Writes OUT/tokenizer.json, OUT/model.pt, OUT/model-f32.gguf (ternary: OUT/model-
 file, and OUT/tokenizer.bin for `mcullm -z`) and OUT/curve.csv (step, train loss,
 validation bits/byte on the first --val-chunks chunks of tinystories_val_head794k.txt, scored per chunk
 from position 0 as `mcullm eval` does). Seeds are fixed (--seed); one or two threads (--threads).
+
+Resumable: every --checkpoint-every steps (and at --stop-after) OUT/checkpoint.pt holds the model, the
+optimizer, every RNG state (torch, numpy, the batch sampler's generator: the data position), the step and
+the running loss; `--resume` (same arguments) continues from it and ends with the weights an unbroken run
+ends with, bit for bit (CPU, same --threads; train/check_resume.py tests it).
 """
 import argparse
 import json
@@ -62,9 +67,10 @@ def load_or_train_tokenizer(out, vocab, train_text):
     return tk.Tokenizer(pieces, scores)
 
 
-def encode_train(out, tok, text):
+def encode_train(out, tok, text, partial=False):
     """The training stories as eval chunks, each BOS + encode, concatenated (cached)."""
-    path = os.path.join(out, f"train-{tok.vocab_size}.npy")
+    suffix = f"-{len(text)}" if partial else ""  # --train-chars: a cache of its own
+    path = os.path.join(out, f"train-{tok.vocab_size}{suffix}.npy")
     if os.path.exists(path):
         return np.load(path)
     ids = []
@@ -122,6 +128,10 @@ def main():
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--val-chunks", type=int, default=60)
+    ap.add_argument("--train-chars", type=int, default=0, help="train on the first N characters only (0: all; tests)")
+    ap.add_argument("--checkpoint-every", type=int, default=500, help="steps between OUT/checkpoint.pt writes (0: none)")
+    ap.add_argument("--stop-after", type=int, default=0, help="write the checkpoint after step N and exit (an interruption)")
+    ap.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt (same arguments)")
     a = ap.parse_args()
     if not 512 <= a.vocab <= 8192:
         sys.exit("train: --vocab must be 512..8192")
@@ -131,8 +141,10 @@ def main():
     torch.set_num_threads(a.threads)
 
     train_text = read_text(TRAIN_FILE)
+    if a.train_chars:
+        train_text = train_text[:a.train_chars]
     tok = load_or_train_tokenizer(a.out, a.vocab, tk.stories_as_eval_text(train_text))
-    data = torch.from_numpy(encode_train(a.out, tok, train_text).astype(np.int64))
+    data = torch.from_numpy(encode_train(a.out, tok, train_text, partial=a.train_chars > 0).astype(np.int64))
     val = [(tok.encode(c), len(c.encode("utf-8"))) for c in tk.eval_chunks(read_text(VAL_FILE))[:a.val_chunks]]
     print(f"data: {len(data)} training tokens ({len(train_text.encode()) / len(data):.2f} bytes/token), "
           f"{len(val)} validation chunks", flush=True)
@@ -153,12 +165,15 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95))
     gen = torch.Generator().manual_seed(a.seed)
-    curve = open(os.path.join(a.out, "curve.csv"), "w")
-    curve.write("step,tokens,train_loss,val_bits_per_byte\n")
-    t0, seen, run_loss = time.time(), 0, None
-    bar = progress_bar(a.steps)
+    first, seen, run_loss = 1, 0, None
+    if a.resume:
+        first, seen, run_loss = load_checkpoint(a, model, opt, gen)
+        print(f"resume: from step {first - 1} of {a.steps}", flush=True)
+    curve = open_curve(a.out, first - 1)
+    t0 = time.time()
+    bar = progress_bar(a.steps - first + 1)
     say = bar.write if bar else lambda msg: print(msg, flush=True)
-    for step in range(1, a.steps + 1):
+    for step in range(first, a.steps + 1):
         lr = a.lr * min(1.0, step / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / a.steps)))
         for g in opt.param_groups:
             g["lr"] = lr
@@ -185,6 +200,11 @@ def main():
                 + (f" val {val_bpb} bits/byte" if val_bpb else ""))
             curve.write(f"{step},{seen},{run_loss:.4f},{val_bpb}\n")
             curve.flush()
+        if step == a.stop_after or (a.checkpoint_every and step % a.checkpoint_every == 0 and step < a.steps):
+            save_checkpoint(a, model, opt, gen, step, seen, run_loss)
+            if step == a.stop_after:
+                say(f"stop: checkpoint of step {step} in {a.out}/checkpoint.pt (continue with --resume)")
+                return
     if bar:
         bar.close()
     if c.ffn == "relu":
@@ -194,6 +214,52 @@ def main():
     save(model, tok, a.out)
     written = "model-ple.bin" if c.ple_dim else "model-ternary.bin" if c.quant == "ternary" else "model-f32.gguf"
     print(f"wrote {a.out}/{written}" + (" and tokenizer.bin" if written != "model-f32.gguf" else ""), flush=True)
+
+
+# Arguments that may differ between an interrupted run and its resumption (the others must not).
+RESUME_FREE = ("out", "resume", "stop_after", "checkpoint_every", "log_every")
+
+
+def save_checkpoint(a, model, opt, gen, step, seen, run_loss):
+    """Everything the next step depends on, written whole or not at all (temp file + rename)."""
+    path = os.path.join(a.out, "checkpoint.pt")
+    torch.save({"args": {k: v for k, v in vars(a).items() if k not in RESUME_FREE}, "step": step, "seen": seen,
+                "run_loss": run_loss, "model": model.state_dict(), "opt": opt.state_dict(),
+                "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "gen": gen.get_state()},
+               path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def load_checkpoint(a, model, opt, gen):
+    """Restores a save_checkpoint; returns (next step, tokens seen, running loss)."""
+    path = os.path.join(a.out, "checkpoint.pt")
+    if not os.path.isfile(path):
+        sys.exit(f"train: --resume: {path} is missing")
+    ck = torch.load(path, weights_only=False)
+    now = {k: v for k, v in vars(a).items() if k not in RESUME_FREE}
+    changed = {k: (ck["args"].get(k), v) for k, v in now.items() if ck["args"].get(k) != v}
+    if changed:
+        sys.exit(f"train: --resume: arguments differ from the checkpoint's (was, now): {changed}")
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["opt"])
+    torch.set_rng_state(ck["torch_rng"])
+    np.random.set_state(ck["numpy_rng"])
+    gen.set_state(ck["gen"])
+    return ck["step"] + 1, ck["seen"], ck["run_loss"]
+
+
+def open_curve(out, last_step):
+    """curve.csv for appending: new (last_step 0), else its rows up to last_step (a resumed run
+    rewrites the steps after its checkpoint)."""
+    path = os.path.join(out, "curve.csv")
+    head = "step,tokens,train_loss,val_bits_per_byte\n"
+    rows = []
+    if last_step and os.path.isfile(path):
+        with open(path) as f:
+            rows = [r for r in f.readlines()[1:] if int(r.split(",")[0]) <= last_step]
+    curve = open(path, "w")
+    curve.write(head + "".join(rows))
+    return curve
 
 
 def progress_bar(steps):

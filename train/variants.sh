@@ -5,7 +5,8 @@
 # exported model is measured by mcullm (train/measure.sh).
 #   train/variants.sh OUT_DIR [MCULLM]  (OUT_DIR/tokenizer.json and train-1024.npy are reused when present;
 #                                        a run whose log says it wrote its model is not repeated)
-# Variants: f32 / q4 QAT / ternary QAT (bitllama2.c layout), SwiGLU / ReLU-gated FFN, with PLE (q4e QAT).
+# Variants: f32 / q4 QAT / ternary QAT (bitllama2.c layout), SwiGLU / ReLU-gated FFN, with PLE (q4e QAT),
+# combo (PLE + ReLU-gated FFN, q4e QAT).
 # ternary128: the ternary variant at dim 128, hidden 256 (mcullm's i2_s kernels need multiples of 128,
 # so the dim-64 ternary runs are scored in PyTorch only).
 set -eu
@@ -14,7 +15,7 @@ cli=${2:-build/release/mcullm}
 py=${PYTHON:-/usr/bin/python3}
 here=$(dirname "$0")
 BUDGET_ARGS=${BUDGET_ARGS:-"--dim 64 --layers 2 --heads 4 --kv-heads 4 --hidden 192 --steps 150 --batch 8 --seq 256 --lr 3e-3 --warmup 20 --eval-every 150"}
-VARIANTS=${VARIANTS:-"f32-swiglu q4-swiglu ternary-swiglu f32-relu q4-relu q4-ple ternary128-swiglu"}
+VARIANTS=${VARIANTS:-"f32-swiglu q4-swiglu ternary-swiglu f32-relu q4-relu q4-ple q4-combo ternary128-swiglu"}
 mkdir -p "$out"
 for variant in $VARIANTS; do
   q=${variant%-*}
@@ -26,6 +27,7 @@ for variant in $VARIANTS; do
   esac
   case $ffn in
     ple) ffn=swiglu; extra="--ple 32" ;;
+    combo) ffn=relu; extra="--ple 32" ;;
   esac
   for seed in 1 2; do
     dir="$out/$variant-s$seed"

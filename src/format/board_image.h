@@ -76,7 +76,7 @@ struct BoardImageConfig {
   uint32_t arch;  // BoardArch
   int32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
   float norm_eps, rope_theta;
-  uint8_t ffn;   // 1: FfnAct kReluSqr (bitnet archs) / kRelu (llama); 0: kSilu
+  uint8_t ffn;   // 1: FfnAct kReluSqr (bitnet archs) / kRelu (llama, PLE); 0: kSilu
   uint8_t rope;  // RopeStyle (bitnet archs), 0 otherwise
   uint8_t tied;  // 1: the head is the token embedding (no kOutput tensor)
   uint8_t pad;

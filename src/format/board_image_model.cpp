@@ -100,6 +100,7 @@ Status ple_from_image(const BoardImage& img, const LlamaConfig& base, Arena& tab
   c.rope_theta = base.rope_theta;
   c.tied_head = ic.tied != 0;
   c.norm_eps = base.norm_eps;
+  c.relu_ffn = ic.ffn != 0;
   MC_TRY(c.validate());
   const int d = c.dim;
   MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));

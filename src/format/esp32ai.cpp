@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "format/transformer_gguf.h"
 #include "quant/q4e.h"
 
 namespace mcullm {
@@ -95,7 +96,10 @@ Status esp32ai_read_config(const uint8_t* data, size_t size, PleConfig* cfg, int
       return Status::Error(Code::kCorrupt, "esp32-ai header_bytes %" PRIu32 " (at least %d, at most the file's %zu)", hbytes,
                            kEsp32aiHeaderV1Bytes, size);
     c.version = 1;
-    c.tied_head = (flags & 1u) != 0;
+    if (flags & ~(kEsp32aiFlagTied | kEsp32aiFlagReluFfn))
+      return Status::Error(Code::kUnsupported, "esp32-ai header flags 0x%" PRIx32 " (bits 0 and 1 are read)", flags);
+    c.tied_head = (flags & kEsp32aiFlagTied) != 0;
+    c.relu_ffn = (flags & kEsp32aiFlagReluFfn) != 0;
     c.input_vocab = static_cast<int32_t>(read_u32(data + 16));
     c.output_vocab = static_cast<int32_t>(read_u32(data + 20));
     c.dim = read_i32(data + 24);
@@ -232,6 +236,7 @@ Status ple_from_gguf(const GgufFile& f, Arena& tables, PleModel* out) {
   MC_TRY(get_int(f, "ple.context_length", &c.seq_len));
   MC_TRY(get_int(f, "ple.group_size", &c.group));
   MC_TRY(f.get_f32("ple.rope.freq_base", &c.rope_theta));
+  MC_TRY(gguf_read_ffn_relu(f, &c.relu_ffn));
   if (version > 1) return Status::Error(Code::kUnsupported, "ple.header_version %" PRIu32 " (0 or 1)", version);
   c.version = static_cast<int>(version);
   c.tied_head = tied;

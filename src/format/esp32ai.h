@@ -18,6 +18,10 @@ constexpr uint32_t kEsp32aiMagicV0 = 0x504C4531u;
 constexpr uint32_t kEsp32aiMagicV1 = 0x00454C50u;  // "PLE\0"
 constexpr int kEsp32aiHeaderV0Bytes = 40;
 constexpr int kEsp32aiHeaderV1Bytes = 56;
+// v1 header flags: bit 0 tied head (esp32-ai's); bit 1 ReLU FFN (PleConfig::relu_ffn), mcullm's
+// extension: esp32-ai itself does not read it and would run such a file with its SiLU FFN.
+constexpr uint32_t kEsp32aiFlagTied = 1u;
+constexpr uint32_t kEsp32aiFlagReluFfn = 2u;
 
 // One tensor of a PLE model, in file order, with its GGUF name (llama.cpp style where one exists).
 struct PleSlot {
@@ -43,7 +47,8 @@ Status esp32ai_read_config(const uint8_t* data, size_t size, PleConfig* cfg, int
 Status esp32ai_load(const uint8_t* data, size_t size, Arena& tables, PleModel* out);
 
 // GGUF form (general.architecture "esp32ai-ple"): keys ple.* (see esp32ai.cpp), each q4e matrix as a
-// q4e tensor of codes plus "<name>.scales" (f16, [n_groups, rows]), ple.group_size for all of them.
+// q4e tensor of codes plus "<name>.scales" (f16, [n_groups, rows]), ple.group_size for all of them;
+// mcullm.ffn_activation "relu" (format/transformer_gguf.h kLlamaFfnKey) for a ReLU FFN.
 constexpr const char* kPleGgufArch = "esp32ai-ple";
 Status ple_from_gguf(const GgufFile& f, Arena& tables, PleModel* out);
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "format/transformer_gguf.h"
 #include "quant/q4e.h"
 
 namespace mcullm {
@@ -34,13 +35,14 @@ Status esp32ai_write_bytes(const PleModel& model, std::vector<uint8_t>* out) {
   if (c.version == 0) {
     if (!c.tied_head || c.input_vocab != c.output_vocab)
       return Status::Error(Code::kUnsupported, "an esp32-ai v0 header holds only a tied head over the whole vocabulary");
+    if (c.relu_ffn) return Status::Error(Code::kUnsupported, "an esp32-ai v0 header has no room for a ReLU FFN (v1 has)");
     put32(out, kEsp32aiMagicV0);
     for (int v : {c.input_vocab, c.dim, c.n_layers, c.n_heads, c.ffn, c.ple_dim, c.seq_len, c.group}) put32(out, static_cast<uint32_t>(v));
   } else {
     put32(out, kEsp32aiMagicV1);
     put32(out, 1);
     put32(out, static_cast<uint32_t>(kEsp32aiHeaderV1Bytes));
-    put32(out, c.tied_head ? 1u : 0u);
+    put32(out, (c.tied_head ? kEsp32aiFlagTied : 0u) | (c.relu_ffn ? kEsp32aiFlagReluFfn : 0u));
     for (int v : {c.input_vocab, c.output_vocab, c.dim, c.n_layers, c.n_heads, c.ffn, c.ple_dim, c.seq_len, c.group})
       put32(out, static_cast<uint32_t>(v));
   }
@@ -77,6 +79,7 @@ Status export_ple_gguf(const PleModel& model, const std::string& source, GgufWri
   w->set_i32("ple.context_length", c.seq_len);
   w->set_i32("ple.group_size", c.group);
   w->set_f32("ple.rope.freq_base", c.rope_theta);
+  if (c.relu_ffn) w->set_string(kLlamaFfnKey, "relu");
   for (const PleSlot& s : slots_of(m)) {
     if (!s.quant) {
       MC_TRY(w->add_tensor(s.name, DType::kF32, {s.cols}, *s.norm, static_cast<size_t>(s.cols) * 4));

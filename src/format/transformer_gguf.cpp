@@ -49,6 +49,20 @@ const LayerTensor* transformer_layer_tensors(int* count) {
   return kLayerTensors;
 }
 
+Status gguf_read_ffn_relu(const GgufFile& f, bool* relu) {
+  if (!f.find_kv(kLlamaFfnKey)) return Status::Ok();
+  GgufStr act{"", 0};
+  MC_TRY(f.get_string(kLlamaFfnKey, &act));
+  if (act.equals("relu"))
+    *relu = true;
+  else if (act.equals("silu") || act.equals("swiglu"))
+    *relu = false;
+  else
+    return Status::Error(Code::kUnsupported, "%s \"%.*s\": only relu and silu FFNs exist", kLlamaFfnKey,
+                         act.size > 32 ? 32 : static_cast<int>(act.size), act.data);
+  return Status::Ok();
+}
+
 Status gguf_transformer_arch(const GgufFile& f, ArchSlices slices, const ArchInfo** out) {
   const char* names[8];
   const ArchInfo* rows[8];
@@ -82,14 +96,10 @@ Status transformer_part_from_gguf(const GgufFile& f, Arena& arena, int first, in
   c.norm_eps = keys.norm_eps;
   c.rope_theta = keys.rope_theta;
   MC_TRY(gguf_read_config(f, arch->gguf_arch, &c));
-  if (keys.ffn_act_key && f.find_kv(kLlamaFfnKey)) {
-    GgufStr act{"", 0};
-    MC_TRY(f.get_string(kLlamaFfnKey, &act));
-    if (act.equals("relu"))
-      model->spec.act = FfnAct::kRelu;
-    else if (!act.equals("silu") && !act.equals("swiglu"))
-      return Status::Error(Code::kUnsupported, "%s \"%.*s\": only relu and silu FFNs exist", kLlamaFfnKey,
-                           act.size > 32 ? 32 : static_cast<int>(act.size), act.data);
+  if (keys.ffn_act_key) {
+    bool relu = false;
+    MC_TRY(gguf_read_ffn_relu(f, &relu));
+    if (relu) model->spec.act = FfnAct::kRelu;
   }
   if (end < 0) end = c.n_layers;
   if (first < 0 || end < first || end > c.n_layers)

@@ -21,6 +21,9 @@ namespace mcullm {
 // A llama file's FFN activation (FfnAct): "relu" or "silu"; absent: SwiGLU. A ReLU model whose
 // down matrices are f32 gets their transposed copies in the arena (the sparse FFN).
 constexpr const char* kLlamaFfnKey = "mcullm.ffn_activation";
+// Reads kLlamaFfnKey when present (llama and esp32ai-ple GGUF): *relu true for "relu", false for
+// "silu" / "swiglu", unchanged when absent; anything else is an error.
+Status gguf_read_ffn_relu(const GgufFile& f, bool* relu);
 
 // What a GGUF architecture's keys leave out, and what else it reads.
 struct GgufArchKeys {

@@ -205,6 +205,7 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     cfg.ple_dim = pc.ple_dim;
     cfg.input_vocab = pc.input_vocab;
     cfg.group = pc.group;
+    cfg.ffn = pc.relu_ffn ? 1 : 0;
     c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
     c.mat(BoardRole::kPleModelProj, 0, b.ple_model_proj, TensorClass::kOther);
     c.vec(BoardRole::kPleProjNorm, 0, b.ple_proj_norm, pc.ple_dim);

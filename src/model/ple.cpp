@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/fmath.h"
+#include "model/sparse_ffn.h"
 #include "quant/q4e.h"
 
 namespace mcullm {
@@ -107,6 +108,7 @@ Status PleContext::init(const PleModel* model, int ctx_len, Arena& arena, Thread
   MC_TRY(arena.alloc_array(LP, TensorClass::kActivations, &ple_));
   MC_TRY(arena.alloc_array(LP, TensorClass::kActivations, &row_));
   MC_TRY(arena.alloc_array(widest, TensorClass::kActivations, &act_q_));
+  neurons_ = live_ = 0;
   return Status::Ok();
 }
 
@@ -116,6 +118,13 @@ Status PleContext::set_head(const HeadChoice& c, Arena& arena) {
     MC_TRY(arena.alloc_array(head_scratch_floats(model_->output), TensorClass::kActivations, &head_rows_));
   head_ = c;
   return Status::Ok();
+}
+
+bool PleContext::ffn_counts(unsigned long long* neurons, unsigned long long* live) const {
+  if (!model_->cfg.relu_ffn) return false;
+  *neurons = neurons_;
+  *live = live_;
+  return true;
 }
 
 void PleContext::run(const MatRef* const* mats, float* const* outs, int count, const float* x, int n) {
@@ -181,7 +190,12 @@ Status PleContext::forward(int token, int pos, const float** logits) {
       float* outs[2] = {s_.hb, s_.hb2};
       run(mats, outs, 2, s_.xb, D);
     }
-    k.silu_mul(s_.hb, s_.hb2, F);
+    if (c.relu_ffn) {
+      live_ += static_cast<unsigned long long>(relu_mul(s_.hb, s_.hb2, s_.hb, F));
+      neurons_ += static_cast<unsigned long long>(F);
+    } else {
+      k.silu_mul(s_.hb, s_.hb2, F);
+    }
     {
       const MatRef* mats[1] = {&Ly.down};
       float* outs[1] = {s_.xb};

@@ -1,6 +1,6 @@
 // The PLE transformer of esp32-ai (FACTS.md section 4): per-layer embeddings (a [vocab, L * P]
 // table read one row per token, plus a projection of the token embedding), split-half RoPE, fused
-// QKV, multi-head attention without GQA, SwiGLU feed-forward, a per-layer GELU gate that mixes the
+// QKV, multi-head attention without GQA, SwiGLU (or, mcullm's extension, ReLU-gated) feed-forward, a per-layer GELU gate that mixes the
 // PLE input into the residual stream, tied or untied head. RMSNorm eps 1e-6.
 //
 // Activations: int8 by default, quantized as esp32-ai's int8 build does (one scale per matvec input,
@@ -31,6 +31,10 @@ struct PleConfig {
   float rope_theta = 10000.0f;
   bool tied_head = true;
   float norm_eps = 1e-6f;
+  // mcullm's extension (the "combo" model, docs/models.md): h = relu(gate x) * (up x) instead of
+  // esp32-ai's silu. esp32-ai v1 header flags bit 1 (kEsp32aiFlagReluFfn), GGUF mcullm.ffn_activation
+  // "relu", board image config.ffn 1.
+  bool relu_ffn = false;
 
   int head_dim() const { return dim / n_heads; }
   Status validate() const;
@@ -78,6 +82,10 @@ class PleContext final : public Decoder {
   const float* head_input() const { return s_.x; }
   const PleModel& model() const { return *model_; }
   bool f32_activations() const { return f32_act_; }
+  // A ReLU FFN (cfg.relu_ffn): neurons and live ones since init. Run dense: the q4e down matrix has
+  // no column kernel (model/sparse_ffn.h covers q8_0 / q4_0 / q4g64), so every up row and down
+  // column is read; the counts say what a sparse FFN would skip.
+  bool ffn_counts(unsigned long long* neurons, unsigned long long* live) const override;
 
  private:
   // Matrices reading the same input x (n values): int8 quantization (one scale) unless f32.
@@ -96,6 +104,7 @@ class PleContext final : public Decoder {
   float act_scale_ = 0.0f;
   HeadChoice head_;
   float* head_rows_ = nullptr;  // grouped head: head_scratch_floats (model/vocab_head.h)
+  unsigned long long neurons_ = 0, live_ = 0;
 };
 
 }  // namespace mcullm
