@@ -192,7 +192,8 @@ mcullm_pie_q4g64_isums:
  *   scale_g = the f16 at scales + 2 g (two bytes, any alignment) as a float, as f16_to_f32 gives it.
  * The struct (pie_table.cpp), word offsets: 0 codes (row 0's first code byte, any alignment),
  * 4 scales (row 0's first group's f16), 8 y, 12 rows (>= 1), 16 row_bytes, 20 scale_stride (bytes
- * between rows' scales), 24 ngroups, 28 n16, 32 x2, 36 consts.
+ * between rows' scales), 24 ngroups, 28 n16, 32 x2, 36 consts, 40 from_zero (nonzero: the sums start
+ * at +0 instead of y[r], which is then not read).
  * x2: the activations deinterleaved by the caller, even columns at x2[0..255] and odd columns at
  * x2[256..511] (16-byte aligned; the first group's first pair at x2[0] / x2[256]). consts as for
  * q4g64 (0x0F x 16, -8 x 16). Each 16 code bytes are read as the aligned chunks that hold their
@@ -224,7 +225,12 @@ mcullm_pie_q4e_rows:
     l32i    a5, a2, 8
     l32i    a6, a2, 12
 .Lq4e_row:
-    lsi     f0, a5, 0               /* the running sum y[r] */
+    l32i    a9, a2, 40
+    movi    a10, 0
+    wfr     f0, a10                 /* +0 when from_zero, ... */
+    bnez    a9, .Lq4e_zero
+    lsi     f0, a5, 0               /* ... from_zero is 0: the running sum y[r] */
+.Lq4e_zero:
     l32i    a8, a2, 32
     l32i    a7, a2, 24
     l32i    a13, a2, 28

@@ -24,6 +24,7 @@ struct Q4eRows {  // mcullm_pie_q4e_rows's arguments (word offsets in pie_kernel
   int rows, row_bytes, scale_stride, ngroups, n16;
   const int8_t* x2;
   const int8_t* consts;
+  int from_zero;  // nonzero: the sums start at +0, y is only written
 };
 void mcullm_pie_q4e_rows(const Q4eRows* a);
 }
@@ -114,7 +115,6 @@ void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float
   const int ng = q4e_groups(w.cols, w.group);
   const int gpc = 2 * kHalf / w.group;  // groups per chunk
   alignas(16) int8_t x2[2 * kHalf];
-  for (int r = r0; r < r1; ++r) y[r] = 0.0f;
   Q4eRows a;
   a.row_bytes = static_cast<int>(w.row_bytes);
   a.scale_stride = 2 * ng;
@@ -133,7 +133,11 @@ void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float
     a.x2 = x2;
     a.ngroups = full;
     a.n16 = w.group / 32;
-    if (full > 0) mcullm_pie_q4e_rows(&a);
+    a.from_zero = g0 == 0;  // the first chunk starts the sums (no memset of y)
+    if (full > 0) {
+      mcullm_pie_q4e_rows(&a);
+      a.from_zero = 0;
+    }
     if (tail > 0) {
       a.codes += full * w.group / 2;
       a.scales += 2 * full;
@@ -146,6 +150,7 @@ void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float
       a.rows = rasm - r0;
       if (a.rows > 0) mcullm_pie_q4e_rows(&a);
       for (int r = rasm > r0 ? rasm : r0; r < r1; ++r) {
+        if (a.from_zero) y[r] = 0.0f;
         int32_t isum = 0;
         for (int j = c0 + full * w.group; j < c1; ++j) isum += q4e_weight(w, r, j) * xq[j];
         y[r] += static_cast<float>(isum) * q4e_scale(w, r, g0 + full);
