@@ -25,6 +25,7 @@ struct Q4eRows {  // mcullm_pie_q4e_rows's arguments (word offsets in pie_kernel
   const int8_t* x2;
   const int8_t* consts;
   int from_zero;  // nonzero: the sums start at +0, y is only written
+  const int32_t* xsum8;  // per group: 8 * the sum of its activations (the codes' -8)
 };
 void mcullm_pie_q4e_rows(const Q4eRows* a);
 }
@@ -115,6 +116,7 @@ void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float
   const int ng = q4e_groups(w.cols, w.group);
   const int gpc = 2 * kHalf / w.group;  // groups per chunk
   alignas(16) int8_t x2[2 * kHalf];
+  int32_t xsum8[2 * kHalf / 32];
   Q4eRows a;
   a.row_bytes = static_cast<int>(w.row_bytes);
   a.scale_stride = 2 * ng;
@@ -122,10 +124,23 @@ void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float
   for (int g0 = 0; g0 < ng; g0 += gpc) {
     const int g1 = ng - g0 < gpc ? ng : g0 + gpc;
     const int c0 = g0 * w.group, c1 = g1 * w.group < w.cols ? g1 * w.group : w.cols;
-    for (int j = c0; j < c1; ++j) x2[(j - c0) / 2 + ((j & 1) ? kHalf : 0)] = xq[j];
     const int full = (c1 - c0) / w.group;  // whole groups in this chunk
     const int tail = c1 - c0 - full * w.group;
-    for (int j = c1 - c0; j < ((c1 - c0 + 31) & ~31); ++j) x2[j / 2 + ((j & 1) ? kHalf : 0)] = 0;
+    // Deinterleave in column pairs, zero-padded to 32 columns, with each group's sum.
+    const int n = c1 - c0, npad = (n + 31) & ~31;
+    const int8_t* src = xq + c0;
+    for (int g = 0; g < g1 - g0; ++g) {
+      const int k1 = ((g + 1) * w.group < npad ? (g + 1) * w.group : npad) / 2;
+      int32_t sum = 0;
+      for (int k = g * w.group / 2; k < k1; ++k) {
+        const int8_t e = 2 * k < n ? src[2 * k] : 0, o = 2 * k + 1 < n ? src[2 * k + 1] : 0;
+        x2[k] = e;
+        x2[kHalf + k] = o;
+        sum += e + o;
+      }
+      xsum8[g] = 8 * sum;
+    }
+    a.xsum8 = xsum8;
     a.codes = w.row(r0) + c0 / 2;
     a.scales = w.scales + (static_cast<size_t>(r0) * static_cast<size_t>(ng) + static_cast<size_t>(g0)) * 2;
     a.y = y + r0;
@@ -142,6 +157,7 @@ void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float
       a.codes += full * w.group / 2;
       a.scales += 2 * full;
       a.x2 = x2 + full * w.group / 2;
+      a.xsum8 = xsum8 + full;
       a.ngroups = 1;
       a.n16 = (tail + 31) / 32;
       // Rows whose over-read (past the row's last code byte) stays inside the tensor's rows.
