@@ -295,6 +295,36 @@ float mc_gelu_tanh(float x) {
 // and by the soft-float libraries of newlib and picolibc alike; the builtin compiles to that.
 float mc_sqrtf(float x) { return __builtin_sqrtf(x); }
 
+namespace {
+
+// The series' coefficients, divided at compile time: IEEE division rounds the same there as at run
+// time (the same bits as dividing in the loops, as this code once did), without a soft-float
+// __divdf3 per term on single-precision FPUs (the ESP32-S3's) and per call.
+struct SeriesCoefs {
+  double exp[13];  // 1/12!, 1/11!, ..., 1/1!, 1/0!: Horner after the leading 1/13!
+  double log[14];  // 1/27, 1/25, ..., 1/1
+  double sin[11];  // (-1)^i / (2i+1)!, the factorials accumulated in double as the loop below once did
+  double cos[11];  // (-1)^i / (2i)!
+};
+constexpr SeriesCoefs series_coefs() {
+  SeriesCoefs c{};
+  const double inv[13] = {479001600.0, 39916800.0, 3628800.0, 362880.0, 40320.0, 5040.0, 720.0,
+                          120.0,       24.0,       6.0,       2.0,      1.0,     1.0};
+  for (int i = 0; i < 13; ++i) c.exp[i] = 1.0 / inv[i];
+  for (int k = 27, i = 0; k >= 1; k -= 2, ++i) c.log[i] = 1.0 / k;
+  double f = 1.0;
+  for (int i = 0; i < 11; ++i) {
+    c.cos[i] = (i % 2 ? -1.0 : 1.0) / f;
+    f *= (2 * i + 1);
+    c.sin[i] = (i % 2 ? -1.0 : 1.0) / f;
+    f *= (2 * i + 2);
+  }
+  return c;
+}
+constexpr SeriesCoefs kSeries = series_coefs();
+
+}  // namespace
+
 double mc_exp(double x) {
   if (x != x) return x;
   if (x > 709.0) return __builtin_huge_val();
@@ -304,8 +334,7 @@ double mc_exp(double x) {
   const double r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
   // exp(r) for |r| <= 0.347: Taylor to degree 13, truncation < 1e-17.
   double p = 1.0 / 6227020800.0;
-  const double inv[] = {479001600.0, 39916800.0, 3628800.0, 362880.0, 40320.0, 5040.0, 720.0, 120.0, 24.0, 6.0, 2.0, 1.0, 1.0};
-  for (double f : inv) p = p * r + 1.0 / f;
+  for (double c : kSeries.exp) p = p * r + c;
   int64_t e = static_cast<int64_t>(n);
   // scale in two steps so that subnormal results and 2^1024 do not overflow the exponent field
   const int64_t e1 = e / 2, e2 = e - e1;
@@ -330,7 +359,7 @@ double mc_log(double x) {
   const double s = (m - 1.0) / (m + 1.0);
   const double s2 = s * s;
   double p = 0.0;
-  for (int k = 27; k >= 1; k -= 2) p = p * s2 + 1.0 / k;
+  for (double c : kSeries.log) p = p * s2 + c;  // 1/27, 1/25, ..., 1/1
   const double logm = 2.0 * s * p;
   return static_cast<double>(e) * 6.93147180369123816490e-01 + (static_cast<double>(e) * 1.90821492927058770002e-10 + logm);
 }
@@ -348,17 +377,9 @@ void mc_sincos(double x, double* s, double* c) {
   const double r2 = r * r;
   // Taylor series on |r| <= pi/4: degree 21 / 20, truncation < 1e-19.
   double sp = 0.0, cp = 0.0;
-  double sf[11], cf[11];
-  double f = 1.0;
-  for (int i = 0; i < 11; ++i) {
-    cf[i] = (i % 2 ? -1.0 : 1.0) / f;  // 1/(2i)!
-    f *= (2 * i + 1);
-    sf[i] = (i % 2 ? -1.0 : 1.0) / f;  // 1/(2i+1)!
-    f *= (2 * i + 2);
-  }
   for (int i = 10; i >= 0; --i) {
-    sp = sp * r2 + sf[i];
-    cp = cp * r2 + cf[i];
+    sp = sp * r2 + kSeries.sin[i];
+    cp = cp * r2 + kSeries.cos[i];
   }
   const double sr = r * sp, cr = cp;
   const int64_t q = static_cast<int64_t>(k) & 3;

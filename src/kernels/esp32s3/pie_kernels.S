@@ -183,52 +183,136 @@ mcullm_pie_q4g64_isums:
     retw
     .size   mcullm_pie_q4g64_isums, . - mcullm_pie_q4g64_isums
 
-/* ---- void mcullm_pie_q4e_isums(const uint8_t* codes, const int8_t* x2, int ngroups, int n16,
- *                               int32_t* isum, const int8_t* consts) ---------------------------------
- * esp32-ai int4 (quant/q4e.h): two codes per byte, the even column in the low nibble. For ngroups
- * consecutive groups of 32 * n16 columns each, starting at an even column:
- *   isum[g] = sum over the group of (c_j - 8) * x_j.
- * codes: any alignment. x2: the activations deinterleaved by the caller, even columns at x2[0..255]
- * and odd columns at x2[256..511] (16-byte aligned; the group's first pair at x2[0] / x2[256]).
- * consts as for q4g64 (0x0F x 16, -8 x 16). Each 16 code bytes are read as the aligned chunks that
- * hold their first and last byte, so nothing past the codes is read.
- * Register map: a2 = codes (advances 16 per chunk), a3 = x2 (advances 16 per chunk), a4 = ngroups
- *               (counts down), a5 = n16, a6 = isum (advances 4), a7 = consts / scratch,
- *               a8 = &last byte of the chunk, a9 = the group's sum.
- *               q0 = 0x0F x 16, q1 = -8 x 16, q3 / q4 = the chunks holding the first / last code
+/* ---- void mcullm_pie_q4e_rows(const Q4eRows* a) -------------------------------------------------
+ * esp32-ai int4 (quant/q4e.h): two codes per byte, the even column in the low nibble. For a->rows
+ * rows and a->ngroups (>= 1) consecutive groups of 32 * a->n16 columns each, starting at an even
+ * column, in the reference's order (matvec_q4e_q8_ref):
+ *   y[r] = y[r] + (float)isum_g * scale_g, group after group, each a mul.s then an add.s (no madd.s:
+ *   the C is built with -ffp-contract=off), isum_g = sum over the group of (c_j - 8) * x_j (exact),
+ *   scale_g = the f16 at scales + 2 g (two bytes, any alignment) as a float, as f16_to_f32 gives it.
+ * The struct (pie_table.cpp), word offsets: 0 codes (row 0's first code byte, any alignment),
+ * 4 scales (row 0's first group's f16), 8 y, 12 rows (>= 1), 16 row_bytes, 20 scale_stride (bytes
+ * between rows' scales), 24 ngroups, 28 n16, 32 x2, 36 consts, 40 from_zero (nonzero: the sums start
+ * at +0 instead of y[r], which is then not read), 44 xsum8 (per group: 8 * the sum of its x).
+ * isum_g is sum(c_j * x_j) - xsum8[g]: the codes' -8 costs one subtraction per group, not two
+ * multiplies per 16 columns.
+ * x2: the activations deinterleaved by the caller, even columns at x2[0..255] and odd columns at
+ * x2[256..511] (16-byte aligned; the first group's first pair at x2[0] / x2[256]). consts as for
+ * q4g64 (0x0F x 16; the -8 is unused). Each 16 code bytes are read as the aligned chunks that hold their
+ * first and last byte, so nothing past the last group's codes is read. Each chunk's multiplies load
+ * the next activations (.LD.IP), so a row reads one chunk of x2 past its columns (at most x2[256],
+ * inside the 512-byte buffer).
+ * f16 -> f32: exponent 1..30: sign | ((h & 0x7FFF) << 13) + (112 << 23); exponent 0 (zero and
+ * subnormals): (h & 0x3FF) * 2^-24 exactly, with the sign; exponent 31: sign | 0x7F800000 | mant << 13.
+ * Register map: a2 = a, a3 / a4 = the row's codes / scales, a5 = &y[r], a6 = rows left,
+ *               a7 = groups left, a8 = x2 (advances 16 per chunk), a9 / a10 = scratch (the sum,
+ *               the f16, the float bits), a11 = the group's scale (advances 2), a12 = codes
+ *               (advances 16 per chunk), a13 = n16, a14 = xsum8 (advances 4), a15 = 112 << 23.
+ *               f0 = y[r]'s running sum, f1 = (float)isum, then its product, f2 = the scale,
+ *               f3 = scratch.
+ *               q0 = 0x0F x 16, q3 / q4 = the chunks holding the first / last code
  *               byte, then q3 = the 16 code bytes, then their high-nibble codes; q5 = low-nibble
  *               codes, q6 = 16 even-column activations, q7 = 16 odd-column activations. */
-    .global mcullm_pie_q4e_isums
-    .type   mcullm_pie_q4e_isums, @function
+    .global mcullm_pie_q4e_rows
+    .type   mcullm_pie_q4e_rows, @function
     .p2align 2
-mcullm_pie_q4e_isums:
+mcullm_pie_q4e_rows:
     entry   a1, 32
     ssai    4                       /* SAR = 4 for ee.vsr.32 */
-    ee_vld_128_ip 0, 7, 16          /* q0 <- 0x0F x 16 */
-    ee_vld_128_ip 1, 7, 0           /* q1 <- -8 x 16 */
-    beqz    a4, .Lq4e_done
+    l32i    a9, a2, 36
+    ee_vld_128_ip 0, 9, 16          /* q0 <- 0x0F x 16 */
+    movi    a15, 56
+    slli    a15, a15, 24            /* 112 << 23: f16 exponent bias -> f32 exponent bias */
+    l32i    a3, a2, 0
+    l32i    a4, a2, 4
+    l32i    a5, a2, 8
+    l32i    a6, a2, 12
+.Lq4e_row:
+    l32i    a9, a2, 40
+    movi    a10, 0
+    wfr     f0, a10                 /* +0 when from_zero, ... */
+    bnez    a9, .Lq4e_zero
+    lsi     f0, a5, 0               /* ... from_zero is 0: the running sum y[r] */
+.Lq4e_zero:
+    l32i    a8, a2, 32
+    l32i    a7, a2, 24
+    l32i    a13, a2, 28
+    l32i    a14, a2, 44
+    mov     a12, a3
+    mov     a11, a4
+    ee_vld_128_ip 6, 8, 256         /* q6 <- the first 16 even-column activations; x2 -> the odd ones */
 .Lq4e_group:
     ee_zero_accx
-    loopnez a5, .Lq4e_chunk_end
-    addi    a8, a2, 15              /* a8 = the chunk's last code byte */
-    ee_ld_128_usar_ip 4, 8, 0       /* q4 <- the aligned chunk holding it */
-    ee_ld_128_usar_ip 3, 2, 16      /* q3 <- the aligned chunk holding the first; SAR_BYTE; codes += 16 */
+    loopnez a13, .Lq4e_chunk_end
+    addi    a9, a12, 15             /* a9 = the chunk's last code byte */
+    ee_ld_128_usar_ip 4, 9, 0       /* q4 <- the aligned chunk holding it */
+    ee_ld_128_usar_ip 3, 12, 16     /* q3 <- the aligned chunk holding the first; SAR_BYTE; codes += 16 */
     ee_src_q 3, 3, 4                /* q3 <- the 16 code bytes */
     ee_andq 5, 3, 0                 /* q5 <- even-column codes */
     ee_vsr_32 3, 3
     ee_andq 3, 3, 0                 /* q3 <- odd-column codes */
-    ee_vld_128_ip 6, 3, 256         /* q6 <- 16 even-column activations; x2 -> the odd ones */
-    ee_vld_128_ip 7, 3, -240        /* q7 <- 16 odd-column activations; x2 -> the next even ones */
-    ee_vmulas_s8_accx 5, 6
-    ee_vmulas_s8_accx 1, 6          /* ... - 8 * x */
-    ee_vmulas_s8_accx 3, 7
-    ee_vmulas_s8_accx 1, 7
+    ee_vmulas_s8_accx_ld_ip 7, 8, -240, 5, 6  /* ACCX += even codes . q6, then q7 <- 16 odd-column
+                                                 activations; x2 -> the next even ones */
+    ee_vmulas_s8_accx_ld_ip 6, 8, 256, 3, 7   /* ACCX += odd codes . q7, then q6 <- the next even
+                                                 ones; x2 -> their odd ones */
 .Lq4e_chunk_end:
     rur_accx_0 9
-    s32i    a9, a6, 0               /* isum[g] */
-    addi    a6, a6, 4
-    addi    a4, a4, -1
-    bnez    a4, .Lq4e_group
-.Lq4e_done:
+    l32i    a10, a14, 0
+    addi    a14, a14, 4
+    sub     a9, a9, a10             /* isum = sum(c * x) - 8 * sum(x) */
+    float.s f1, a9, 0               /* (float)isum */
+    l8ui    a9, a11, 0
+    l8ui    a10, a11, 1
+    addi    a11, a11, 2
+    slli    a10, a10, 8
+    or      a9, a9, a10             /* a9 = h, the group's f16 scale */
+    extui   a10, a9, 10, 5
+    addi    a10, a10, 1
+    extui   a10, a10, 0, 5          /* (exponent + 1) mod 32: 1 for exponent 0, 0 for 31 */
+    bltui   a10, 2, .Lq4e_special
+    extui   a10, a9, 0, 15
+    slli    a10, a10, 13
+    add     a10, a10, a15
+    extui   a9, a9, 15, 1
+    slli    a9, a9, 31
+    or      a10, a10, a9            /* the scale's float bits */
+.Lq4e_scaled:
+    wfr     f2, a10
+    mul.s   f1, f1, f2
+    add.s   f0, f0, f1
+    addi    a7, a7, -1
+    bnez    a7, .Lq4e_group
+    ssi     f0, a5, 0
+    addi    a5, a5, 4
+    l32i    a10, a2, 16
+    add     a3, a3, a10             /* the next row's codes */
+    l32i    a10, a2, 20
+    add     a4, a4, a10             /* and scales */
+    addi    a6, a6, -1
+    bnez    a6, .Lq4e_row
     retw
-    .size   mcullm_pie_q4e_isums, . - mcullm_pie_q4e_isums
+.Lq4e_special:                      /* a9 = h, a10 = 1 (exponent 0) or 0 (31); a13 is free until reloaded */
+    extui   a13, a9, 0, 10          /* mantissa */
+    bnez    a10, .Lq4e_sub
+    slli    a10, a13, 13            /* exponent 31: inf / nan */
+    movi    a13, 255
+    slli    a13, a13, 23
+    or      a10, a10, a13
+    extui   a9, a9, 15, 1
+    slli    a9, a9, 31
+    or      a10, a10, a9
+    l32i    a13, a2, 28
+    j       .Lq4e_scaled
+.Lq4e_sub:                          /* zero or subnormal: mantissa * 2^-12 * 2^-12, both exact */
+    float.s f2, a13, 12
+    movi    a13, 0x398
+    slli    a13, a13, 20            /* 2^-12 */
+    wfr     f3, a13
+    mul.s   f2, f2, f3
+    bbci    a9, 15, .Lq4e_sub_pos
+    neg.s   f2, f2
+.Lq4e_sub_pos:
+    rfr     a10, f2
+    l32i    a13, a2, 28
+    j       .Lq4e_scaled
+    .size   mcullm_pie_q4e_rows, . - mcullm_pie_q4e_rows

@@ -17,8 +17,17 @@ int32_t mcullm_pie_dot_s8(const int8_t* a, const int8_t* b, int n16);
 int32_t mcullm_pie_dot_s8_ub(const int8_t* a, const int8_t* b, int n16);
 int32_t mcullm_pie_i2s_codes(const uint8_t* row, const int8_t* xq, int ngroups, const uint8_t* m03);
 void mcullm_pie_q4g64_isums(const uint8_t* blocks, const int8_t* xq, int nb, int32_t* isum, const int8_t* consts);
-void mcullm_pie_q4e_isums(const uint8_t* codes, const int8_t* x2, int ngroups, int n16, int32_t* isum,
-                          const int8_t* consts);
+struct Q4eRows {  // mcullm_pie_q4e_rows's arguments (word offsets in pie_kernels.S)
+  const uint8_t* codes;   // row 0's first code byte
+  const uint8_t* scales;  // row 0's f16 scale of the first group
+  float* y;               // y of row 0: the running sums
+  int rows, row_bytes, scale_stride, ngroups, n16;
+  const int8_t* x2;
+  const int8_t* consts;
+  int from_zero;  // nonzero: the sums start at +0, y is only written
+  const int32_t* xsum8;  // per group: 8 * the sum of its activations (the codes' -8)
+};
+void mcullm_pie_q4e_rows(const Q4eRows* a);
 }
 
 namespace mcullm {
@@ -92,35 +101,76 @@ void matvec_q4g64_pie(const MatRef& w, const int8_t* xq, const float* xs, float*
 // esp32-ai int4 rows with int8 activations: y[r] accumulates the groups in increasing order exactly
 // as the reference's acc does (it starts at +0 and holds a float between chunks), then y[r] *= xs[0].
 // Columns go in chunks of whole groups, at most 512 columns: the chunk's activations deinterleaved
-// (even / odd columns) into x2 for the assembly. Groups that are not a multiple of 32 columns, or
-// the last partial group, are summed here.
+// (even / odd columns) into x2, zero-padded to a multiple of 32 columns, and the assembly does the
+// integer sums and the float steps (mul.s, add.s) of every row. The chunk's last, partial group
+// (cols not a multiple of the group) is one more assembly group of ceil(tail / 32) * 32 columns: the
+// padded activations are 0, so the codes read past the row's tail (at most 15 bytes, in the next
+// row) add nothing; the tails of the last rows, whose over-read could leave the tensor, are summed here.
 void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
   constexpr int kHalf = 256;  // x2: even columns at [0, 256), odd ones at [256, 512)
   if (w.group <= 0 || w.group % 32 != 0 || w.group > 2 * kHalf) {
     matvec_q4e_q8_ref(w, xq, xs, y, r0, r1);
     return;
   }
+  if (r1 <= r0) return;
   const int ng = q4e_groups(w.cols, w.group);
   const int gpc = 2 * kHalf / w.group;  // groups per chunk
   alignas(16) int8_t x2[2 * kHalf];
-  int32_t isum[2 * kHalf / 32];
-  for (int r = r0; r < r1; ++r) y[r] = 0.0f;
+  int32_t xsum8[2 * kHalf / 32];
+  Q4eRows a;
+  a.row_bytes = static_cast<int>(w.row_bytes);
+  a.scale_stride = 2 * ng;
+  a.consts = kQ4Consts;
   for (int g0 = 0; g0 < ng; g0 += gpc) {
     const int g1 = ng - g0 < gpc ? ng : g0 + gpc;
     const int c0 = g0 * w.group, c1 = g1 * w.group < w.cols ? g1 * w.group : w.cols;
-    for (int j = c0; j < c1; ++j) x2[(j - c0) / 2 + ((j & 1) ? kHalf : 0)] = xq[j];
     const int full = (c1 - c0) / w.group;  // whole groups in this chunk
-    for (int r = r0; r < r1; ++r) {
-      const uint8_t* row = w.row(r);
-      if (full > 0) mcullm_pie_q4e_isums(row + c0 / 2, x2, full, w.group / 32, isum, kQ4Consts);
-      float acc = y[r];
-      for (int g = g0; g < g0 + full; ++g) acc += static_cast<float>(isum[g - g0]) * q4e_scale(w, r, g);
-      if (g0 + full < g1) {  // the last, partial group
-        int32_t tail = 0;
-        for (int j = c0 + full * w.group; j < c1; ++j) tail += q4e_weight(w, r, j) * xq[j];
-        acc += static_cast<float>(tail) * q4e_scale(w, r, g0 + full);
+    const int tail = c1 - c0 - full * w.group;
+    // Deinterleave in column pairs, zero-padded to 32 columns, with each group's sum.
+    const int n = c1 - c0, npad = (n + 31) & ~31;
+    const int8_t* src = xq + c0;
+    for (int g = 0; g < g1 - g0; ++g) {
+      const int k1 = ((g + 1) * w.group < npad ? (g + 1) * w.group : npad) / 2;
+      int32_t sum = 0;
+      for (int k = g * w.group / 2; k < k1; ++k) {
+        const int8_t e = 2 * k < n ? src[2 * k] : 0, o = 2 * k + 1 < n ? src[2 * k + 1] : 0;
+        x2[k] = e;
+        x2[kHalf + k] = o;
+        sum += e + o;
       }
-      y[r] = acc;
+      xsum8[g] = 8 * sum;
+    }
+    a.xsum8 = xsum8;
+    a.codes = w.row(r0) + c0 / 2;
+    a.scales = w.scales + (static_cast<size_t>(r0) * static_cast<size_t>(ng) + static_cast<size_t>(g0)) * 2;
+    a.y = y + r0;
+    a.rows = r1 - r0;
+    a.x2 = x2;
+    a.ngroups = full;
+    a.n16 = w.group / 32;
+    a.from_zero = g0 == 0;  // the first chunk starts the sums (no memset of y)
+    if (full > 0) {
+      mcullm_pie_q4e_rows(&a);
+      a.from_zero = 0;
+    }
+    if (tail > 0) {
+      a.codes += full * w.group / 2;
+      a.scales += 2 * full;
+      a.x2 = x2 + full * w.group / 2;
+      a.xsum8 = xsum8 + full;
+      a.ngroups = 1;
+      a.n16 = (tail + 31) / 32;
+      // Rows whose over-read (past the row's last code byte) stays inside the tensor's rows.
+      const int over = 16 * a.n16 - (tail + 1) / 2, after = (over + a.row_bytes - 1) / a.row_bytes;
+      const int rasm = w.rows - after < r1 ? w.rows - after : r1;
+      a.rows = rasm - r0;
+      if (a.rows > 0) mcullm_pie_q4e_rows(&a);
+      for (int r = rasm > r0 ? rasm : r0; r < r1; ++r) {
+        if (a.from_zero) y[r] = 0.0f;
+        int32_t isum = 0;
+        for (int j = c0 + full * w.group; j < c1; ++j) isum += q4e_weight(w, r, j) * xq[j];
+        y[r] += static_cast<float>(isum) * q4e_scale(w, r, g0 + full);
+      }
     }
   }
   for (int r = r0; r < r1; ++r) y[r] = y[r] * xs[0];

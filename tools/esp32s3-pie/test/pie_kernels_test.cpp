@@ -32,6 +32,19 @@ float rnd_scale() {
   return f;
 }
 uint16_t rnd_f16() { return static_cast<uint16_t>(((8u + rnd() % 14u) << 10) | (rnd() & 0x3ffu)); }
+// Any f16 with the special ones often: +-0, subnormals, negative, the smallest and largest exponents,
+// inf and nan (the q4e assembly converts f16 to float itself).
+uint16_t rnd_f16_any() {
+  const uint16_t sign = static_cast<uint16_t>((rnd() & 1u) << 15), mant = static_cast<uint16_t>(rnd() & 0x3ffu);
+  switch (rnd() % 8u) {
+    case 0: return sign;
+    case 1: return static_cast<uint16_t>(sign | mant);
+    case 2: return static_cast<uint16_t>(sign | 1u << 10 | mant);
+    case 3: return static_cast<uint16_t>(sign | 30u << 10 | mant);
+    case 4: return rnd() % 4u == 0 ? static_cast<uint16_t>(sign | 31u << 10 | (rnd() % 2u ? mant : 0u)) : rnd_f16();
+    default: return static_cast<uint16_t>(sign | rnd_f16());
+  }
+}
 
 // Buffers with room for offset views; 16-byte aligned bases.
 alignas(16) uint8_t g_w[64 * 1024 + 64];
@@ -133,7 +146,7 @@ void test_i2s(const KernelSet& pie, const KernelSet& ref) {
 void test_q4e(const KernelSet& pie, const KernelSet& ref) {
   struct Shape { int cols, group; };
   const Shape shapes[] = {{128, 128}, {415, 128}, {1000, 128}, {256, 32}, {300, 64}, {96, 96}, {2048, 512},
-                          {2048, 1024}, {31, 32}};
+                          {2048, 1024}, {31, 32},  {20, 32},   {3, 32},    {545, 64}, {33, 64}};
   for (const Shape& sh : shapes) {
     for (int woff : kWoffQ4e) {
       for (int extreme = 0; extreme < 2; ++extreme) {
@@ -148,7 +161,7 @@ void test_q4e(const KernelSet& pie, const KernelSet& ref) {
         for (size_t i = 0; i < rows * w.row_bytes; ++i) g_w[woff + i] = extreme ? 0x00 : static_cast<uint8_t>(rnd());
         uint8_t* scales = g_w + woff + rows * w.row_bytes + 1;  // unaligned, as in the files
         for (int i = 0; i < rows * ng; ++i) {
-          const uint16_t d = rnd_f16();
+          const uint16_t d = extreme ? rnd_f16() : rnd_f16_any();
           memcpy(scales + 2 * i, &d, 2);
         }
         w.scales = scales;
@@ -157,6 +170,9 @@ void test_q4e(const KernelSet& pie, const KernelSet& ref) {
         ref.matvec_q4e_q8(w, g_x, &xs, g_y0, 0, rows);
         pie.matvec_q4e_q8(w, g_x, &xs, g_y1, 0, rows);
         compare("q4e cols/group/woff", sh.cols, sh.group, woff, rows);
+        ref.matvec_q4e_q8(w, g_x, &xs, g_y0, 2, 5);  // a row range (the tails' last-rows rule)
+        pie.matvec_q4e_q8(w, g_x, &xs, g_y1, 2, 5);
+        compare("q4e rows 2..4 cols/group/woff", sh.cols, sh.group, woff, 5);
       }
     }
   }
