@@ -88,7 +88,7 @@ def val_bits_per_byte(model, val_chunks, batch=8, stats=None):
     nats, nbytes = 0.0, 0
     for i in range(0, len(val_chunks), batch):
         group = val_chunks[i:i + batch]
-        n = max(len(ids) for ids, _ in group)
+        n = min(max(len(ids) for ids, _ in group), model.c.seq_len + 1)  # a longer chunk is cut (all its bytes count)
         x = torch.zeros(len(group), n - 1, dtype=torch.long)
         y = torch.full((len(group), n - 1), -100, dtype=torch.long)
         for r, (ids, nb) in enumerate(group):
