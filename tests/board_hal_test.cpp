@@ -23,6 +23,7 @@
 #include "load/board_image_export_host.h"
 #include "load/model_loader_host.h"
 #include "model/generate.h"
+#include "model/llama_slice.h"
 #include "serve/engine_host.h"
 #include "serve/serial_server_host.h"
 #include "test_support.h"
@@ -276,6 +277,7 @@ struct NodeBoard {
     MC_TRY(link.init(hal->spi(), model.arena(Tier::kPsram)));
     NodeOptions no;
     no.send_timeout_ms = 500;
+    no.held_hash = model.image().slice().hash;  // as the firmware: a per-node image's recorded hash
     MC_TRY(node.init(llama, link, model.arena(Tier::kPsram), &pool, kernels_by_name("auto"), no));
     hal->gpio_write(Gpio::kReady, true);
     return Status::Ok();
@@ -588,6 +590,187 @@ TEST(BoardCluster, LineServerAsMasterAnswersAsTheSingleBoard) {
   pc->close_writer();
   ASSERT_TRUE(server.serve().ok());
   EXPECT_EQ(untimed(pc->read_all_available()), want);
+}
+
+
+// ---- per-node images (format/board_image.h version 2) ----
+
+// The board image of `lm`: whole, or holding only `r` (a node's layers, or the master's part).
+std::string write_image(const LoadedModel& lm, const std::string& path, const SliceRange* r) {
+  BoardImageOptions opt;
+  opt.psram_budget = 2 * 1024 * 1024;
+  if (r) {
+    opt.sliced = true;
+    opt.slice = *r;
+  }
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  const Status st = export_board_image(lm, opt, &bytes, &rep);
+  EXPECT_TRUE(st.ok()) << st.message();
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+  return path;
+}
+
+// What a node image says it holds (its slice record), as a board's build script would read it.
+BoardSlice image_slice(const std::string& path) {
+  const std::vector<uint8_t> b = test::read_file(path);
+  std::vector<uint64_t> aligned(b.size() / 8 + 1);
+  std::memcpy(aligned.data(), b.data(), b.size());
+  BoardImage img;
+  const Status st = img.open(reinterpret_cast<const uint8_t*>(aligned.data()), b.size());
+  EXPECT_TRUE(st.ok()) << st.message();
+  return st.ok() ? img.slice() : BoardSlice();
+}
+
+// A master board and a ring of node boards, each with its own image; the master is told each node's
+// layers and slice hash from the node images (the master's image holds no layers).
+struct Ring {
+  std::vector<std::shared_ptr<HostSpiChannel>> wire;  // wire[k]: board k's TX -> board k + 1's RX (0: the master)
+  std::unique_ptr<HostSpiEnd> master_spi;
+  std::vector<std::unique_ptr<HostSpiEnd>> node_spi;
+  std::vector<std::unique_ptr<NodeBoard>> nodes;
+  MasterBoard master;
+  NodeThreads threads;  // last: stops before the boards go
+  Status start(const std::string& master_image, const std::vector<std::string>& node_images) {
+    const int n = static_cast<int>(node_images.size());
+    for (int k = 0; k <= n; ++k) wire.push_back(std::make_shared<HostSpiChannel>());
+    master_spi = std::make_unique<HostSpiEnd>(wire[0], wire[n]);
+    std::vector<SliceRange> ranges;
+    std::vector<uint64_t> hashes;
+    for (int k = 0; k < n; ++k) {
+      node_spi.push_back(std::make_unique<HostSpiEnd>(wire[k + 1], wire[k]));
+      nodes.push_back(std::make_unique<NodeBoard>());
+      MC_TRY(nodes[k]->init(node_images[k], node_spi[k].get(), nullptr));
+      threads.start(nodes[k].get());
+      const BoardSlice s = image_slice(node_images[k]);
+      ranges.push_back(SliceRange{s.first, s.end, false});
+      hashes.push_back(s.hash);
+    }
+    MasterOptions mo;
+    mo.nodes = n;
+    mo.node_ranges = ranges.data();
+    mo.node_hashes = hashes.data();
+    mo.timeout_ms = 2000;
+    return master.init(master_image, master_spi.get(), nullptr, mo);
+  }
+};
+
+// Every way of cutting the model into node images gives the whole image's tokens and logits (and,
+// for a GGUF, those of `mcullm run`'s decoder): a master image with embedding and head only, and
+// 1 node with every layer, 2 nodes cut at every layer, one node per layer.
+void expect_node_images_give_the_whole_bits(const std::string& model, const std::string& name, const std::vector<int>& prompt,
+                                            int n) {
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(model, &lm));
+  const std::string dir = test::temp_dir();
+  const int L = lm->model.cfg.n_layers;
+  std::vector<int> want;
+  const uint64_t fp_whole = local_fingerprint(write_image(*lm, dir + "/" + name + ".img", nullptr), prompt, n, &want);
+  {
+    SerialPool pool;
+    DecoderInstance pc;  // `mcullm run`'s decoder
+    ASSERT_OK(make_decoder(*lm, 0, &pool, kernels_by_name("auto"), 1 << 20, &pc));
+    std::vector<int> pc_tokens;
+    EXPECT_EQ(run_fingerprint(*pc.decoder, pc.work, prompt, n, &pc_tokens), fp_whole);
+  }
+  const SliceRange head{0, 0, true};
+  const std::string master_image = write_image(*lm, dir + "/" + name + ".master.img", &head);
+  EXPECT_EQ(image_slice(master_image).hash, llama_slice_hash(lm->model, head));
+  std::vector<std::vector<int>> cuts = {{0, L}};  // boundaries of each split
+  for (int c = 1; c < L; ++c) cuts.push_back({0, c, L});
+  std::vector<int> each;
+  for (int l = 0; l <= L; ++l) each.push_back(l);
+  cuts.push_back(each);
+  for (const std::vector<int>& cut : cuts) {
+    std::vector<std::string> images;
+    std::string text;
+    for (size_t k = 0; k + 1 < cut.size(); ++k) {
+      const SliceRange r{cut[k], cut[k + 1], false};
+      images.push_back(write_image(*lm, dir + "/" + name + ".node" + std::to_string(k + 1) + ".img", &r));
+      const BoardSlice s = image_slice(images.back());
+      EXPECT_FALSE(s.whole);
+      EXPECT_EQ(s.first, r.first);
+      EXPECT_EQ(s.end, r.end);
+      EXPECT_FALSE(s.embedding || s.head);
+      EXPECT_EQ(s.hash, llama_slice_hash(lm->model, r));  // what a master holding the whole model computes
+      text += std::to_string(r.first) + ":" + std::to_string(r.end) + " ";
+    }
+    Ring ring;
+    const Status st = ring.start(master_image, images);
+    ASSERT_TRUE(st.ok()) << text << st.message();
+    std::vector<int> got;
+    EXPECT_EQ(run_fingerprint(ring.master.master, ring.master.model.arena(Tier::kPsram), prompt, n, &got), fp_whole) << text;
+    EXPECT_EQ(got, want) << text;
+  }
+}
+
+TEST(BoardCluster, NodeImagesOfEveryCutGiveTheWholeImagesBitsLlama) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  expect_node_images_give_the_whole_bits(f.model, "stories", story_prompt(f), 10);
+}
+
+TEST(BoardCluster, NodeImagesOfEveryCutGiveTheWholeImagesBitsQwen2) {
+  const std::string gguf = test::temp_dir() + "/qwen2-tiny.gguf";
+  const test::CommandResult d = test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "-o", gguf});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  expect_node_images_give_the_whole_bits(gguf, "qwen2", {1, 300, 301, 302}, 10);
+}
+
+// A node whose image holds other layers than the master assigns, or the same layers of other
+// weights, is refused at hello with a message that says so.
+TEST(BoardCluster, AWrongSliceIsRefusedAtHello) {
+  const std::string dir = test::temp_dir();
+  const std::string a = dir + "/qa.gguf", b = dir + "/qb.gguf";
+  ASSERT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "-o", a}).exit_code, 0);
+  ASSERT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "--seed", "99", "-o", b}).exit_code, 0);
+  std::unique_ptr<LoadedModel> ma, mb;
+  ASSERT_OK(load_model(a, &ma));
+  ASSERT_OK(load_model(b, &mb));
+  const SliceRange r02{0, 2, false}, r24{2, 4, false};
+  const std::string whole = write_image(*ma, dir + "/qa.img", nullptr);
+  // Other layers: the master (whole image, even split 0:2, 2:4) meets a node holding 2:4 first.
+  {
+    const std::string n1 = write_image(*ma, dir + "/qa.node24.img", &r24), n2 = write_image(*ma, dir + "/qa.node02.img", &r02);
+    std::vector<std::shared_ptr<HostSpiChannel>> wire = {std::make_shared<HostSpiChannel>(), std::make_shared<HostSpiChannel>(),
+                                                         std::make_shared<HostSpiChannel>()};
+    HostSpiEnd master_spi(wire[0], wire[2]), s1(wire[1], wire[0]), s2(wire[2], wire[1]);
+    NodeBoard nodes[2];
+    NodeThreads threads;
+    ASSERT_OK(nodes[0].init(n1, &s1, nullptr));
+    ASSERT_OK(nodes[1].init(n2, &s2, nullptr));
+    threads.start(&nodes[0]);
+    threads.start(&nodes[1]);
+    MasterOptions mo;
+    mo.nodes = 2;
+    mo.timeout_ms = 1000;
+    MasterBoard m;
+    const Status st = m.init(whole, &master_spi, nullptr, mo);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(std::strstr(st.message(), "this node's image holds layers 2:4"), nullptr) << st.message();
+  }
+  // The same layers of another model: the slice hash differs.
+  {
+    ClusterPair pair;
+    const SliceRange all{0, 4, false};
+    ASSERT_OK(pair.start_node(write_image(*mb, dir + "/qb.node.img", &all)));
+    MasterBoard m;
+    MasterOptions mo;
+    mo.timeout_ms = 1000;
+    const Status st = m.init(whole, pair.master_spi.get(), &pair.bus, mo);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(std::strstr(st.message(), "other weights than the master's"), nullptr) << st.message();
+  }
+  // A master image without layers and without the nodes' hashes cannot check them: refused at init.
+  {
+    const SliceRange head{0, 0, true};
+    ClusterPair pair;
+    ASSERT_OK(pair.start_node(whole));
+    MasterBoard m;
+    const Status st = m.init(write_image(*ma, dir + "/qa.master.img", &head), pair.master_spi.get(), &pair.bus, MasterOptions());
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(std::strstr(st.message(), "give the nodes' slice hashes"), nullptr) << st.message();
+  }
 }
 
 }  // namespace
