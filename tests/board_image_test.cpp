@@ -630,5 +630,45 @@ TEST(BoardImageCli, ConvertWritesAnImageAndRefusesBadFlags) {
   EXPECT_NE(both.exit_code, 0);
 }
 
+// Per-node images from the command line: one slice (--layers), or the master's and every node's
+// image of the planner's split (--nodes), each recording its slice; bad requests get messages.
+TEST(BoardImageCli, ConvertWritesPerNodeImages) {
+  const std::string dir = test::temp_dir();
+  const std::string gguf = dir + "/q.gguf";
+  ASSERT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "-o", gguf}).exit_code, 0);
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(gguf, &lm));
+  BoardImage img;
+  const test::CommandResult one = test::run_cli({"convert", gguf, "--image", dir + "/n.img", "--layers", "1:3"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_OK(open_bytes(test::read_file(dir + "/n.img"), &img));
+  EXPECT_EQ(img.slice().first, 1);
+  EXPECT_EQ(img.slice().end, 3);
+  EXPECT_EQ(img.slice().hash, llama_slice_hash(lm->model, SliceRange{1, 3, false}));
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(img.slice().hash));
+  EXPECT_NE(one.err.find(hex), std::string::npos) << one.err;  // the hash a master will see
+  const test::CommandResult all = test::run_cli({"convert", gguf, "--image", dir + "/c.img", "--nodes", "2"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.out.find("node2"), std::string::npos) << all.out;  // the planner's table
+  ASSERT_OK(open_bytes(test::read_file(dir + "/c.master.img"), &img));
+  EXPECT_TRUE(img.slice().embedding && img.slice().head && img.slice().first == img.slice().end);
+  int next = 0;
+  for (const char* node : {"/c.node1.img", "/c.node2.img"}) {
+    ASSERT_OK(open_bytes(test::read_file(dir + node), &img));
+    EXPECT_EQ(img.slice().first, next);
+    EXPECT_GT(img.slice().end, next);
+    EXPECT_FALSE(img.slice().embedding || img.slice().head);
+    next = img.slice().end;
+  }
+  EXPECT_EQ(next, 4);
+  const test::CommandResult outside = test::run_cli({"convert", gguf, "--image", dir + "/x.img", "--layers", "2:9"});
+  EXPECT_NE(outside.err.find("not a range inside the model's 4 layers"), std::string::npos) << outside.err;
+  const test::CommandResult no_image = test::run_cli({"convert", gguf, "-o", dir + "/x.gguf", "--layers", "0:2"});
+  EXPECT_NE(no_image.err.find("give --image"), std::string::npos) << no_image.err;
+  const test::CommandResult too_many = test::run_cli({"convert", gguf, "--image", dir + "/x.img", "--nodes", "5"});
+  EXPECT_NE(too_many.err.find("5 nodes for 4 layers"), std::string::npos) << too_many.err;
+}
+
 }  // namespace
 }  // namespace mcullm

@@ -57,6 +57,8 @@ int convert_cluster_images(const ConvertOptions& o, const LoadedModel& lm, Board
     const StagePlan& sp = plan.stages[i];
     const bool master = i == 0;
     opt.slice = SliceRange{sp.first, sp.end, master};
+    opt.sram_budget = sp.weights_placed[0];  // the planner's tiers for this stage's weights (whole tensors here)
+    opt.psram_budget = sp.weights_placed[1];
     if (int rc = write(part_path(o.image, sp.name), opt); rc != 0) return rc;
   }
   for (const StagePlan& st : plan.stages)
@@ -306,7 +308,8 @@ void add_convert_command(CLI::App& app, int* exit_code) {
                   "split by the cluster planner for --board")
       ->check(CLI::Range(1, 64))
       ->excludes(layers);
-  cmd->add_option("--board", o->board, "--nodes: board profile the planner splits for (preset or JSON file)");
+  cmd->add_option("--board", o->board, "--nodes: board profile the planner splits for and whose SRAM / PSRAM it fills "
+                  "(preset or JSON file; replaces --sram-budget / --psram-budget)");
   cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; ternary models: i2_s (default), tl1 or tl2; "
                   "a Hugging Face Qwen2 folder with i2_s / tl1 / tl2: ternarized by absmean)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s", "tl1", "tl2"}));
