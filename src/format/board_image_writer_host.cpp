@@ -12,6 +12,10 @@ uint64_t align_up(uint64_t x) { return (x + kBoardImageAlign - 1) & ~uint64_t{kB
 
 Status write_board_image(const BoardImageConfig& cfg, std::vector<BoardTensorSource> tensors, std::vector<uint8_t>* out,
                          const BoardSlice& slice) {
+  if (!slice.whole &&
+      (slice.first < 0 || slice.end < slice.first || slice.end > cfg.n_layers || (slice.first == slice.end && !slice.embedding && !slice.head)))
+    return Status::Error(Code::kInvalidArgument, "board image: slice %d:%d of %d layers holds nothing or lies outside the model",
+                         slice.first, slice.end, cfg.n_layers);
   std::sort(tensors.begin(), tensors.end(), [](const BoardTensorSource& a, const BoardTensorSource& b) { return a.id < b.id; });
   std::vector<BoardImageTensor> table(tensors.size());
   uint64_t section_end[kTierCount] = {};  // end of the last tensor in each section
@@ -59,9 +63,6 @@ Status write_board_image(const BoardImageConfig& cfg, std::vector<BoardTensorSou
   h.total_bytes = total;
   h.n_tensors = static_cast<uint32_t>(table.size());
   if (!slice.whole) {
-    if (slice.first < 0 || slice.end < slice.first || slice.end > cfg.n_layers || (slice.first == slice.end && !slice.embedding && !slice.head))
-      return Status::Error(Code::kInvalidArgument, "board image: slice %d:%d of %d layers holds nothing or lies outside the model",
-                           slice.first, slice.end, cfg.n_layers);
     h.version = kBoardImageVersion;
     h.slice_first = static_cast<uint32_t>(slice.first);
     h.slice_end = static_cast<uint32_t>(slice.end);
