@@ -77,6 +77,7 @@ void seeds_of(const std::string& dir, const std::string& name, const std::string
     opt.slice = SliceRange{1, 2, false};
     if (export_board_image(*lm, opt, &image, &rep).ok()) fuzz::write_seed(dir + "/" + name + "_node_image", 1, image);
     opt.slice = SliceRange{0, 0, true};
+    opt.node_plan = {SliceRange{0, 1, false}, SliceRange{1, lm->model.cfg.n_layers, false}};  // the master's nodes
     if (export_board_image(*lm, opt, &image, &rep).ok()) fuzz::write_seed(dir + "/" + name + "_master_image", 1, image);
   }
   if (lm->arch != arch_info("llama")) return;

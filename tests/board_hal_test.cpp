@@ -631,12 +631,13 @@ struct Ring {
   std::vector<std::unique_ptr<NodeBoard>> nodes;
   MasterBoard master;
   NodeThreads threads;  // last: stops before the boards go
-  Status start(const std::string& master_image, const std::vector<std::string>& node_images) {
+  std::vector<SliceRange> ranges;
+  std::vector<uint64_t> hashes;
+  // The nodes only (master_spi is the master's end of the ring); their layers and hashes from their images.
+  Status start_nodes(const std::vector<std::string>& node_images) {
     const int n = static_cast<int>(node_images.size());
     for (int k = 0; k <= n; ++k) wire.push_back(std::make_shared<HostSpiChannel>());
     master_spi = std::make_unique<HostSpiEnd>(wire[0], wire[n]);
-    std::vector<SliceRange> ranges;
-    std::vector<uint64_t> hashes;
     for (int k = 0; k < n; ++k) {
       node_spi.push_back(std::make_unique<HostSpiEnd>(wire[k + 1], wire[k]));
       nodes.push_back(std::make_unique<NodeBoard>());
@@ -646,8 +647,12 @@ struct Ring {
       ranges.push_back(SliceRange{s.first, s.end, false});
       hashes.push_back(s.hash);
     }
+    return Status::Ok();
+  }
+  Status start(const std::string& master_image, const std::vector<std::string>& node_images) {
+    MC_TRY(start_nodes(node_images));
     MasterOptions mo;
-    mo.nodes = n;
+    mo.nodes = static_cast<int>(node_images.size());
     mo.node_ranges = ranges.data();
     mo.node_hashes = hashes.data();
     mo.timeout_ms = 2000;
@@ -771,6 +776,86 @@ TEST(BoardCluster, AWrongSliceIsRefusedAtHello) {
     ASSERT_FALSE(st.ok());
     EXPECT_NE(std::strstr(st.message(), "give the nodes' slice hashes"), nullptr) << st.message();
   }
+}
+
+// The firmware's master (the line server) from a master image that carries its nodes' plan: the
+// nodes' layers and slice hashes come from the image, and the answers are the single board's.
+TEST(BoardCluster, LineServerRunsFromAMasterImageWithItsNodesPlan) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  const std::string req = g_line(12, 800, 40, 7, 0, story_prompt(f));
+  SerialBoard single;
+  ASSERT_OK(single.init(f.image));
+  const std::vector<std::string> want = untimed(single.run(req));
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(f.model, &lm));
+  const std::string dir = test::temp_dir();
+  BoardImageOptions opt;
+  opt.sliced = true;
+  opt.slice = SliceRange{0, 0, true};
+  opt.node_plan = {SliceRange{0, 3, false}, SliceRange{3, 5, false}};
+  opt.bos_id = 1;
+  opt.eos_id = 2;
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  ASSERT_OK(export_board_image(*lm, opt, &bytes, &rep));
+  const std::string master_image = dir + "/stories.master-plan.img";
+  std::ofstream(master_image, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+  Ring ring;
+  ASSERT_OK(ring.start_nodes({write_image(*lm, dir + "/s03.img", &opt.node_plan[0]), write_image(*lm, dir + "/s35.img", &opt.node_plan[1])}));
+  std::unique_ptr<HostPipeEnd> pc, port;
+  make_host_pipe(&pc, &port);
+  HostBoard hal(HostBoardConfig{{{"model", master_image}}}, port.get(), ring.master_spi.get(), nullptr);
+  SerialPool pool;
+  LineServerOptions o;
+  o.kernels = kernels_by_name("auto");
+  o.pool = &pool;
+  o.cluster_master = true;
+  o.work_tier = Tier::kPsram;
+  LineServer server;
+  ASSERT_OK(server.init(hal, o));  // o.master.nodes is 1: the image's plan says 2
+  pc->write(reinterpret_cast<const uint8_t*>(req.data()), req.size());
+  pc->close_writer();
+  ASSERT_TRUE(server.serve().ok());
+  EXPECT_EQ(untimed(pc->read_all_available()), want);
+  EXPECT_EQ(ring.nodes[0]->node.range().end, 3);
+  EXPECT_EQ(ring.nodes[1]->node.range().first, 3);
+  // A plan whose hash does not match the node's weights: refused at hello.
+  std::vector<uint8_t> bad = bytes;
+  BoardImage img;
+  std::vector<uint64_t> aligned(bad.size() / 8 + 1);
+  std::memcpy(aligned.data(), bad.data(), bad.size());
+  ASSERT_OK(img.open(reinterpret_cast<const uint8_t*>(aligned.data()), bad.size()));
+  const BoardImageTensor* t = img.find(board_tensor_id(BoardRole::kNodePlan));
+  ASSERT_NE(t, nullptr);
+  const size_t at = img.section(static_cast<Tier>(t->tier)).offset + t->offset + 2 * 4;  // node 1's lowest hash piece
+  float piece;
+  std::memcpy(&piece, bad.data() + at, 4);
+  piece = piece == 0.0f ? 1.0f : 0.0f;
+  std::memcpy(bad.data() + at, &piece, 4);
+  const uint32_t crc = crc32_ieee(bad.data() + kBoardImageCrcStart, bad.size() - kBoardImageCrcStart);
+  std::memcpy(bad.data() + offsetof(BoardImageHeader, crc32), &crc, 4);
+  std::ofstream(dir + "/bad-plan.img", std::ios::binary).write(reinterpret_cast<const char*>(bad.data()), static_cast<long>(bad.size()));
+  MasterOptions mo;
+  mo.timeout_ms = 1000;
+  Ring ring2;
+  ASSERT_OK(ring2.start_nodes({dir + "/s03.img", dir + "/s35.img"}));
+  HostBoard hal2(HostBoardConfig{{{"model", dir + "/bad-plan.img"}}}, nullptr, ring2.master_spi.get(), nullptr);
+  MappedModel mm;
+  ASSERT_OK(mm.init(hal2, "model"));
+  EXPECT_EQ(mm.model().plan_nodes, 2);
+  const LlamaModel* llama = nullptr;
+  ASSERT_OK(mm.llama(&llama));
+  FrameLink link;
+  ASSERT_OK(link.init(hal2.spi(), mm.arena(Tier::kPsram)));
+  mo.nodes = 2;
+  mo.node_ranges = mm.model().plan_ranges;
+  mo.node_hashes = mm.model().plan_hashes;
+  Master master;
+  ASSERT_OK(master.init(llama, link, mm.arena(Tier::kPsram), &pool, kernels_by_name("auto"), mo));
+  const Status st = master.connect();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::strstr(st.message(), "node 1's layers 0:3 are other weights"), nullptr) << st.message();
 }
 
 }  // namespace

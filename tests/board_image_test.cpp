@@ -406,6 +406,20 @@ TEST(BoardImage, DamagedSliceImagesAreRefused) {
   refused(28, 0, "layer 0 is missing");                     // says 0:3, holds 1:3 (role of layer 0)
   refused(36, kBoardSliceHead, "missing");                  // says it has the head, has none
   refused(48, 1, "reserved header");
+  {  // a nodes' plan belongs in a master's image, and must split the model's layers
+    BoardImageOptions opt;
+    opt.sliced = true;
+    opt.slice = SliceRange{1, 3, false};
+    opt.node_plan = {SliceRange{0, 4, false}};
+    std::vector<uint8_t> out;
+    BoardImageReport rep;
+    EXPECT_NE(std::strstr(export_board_image(*s.lm, opt, &out, &rep).message(), "master's image only"), nullptr);
+    opt.slice = SliceRange{0, 0, true};
+    opt.node_plan = {SliceRange{0, 2, false}, SliceRange{3, 4, false}};
+    EXPECT_NE(std::strstr(export_board_image(*s.lm, opt, &out, &rep).message(), "do not continue"), nullptr);
+    opt.node_plan = {SliceRange{0, 2, false}};
+    EXPECT_NE(std::strstr(export_board_image(*s.lm, opt, &out, &rep).message(), "layers 0:2 of 4"), nullptr);
+  }
   {
     std::vector<uint8_t> c = b;
     put<uint32_t>(&c, 28, 2);
@@ -653,13 +667,22 @@ TEST(BoardImageCli, ConvertWritesPerNodeImages) {
   EXPECT_NE(all.out.find("node2"), std::string::npos) << all.out;  // the planner's table
   ASSERT_OK(open_bytes(test::read_file(dir + "/c.master.img"), &img));
   EXPECT_TRUE(img.slice().embedding && img.slice().head && img.slice().first == img.slice().end);
-  int next = 0;
+  std::vector<uint8_t> mem(1 << 20);
+  Arena arena(Tier::kSram, mem.data(), mem.size());
+  BoardModel master;  // it carries the nodes' plan: their layers and hashes
+  ASSERT_OK(board_model_from_image(img, arena, &master));
+  ASSERT_EQ(master.plan_nodes, 2);
+  int next = 0, k = 0;
   for (const char* node : {"/c.node1.img", "/c.node2.img"}) {
     ASSERT_OK(open_bytes(test::read_file(dir + node), &img));
     EXPECT_EQ(img.slice().first, next);
     EXPECT_GT(img.slice().end, next);
     EXPECT_FALSE(img.slice().embedding || img.slice().head);
+    EXPECT_EQ(master.plan_ranges[k].first, img.slice().first);
+    EXPECT_EQ(master.plan_ranges[k].end, img.slice().end);
+    EXPECT_EQ(master.plan_hashes[k], img.slice().hash);
     next = img.slice().end;
+    ++k;
   }
   EXPECT_EQ(next, 4);
   const test::CommandResult outside = test::run_cli({"convert", gguf, "--image", dir + "/x.img", "--layers", "2:9"});

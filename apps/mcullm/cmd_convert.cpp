@@ -53,6 +53,7 @@ int convert_cluster_images(const ConvertOptions& o, const LoadedModel& lm, Board
   if (Status st = plan_cluster(cm, board, board, co, &plan); !st.ok()) return report(st.prefix("--nodes %d on %s: ", o.nodes, o.board.c_str()));
   std::fputs(format_cluster_plan(cm, board, board, co, plan).c_str(), stdout);
   opt.sliced = true;
+  for (size_t i = 1; i < plan.stages.size(); ++i) opt.node_plan.push_back(SliceRange{plan.stages[i].first, plan.stages[i].end, false});
   for (size_t i = 0; i < plan.stages.size(); ++i) {
     const StagePlan& sp = plan.stages[i];
     const bool master = i == 0;
@@ -60,6 +61,7 @@ int convert_cluster_images(const ConvertOptions& o, const LoadedModel& lm, Board
     opt.sram_budget = sp.weights_placed[0];  // the planner's tiers for this stage's weights (whole tensors here)
     opt.psram_budget = sp.weights_placed[1];
     if (int rc = write(part_path(o.image, sp.name), opt); rc != 0) return rc;
+    opt.node_plan.clear();  // the master's image (the first) only
   }
   for (const StagePlan& st : plan.stages)
     if (!st.fits) {

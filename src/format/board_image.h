@@ -57,10 +57,14 @@ enum class BoardRole : uint32_t {
   // top groups (0: unset).
   kHeadRows = 7, kHeadCentroids = 8, kHeadTokenOfRow = 9, kHeadGroupStart = 10, kHeadRadius = 11, kHeadRowNormMax = 12,
   kHeadDefault = 13,
+  // The cluster master's nodes (optional, in a master's per-node image): f32 [1, 6 x nodes] holding
+  // exact integers, per node its first and end layer and its slice hash in four 16-bit pieces (low first).
+  kNodePlan = 14,
   kAttnNorm = 16, kFfnNorm, kAttnSubNorm, kFfnSubNorm, kWq, kWk, kWv, kWo, kW1, kW2, kW3,
   kWqkv, kPleNorm, kPleGate, kPleProj,  // PLE: fused QKV, the per-layer gate's norm and matrices
   kBq, kBk, kBv,                        // qwen2: the q, k and v biases
 };
+constexpr int kBoardMaxPlanNodes = 16;       // nodes a kNodePlan lists (the board master's ring)
 constexpr uint32_t kBoardScalesFlag = 0x80;  // roles stay below it
 inline uint32_t board_tensor_id(BoardRole role, int layer = 0) {
   return static_cast<uint32_t>(role) < 16 ? static_cast<uint32_t>(role)

@@ -330,12 +330,35 @@ Status head_groups_from_image(const BoardImage& img, Arena& tables, BoardModel* 
   return Status::Ok();
 }
 
+Status node_plan_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
+  const BoardImageTensor* t = img.find(board_tensor_id(BoardRole::kNodePlan));
+  if (!t) return Status::Ok();
+  const int n_layers = out->cfg().n_layers;
+  if (!img.slice().head || t->rows != 1 || t->cols % 6 != 0 || t->cols / 6 > static_cast<uint32_t>(kBoardMaxPlanNodes))
+    return Status::Error(Code::kCorrupt, "board image: a nodes' plan of %" PRIu32 " values (6 per node, at most %d nodes, in a master's image)",
+                         t->cols, kBoardMaxPlanNodes);
+  const int32_t* v = nullptr;
+  MC_TRY(int_table(img, BoardRole::kNodePlan, t->cols, 0xffff, tables, &v));
+  out->plan_nodes = static_cast<int>(t->cols / 6);
+  int next = 0;
+  for (int k = 0; k < out->plan_nodes; ++k, v += 6) {
+    if (v[0] != next || v[1] <= v[0] || v[1] > n_layers || (k == out->plan_nodes - 1 && v[1] != n_layers))
+      return Status::Error(Code::kCorrupt, "board image: node %d's layers %d:%d do not continue a split of %d layers at layer %d", k + 1,
+                           static_cast<int>(v[0]), static_cast<int>(v[1]), n_layers, next);
+    next = v[1];
+    out->plan_ranges[k] = SliceRange{v[0], v[1], false};
+    out->plan_hashes[k] = uint64_t(v[2]) | uint64_t(v[3]) << 16 | uint64_t(v[4]) << 32 | uint64_t(v[5]) << 48;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
   *out = BoardModel();
   MC_TRY(arch_from_image(img, tables, out));
-  return head_groups_from_image(img, tables, out);
+  MC_TRY(head_groups_from_image(img, tables, out));
+  return node_plan_from_image(img, tables, out);
 }
 
 }  // namespace mcullm

@@ -20,6 +20,9 @@ struct BoardImageOptions {
   // token embedding, final norm and head (the cluster master's part). false: the whole model.
   bool sliced = false;
   SliceRange slice;
+  // A master's image (slice.master): the nodes' layers in ring order (consecutive, 0 to n_layers), stored
+  // with their slice hashes so the board master checks each node's hello (BoardRole::kNodePlan).
+  std::vector<SliceRange> node_plan;
 };
 
 struct BoardImageReport {
