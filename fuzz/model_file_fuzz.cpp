@@ -116,7 +116,12 @@ void write_seeds(const std::string& dir) {
     qo.embedding_type = DType::kQ4_0;
     GgufWriter qw;
     GgufDummyReport qr;
-    if (write_gguf_dummy(qo, tok, &qw, &qr).ok()) fuzz::write_seed(dir + "/qwen2_gguf", 0, qw.to_bytes());
+    if (write_gguf_dummy(qo, tok, &qw, &qr).ok()) {
+      const std::vector<uint8_t> bytes = qw.to_bytes();
+      fuzz::write_seed(dir + "/qwen2_gguf", 0, bytes);
+      write_bytes(temp_path(), bytes.data(), bytes.size());
+      seeds_of(dir, "qwen2", temp_path());  // its board images: whole, a node's (layer 1), the master's
+    }
   }
   // The shared models small enough for -max_len.
   for (const char* rel : {"models/bitnet-tinystories/bit1M_msb.bin", "models/esp32-ai-ple/ple4096_int4.bin"}) {
