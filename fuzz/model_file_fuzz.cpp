@@ -27,6 +27,7 @@
 #include "load/board_image_export_host.h"
 #include "load/layer_slice_loader_host.h"
 #include "load/model_loader_host.h"
+#include "model/llama_slice.h"
 
 using namespace mcullm;
 
@@ -71,6 +72,14 @@ void seeds_of(const std::string& dir, const std::string& name, const std::string
   std::vector<uint8_t> image;
   BoardImageReport rep;
   if (export_board_image(*lm, opt, &image, &rep).ok()) fuzz::write_seed(dir + "/" + name + "_image", 1, image);
+  if (lm->is(ArchFamily::kTransformer) && lm->model.cfg.n_layers > 1) {  // per-node images: a node's layers, the master's part
+    opt.sliced = true;
+    opt.slice = SliceRange{1, 2, false};
+    if (export_board_image(*lm, opt, &image, &rep).ok()) fuzz::write_seed(dir + "/" + name + "_node_image", 1, image);
+    opt.slice = SliceRange{0, 0, true};
+    opt.node_plan = {SliceRange{0, 1, false}, SliceRange{1, lm->model.cfg.n_layers, false}};  // the master's nodes
+    if (export_board_image(*lm, opt, &image, &rep).ok()) fuzz::write_seed(dir + "/" + name + "_master_image", 1, image);
+  }
   if (lm->arch != arch_info("llama")) return;
   for (const DType t : {DType::kF32, DType::kQ8_0, DType::kQ4G64}) {
     GgufWriter w;
@@ -107,7 +116,12 @@ void write_seeds(const std::string& dir) {
     qo.embedding_type = DType::kQ4_0;
     GgufWriter qw;
     GgufDummyReport qr;
-    if (write_gguf_dummy(qo, tok, &qw, &qr).ok()) fuzz::write_seed(dir + "/qwen2_gguf", 0, qw.to_bytes());
+    if (write_gguf_dummy(qo, tok, &qw, &qr).ok()) {
+      const std::vector<uint8_t> bytes = qw.to_bytes();
+      fuzz::write_seed(dir + "/qwen2_gguf", 0, bytes);
+      write_bytes(temp_path(), bytes.data(), bytes.size());
+      seeds_of(dir, "qwen2", temp_path());  // its board images: whole, a node's (layer 1), the master's
+    }
   }
   // The shared models small enough for -max_len.
   for (const char* rel : {"models/bitnet-tinystories/bit1M_msb.bin", "models/esp32-ai-ple/ple4096_int4.bin"}) {
@@ -187,6 +201,19 @@ void fuzz_board_image(const uint8_t* data, size_t size) {
   Arena arena(Tier::kSram, mem.data(), mem.size());
   BoardModel model;
   if (!board_model_from_image(img, arena, &model).ok()) return;
+  if (!img.slice().whole) {  // a per-node image: its layers (and the master's part) as a slice
+    LlamaSlice slice;
+    SerialPool pool;
+    if (!slice.init(&model.transformer, kSteps, arena, &pool, &kernels_best()).ok()) return;
+    std::vector<float> hidden(static_cast<size_t>(model.transformer.cfg.dim), 0.25f);
+    const float* logits = nullptr;
+    for (int pos = 0; pos < kSteps; ++pos) {
+      if (slice.has_embedding()) FUZZ_CHECK(slice.embed(pos % model.transformer.cfg.vocab_size, hidden.data()).ok());
+      FUZZ_CHECK(slice.run_layers(hidden.data(), pos).ok());
+      if (slice.has_head()) FUZZ_CHECK(slice.head(hidden.data(), &logits).ok());
+    }
+    return;
+  }
   BoardDecoder dec;
   SerialPool pool;
   if (!dec.init(model, kSteps, arena, &pool, &kernels_best()).ok()) return;

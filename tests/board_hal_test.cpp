@@ -23,6 +23,7 @@
 #include "load/board_image_export_host.h"
 #include "load/model_loader_host.h"
 #include "model/generate.h"
+#include "model/llama_slice.h"
 #include "serve/engine_host.h"
 #include "serve/serial_server_host.h"
 #include "test_support.h"
@@ -276,6 +277,7 @@ struct NodeBoard {
     MC_TRY(link.init(hal->spi(), model.arena(Tier::kPsram)));
     NodeOptions no;
     no.send_timeout_ms = 500;
+    no.held_hash = model.image().slice().hash;  // as the firmware: a per-node image's recorded hash
     MC_TRY(node.init(llama, link, model.arena(Tier::kPsram), &pool, kernels_by_name("auto"), no));
     hal->gpio_write(Gpio::kReady, true);
     return Status::Ok();
@@ -588,6 +590,272 @@ TEST(BoardCluster, LineServerAsMasterAnswersAsTheSingleBoard) {
   pc->close_writer();
   ASSERT_TRUE(server.serve().ok());
   EXPECT_EQ(untimed(pc->read_all_available()), want);
+}
+
+
+// ---- per-node images (format/board_image.h version 2) ----
+
+// The board image of `lm`: whole, or holding only `r` (a node's layers, or the master's part).
+std::string write_image(const LoadedModel& lm, const std::string& path, const SliceRange* r) {
+  BoardImageOptions opt;
+  opt.psram_budget = 2 * 1024 * 1024;
+  if (r) {
+    opt.sliced = true;
+    opt.slice = *r;
+  }
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  const Status st = export_board_image(lm, opt, &bytes, &rep);
+  EXPECT_TRUE(st.ok()) << st.message();
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+  return path;
+}
+
+// What a node image says it holds (its slice record), as a board's build script would read it.
+BoardSlice image_slice(const std::string& path) {
+  const std::vector<uint8_t> b = test::read_file(path);
+  std::vector<uint64_t> aligned(b.size() / 8 + 1);
+  std::memcpy(aligned.data(), b.data(), b.size());
+  BoardImage img;
+  const Status st = img.open(reinterpret_cast<const uint8_t*>(aligned.data()), b.size());
+  EXPECT_TRUE(st.ok()) << st.message();
+  return st.ok() ? img.slice() : BoardSlice();
+}
+
+// A master board and a ring of node boards, each with its own image; the master is told each node's
+// layers and slice hash from the node images (the master's image holds no layers).
+struct Ring {
+  std::vector<std::shared_ptr<HostSpiChannel>> wire;  // wire[k]: board k's TX -> board k + 1's RX (0: the master)
+  std::unique_ptr<HostSpiEnd> master_spi;
+  std::vector<std::unique_ptr<HostSpiEnd>> node_spi;
+  std::vector<std::unique_ptr<NodeBoard>> nodes;
+  MasterBoard master;
+  NodeThreads threads;  // last: stops before the boards go
+  std::vector<SliceRange> ranges;
+  std::vector<uint64_t> hashes;
+  // The nodes only (master_spi is the master's end of the ring); their layers and hashes from their images.
+  Status start_nodes(const std::vector<std::string>& node_images) {
+    const int n = static_cast<int>(node_images.size());
+    for (int k = 0; k <= n; ++k) wire.push_back(std::make_shared<HostSpiChannel>());
+    master_spi = std::make_unique<HostSpiEnd>(wire[0], wire[n]);
+    for (int k = 0; k < n; ++k) {
+      node_spi.push_back(std::make_unique<HostSpiEnd>(wire[k + 1], wire[k]));
+      nodes.push_back(std::make_unique<NodeBoard>());
+      MC_TRY(nodes[k]->init(node_images[k], node_spi[k].get(), nullptr));
+      threads.start(nodes[k].get());
+      const BoardSlice s = image_slice(node_images[k]);
+      ranges.push_back(SliceRange{s.first, s.end, false});
+      hashes.push_back(s.hash);
+    }
+    return Status::Ok();
+  }
+  Status start(const std::string& master_image, const std::vector<std::string>& node_images) {
+    MC_TRY(start_nodes(node_images));
+    MasterOptions mo;
+    mo.nodes = static_cast<int>(node_images.size());
+    mo.node_ranges = ranges.data();
+    mo.node_hashes = hashes.data();
+    mo.timeout_ms = 2000;
+    return master.init(master_image, master_spi.get(), nullptr, mo);
+  }
+};
+
+// Every way of cutting the model into node images gives the whole image's tokens and logits (and,
+// for a GGUF, those of `mcullm run`'s decoder): a master image with embedding and head only, and
+// 1 node with every layer, 2 nodes cut at every layer, one node per layer.
+void expect_node_images_give_the_whole_bits(const std::string& model, const std::string& name, const std::vector<int>& prompt,
+                                            int n) {
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(model, &lm));
+  const std::string dir = test::temp_dir();
+  const int L = lm->model.cfg.n_layers;
+  std::vector<int> want;
+  const uint64_t fp_whole = local_fingerprint(write_image(*lm, dir + "/" + name + ".img", nullptr), prompt, n, &want);
+  {
+    SerialPool pool;
+    DecoderInstance pc;  // `mcullm run`'s decoder
+    ASSERT_OK(make_decoder(*lm, 0, &pool, kernels_by_name("auto"), 1 << 20, &pc));
+    std::vector<int> pc_tokens;
+    EXPECT_EQ(run_fingerprint(*pc.decoder, pc.work, prompt, n, &pc_tokens), fp_whole);
+  }
+  const SliceRange head{0, 0, true};
+  const std::string master_image = write_image(*lm, dir + "/" + name + ".master.img", &head);
+  EXPECT_EQ(image_slice(master_image).hash, llama_slice_hash(lm->model, head));
+  std::vector<std::vector<int>> cuts = {{0, L}};  // boundaries of each split
+  for (int c = 1; c < L; ++c) cuts.push_back({0, c, L});
+  std::vector<int> each;
+  for (int l = 0; l <= L; ++l) each.push_back(l);
+  cuts.push_back(each);
+  for (const std::vector<int>& cut : cuts) {
+    std::vector<std::string> images;
+    std::string text;
+    for (size_t k = 0; k + 1 < cut.size(); ++k) {
+      const SliceRange r{cut[k], cut[k + 1], false};
+      images.push_back(write_image(*lm, dir + "/" + name + ".node" + std::to_string(k + 1) + ".img", &r));
+      const BoardSlice s = image_slice(images.back());
+      EXPECT_FALSE(s.whole);
+      EXPECT_EQ(s.first, r.first);
+      EXPECT_EQ(s.end, r.end);
+      EXPECT_FALSE(s.embedding || s.head);
+      EXPECT_EQ(s.hash, llama_slice_hash(lm->model, r));  // what a master holding the whole model computes
+      text += std::to_string(r.first) + ":" + std::to_string(r.end) + " ";
+    }
+    Ring ring;
+    const Status st = ring.start(master_image, images);
+    ASSERT_TRUE(st.ok()) << text << st.message();
+    std::vector<int> got;
+    EXPECT_EQ(run_fingerprint(ring.master.master, ring.master.model.arena(Tier::kPsram), prompt, n, &got), fp_whole) << text;
+    EXPECT_EQ(got, want) << text;
+  }
+}
+
+TEST(BoardCluster, NodeImagesOfEveryCutGiveTheWholeImagesBitsLlama) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  expect_node_images_give_the_whole_bits(f.model, "stories", story_prompt(f), 10);
+}
+
+TEST(BoardCluster, NodeImagesOfEveryCutGiveTheWholeImagesBitsQwen2) {
+  const std::string gguf = test::temp_dir() + "/qwen2-tiny.gguf";
+  const test::CommandResult d = test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "-o", gguf});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  expect_node_images_give_the_whole_bits(gguf, "qwen2", {1, 300, 301, 302}, 10);
+}
+
+// A node whose image holds other layers than the master assigns, or the same layers of other
+// weights, is refused at hello with a message that says so.
+TEST(BoardCluster, AWrongSliceIsRefusedAtHello) {
+  const std::string dir = test::temp_dir();
+  const std::string a = dir + "/qa.gguf", b = dir + "/qb.gguf";
+  ASSERT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "-o", a}).exit_code, 0);
+  ASSERT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "--seed", "99", "-o", b}).exit_code, 0);
+  std::unique_ptr<LoadedModel> ma, mb;
+  ASSERT_OK(load_model(a, &ma));
+  ASSERT_OK(load_model(b, &mb));
+  const SliceRange r02{0, 2, false}, r24{2, 4, false};
+  const std::string whole = write_image(*ma, dir + "/qa.img", nullptr);
+  // Other layers: the master (whole image, even split 0:2, 2:4) meets a node holding 2:4 first.
+  {
+    const std::string n1 = write_image(*ma, dir + "/qa.node24.img", &r24), n2 = write_image(*ma, dir + "/qa.node02.img", &r02);
+    std::vector<std::shared_ptr<HostSpiChannel>> wire = {std::make_shared<HostSpiChannel>(), std::make_shared<HostSpiChannel>(),
+                                                         std::make_shared<HostSpiChannel>()};
+    HostSpiEnd master_spi(wire[0], wire[2]), s1(wire[1], wire[0]), s2(wire[2], wire[1]);
+    NodeBoard nodes[2];
+    NodeThreads threads;
+    ASSERT_OK(nodes[0].init(n1, &s1, nullptr));
+    ASSERT_OK(nodes[1].init(n2, &s2, nullptr));
+    threads.start(&nodes[0]);
+    threads.start(&nodes[1]);
+    MasterOptions mo;
+    mo.nodes = 2;
+    mo.timeout_ms = 1000;
+    MasterBoard m;
+    const Status st = m.init(whole, &master_spi, nullptr, mo);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(std::strstr(st.message(), "this node's image holds layers 2:4"), nullptr) << st.message();
+  }
+  // The same layers of another model: the slice hash differs.
+  {
+    ClusterPair pair;
+    const SliceRange all{0, 4, false};
+    ASSERT_OK(pair.start_node(write_image(*mb, dir + "/qb.node.img", &all)));
+    MasterBoard m;
+    MasterOptions mo;
+    mo.timeout_ms = 1000;
+    const Status st = m.init(whole, pair.master_spi.get(), &pair.bus, mo);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(std::strstr(st.message(), "other weights than the master's"), nullptr) << st.message();
+  }
+  // A master image without layers and without the nodes' hashes cannot check them: refused at init.
+  {
+    const SliceRange head{0, 0, true};
+    ClusterPair pair;
+    ASSERT_OK(pair.start_node(whole));
+    MasterBoard m;
+    const Status st = m.init(write_image(*ma, dir + "/qa.master.img", &head), pair.master_spi.get(), &pair.bus, MasterOptions());
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(std::strstr(st.message(), "give the nodes' slice hashes"), nullptr) << st.message();
+  }
+}
+
+// The firmware's master (the line server) from a master image that carries its nodes' plan: the
+// nodes' layers and slice hashes come from the image, and the answers are the single board's.
+TEST(BoardCluster, LineServerRunsFromAMasterImageWithItsNodesPlan) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  const std::string req = g_line(12, 800, 40, 7, 0, story_prompt(f));
+  SerialBoard single;
+  ASSERT_OK(single.init(f.image));
+  const std::vector<std::string> want = untimed(single.run(req));
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(f.model, &lm));
+  const std::string dir = test::temp_dir();
+  BoardImageOptions opt;
+  opt.sliced = true;
+  opt.slice = SliceRange{0, 0, true};
+  opt.node_plan = {SliceRange{0, 3, false}, SliceRange{3, 5, false}};
+  opt.bos_id = 1;
+  opt.eos_id = 2;
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  ASSERT_OK(export_board_image(*lm, opt, &bytes, &rep));
+  const std::string master_image = dir + "/stories.master-plan.img";
+  std::ofstream(master_image, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+  Ring ring;
+  ASSERT_OK(ring.start_nodes({write_image(*lm, dir + "/s03.img", &opt.node_plan[0]), write_image(*lm, dir + "/s35.img", &opt.node_plan[1])}));
+  std::unique_ptr<HostPipeEnd> pc, port;
+  make_host_pipe(&pc, &port);
+  HostBoard hal(HostBoardConfig{{{"model", master_image}}}, port.get(), ring.master_spi.get(), nullptr);
+  SerialPool pool;
+  LineServerOptions o;
+  o.kernels = kernels_by_name("auto");
+  o.pool = &pool;
+  o.cluster_master = true;
+  o.work_tier = Tier::kPsram;
+  LineServer server;
+  ASSERT_OK(server.init(hal, o));  // o.master.nodes is 1: the image's plan says 2
+  pc->write(reinterpret_cast<const uint8_t*>(req.data()), req.size());
+  pc->close_writer();
+  ASSERT_TRUE(server.serve().ok());
+  EXPECT_EQ(untimed(pc->read_all_available()), want);
+  EXPECT_EQ(ring.nodes[0]->node.range().end, 3);
+  EXPECT_EQ(ring.nodes[1]->node.range().first, 3);
+  // A plan whose hash does not match the node's weights: refused at hello.
+  std::vector<uint8_t> bad = bytes;
+  BoardImage img;
+  std::vector<uint64_t> aligned(bad.size() / 8 + 1);
+  std::memcpy(aligned.data(), bad.data(), bad.size());
+  ASSERT_OK(img.open(reinterpret_cast<const uint8_t*>(aligned.data()), bad.size()));
+  const BoardImageTensor* t = img.find(board_tensor_id(BoardRole::kNodePlan));
+  ASSERT_NE(t, nullptr);
+  const size_t at = img.section(static_cast<Tier>(t->tier)).offset + t->offset + 2 * 4;  // node 1's lowest hash piece
+  float piece;
+  std::memcpy(&piece, bad.data() + at, 4);
+  piece = piece == 0.0f ? 1.0f : 0.0f;
+  std::memcpy(bad.data() + at, &piece, 4);
+  const uint32_t crc = crc32_ieee(bad.data() + kBoardImageCrcStart, bad.size() - kBoardImageCrcStart);
+  std::memcpy(bad.data() + offsetof(BoardImageHeader, crc32), &crc, 4);
+  std::ofstream(dir + "/bad-plan.img", std::ios::binary).write(reinterpret_cast<const char*>(bad.data()), static_cast<long>(bad.size()));
+  MasterOptions mo;
+  mo.timeout_ms = 1000;
+  Ring ring2;
+  ASSERT_OK(ring2.start_nodes({dir + "/s03.img", dir + "/s35.img"}));
+  HostBoard hal2(HostBoardConfig{{{"model", dir + "/bad-plan.img"}}}, nullptr, ring2.master_spi.get(), nullptr);
+  MappedModel mm;
+  ASSERT_OK(mm.init(hal2, "model"));
+  EXPECT_EQ(mm.model().plan_nodes, 2);
+  const LlamaModel* llama = nullptr;
+  ASSERT_OK(mm.llama(&llama));
+  FrameLink link;
+  ASSERT_OK(link.init(hal2.spi(), mm.arena(Tier::kPsram)));
+  mo.nodes = 2;
+  mo.node_ranges = mm.model().plan_ranges;
+  mo.node_hashes = mm.model().plan_hashes;
+  Master master;
+  ASSERT_OK(master.init(llama, link, mm.arena(Tier::kPsram), &pool, kernels_by_name("auto"), mo));
+  const Status st = master.connect();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::strstr(st.message(), "node 1's layers 0:3 are other weights"), nullptr) << st.message();
 }
 
 }  // namespace

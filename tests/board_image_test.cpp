@@ -14,6 +14,7 @@
 #include "format/board_image_writer_host.h"
 #include "load/board_image_export_host.h"
 #include "load/model_loader_host.h"
+#include "model/llama_slice.h"
 #include "test_support.h"
 
 namespace mcullm {
@@ -241,7 +242,9 @@ TEST(BoardImage, HostileHeaderAndTableFieldsAreRefused) {
     return c;
   };
   expect_refused(with([](auto* c) { (*c)[0] = 'X'; }), "bad magic");
-  expect_refused(with([](auto* c) { put<uint32_t>(c, 8, 2); }), "version 2");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, 8, 3); }), "version 3 (this reader reads versions 1 to 2)");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, 8, 0); }), "version 0");
+  expect_refused(with([](auto* c) { put<uint32_t>(c, 28, 1); }), "reserved header");  // a slice record in version 1
   expect_refused(with([](auto* c) { put<uint32_t>(c, 24, 0x7fffffff); }), "do not fit");
   expect_refused(with([](auto* c) { put<uint32_t>(c, 24, 3); }), "its tensors end");  // fewer tensors than sections hold
   expect_refused(with([](auto* c) { put<uint32_t>(c, 40, 1); }), "reserved header");
@@ -295,6 +298,149 @@ TEST(BoardImage, UnalignedBufferIsRefused) {
   const Status st = img.open(p, b.size());
   ASSERT_FALSE(st.ok());
   EXPECT_NE(std::strstr(st.message(), "aligned"), nullptr) << st.message();
+}
+
+
+// ---- per-node images (version 2: a slice record) ----
+
+// Opens a slice image, builds its model and runs its layers (and head) on a few positions.
+Status open_and_run_slice(const std::vector<uint8_t>& bytes) {
+  Buffer buf(bytes);
+  BoardImage img;
+  MC_TRY(img.open(buf.data(), bytes.size()));
+  std::vector<uint8_t> mem(1 << 20);
+  Arena arena(Tier::kSram, mem.data(), mem.size());
+  BoardModel model;
+  MC_TRY(board_model_from_image(img, arena, &model));
+  const TransformerModel& m = model.transformer;
+  LlamaSlice slice;
+  SerialPool pool;
+  MC_TRY(slice.init(&m, 4, arena, &pool, &kernels_ref()));
+  std::vector<float> hidden(static_cast<size_t>(m.cfg.dim), 0.5f);
+  for (int pos = 0; pos < 4; ++pos) {
+    if (m.has_embedding) MC_TRY(slice.embed(pos, hidden.data()));
+    MC_TRY(slice.run_layers(hidden.data(), pos));
+    const float* logits = nullptr;
+    if (m.has_head) MC_TRY(slice.head(hidden.data(), &logits));
+  }
+  return Status::Ok();
+}
+
+struct SliceImages {
+  std::unique_ptr<LoadedModel> lm;
+  std::vector<uint8_t> node, master;  // layers 1:3, and the master's part
+  SliceImages() {
+    const std::string gguf = test::temp_dir() + "/qwen2-tiny.gguf";
+    EXPECT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "-o", gguf}).exit_code, 0);
+    EXPECT_TRUE(load_model(gguf, &lm).ok());
+    BoardImageOptions opt;
+    opt.sliced = true;
+    BoardImageReport rep;
+    opt.slice = SliceRange{1, 3, false};
+    EXPECT_TRUE(export_board_image(*lm, opt, &node, &rep).ok());
+    opt.slice = SliceRange{0, 0, true};
+    EXPECT_TRUE(export_board_image(*lm, opt, &master, &rep).ok());
+  }
+};
+
+TEST(BoardImage, SliceImagesRecordTheirSliceAndHoldOnlyIt) {
+  SliceImages s;
+  BoardImage img;
+  ASSERT_OK(open_bytes(s.node, &img));
+  EXPECT_EQ(reinterpret_cast<const BoardImageHeader*>(s.node.data())->version, 2u);
+  EXPECT_FALSE(img.slice().whole);
+  EXPECT_EQ(img.slice().first, 1);
+  EXPECT_EQ(img.slice().end, 3);
+  EXPECT_FALSE(img.slice().embedding || img.slice().head);
+  EXPECT_EQ(img.slice().hash, llama_slice_hash(s.lm->model, SliceRange{1, 3, false}));
+  EXPECT_EQ(img.config().n_layers, 4);  // the whole model's
+  for (uint32_t i = 0; i < img.n_tensors(); ++i) {
+    const uint32_t layer = img.tensor(i).id >> 8;
+    EXPECT_TRUE(layer == 1 || layer == 2) << std::hex << img.tensor(i).id;
+  }
+  ASSERT_OK(open_and_run_slice(s.node));
+  ASSERT_OK(open_bytes(s.master, &img));
+  EXPECT_TRUE(img.slice().embedding && img.slice().head);
+  EXPECT_EQ(img.slice().first, img.slice().end);
+  for (uint32_t i = 0; i < img.n_tensors(); ++i) EXPECT_LT(img.tensor(i).id, 16u);  // global roles only
+  ASSERT_OK(open_and_run_slice(s.master));
+  // A whole image is still version 1 (boards with a version-1 reader keep reading them).
+  BoardImageOptions whole;
+  std::vector<uint8_t> w;
+  BoardImageReport rep;
+  ASSERT_OK(export_board_image(*s.lm, whole, &w, &rep));
+  EXPECT_EQ(reinterpret_cast<const BoardImageHeader*>(w.data())->version, 1u);
+  ASSERT_OK(open_bytes(w, &img));
+  EXPECT_TRUE(img.slice().whole);
+  // The single-board decoder needs the whole model: a slice is refused with a message.
+  const Status st = open_and_run(s.node);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::strstr(st.message(), "whole model"), nullptr) << st.message();
+}
+
+TEST(BoardImage, DamagedSliceImagesAreRefused) {
+  SliceImages s;
+  const std::vector<uint8_t>& b = s.node;
+  for (size_t n = 0; n < b.size(); n += n < 512 ? 1 : 997) {
+    const std::vector<uint8_t> prefix(b.begin(), b.begin() + static_cast<long>(n));
+    const Status st = open_and_run_slice(prefix);
+    ASSERT_FALSE(st.ok()) << "prefix of " << n << " bytes accepted";
+    ASSERT_TRUE(std::strstr(st.message(), "truncated") || std::strstr(st.message(), "magic")) << n << ": " << st.message();
+  }
+  for (size_t at : {size_t{28}, size_t{40}, size_t{44}, b.size() - 1}) {  // the slice record is under the CRC
+    std::vector<uint8_t> c = b;
+    c[at] ^= 0x01;
+    const Status st = open_and_run_slice(c);
+    EXPECT_NE(std::strstr(st.message(), "CRC mismatch"), nullptr) << st.message();
+  }
+  auto refused = [&](size_t at, uint32_t v, const char* needle) {
+    std::vector<uint8_t> c = b;
+    put<uint32_t>(&c, at, v);
+    const Status st = open_and_run_slice(c);
+    EXPECT_FALSE(st.ok()) << needle;
+    EXPECT_NE(std::strstr(st.message(), needle), nullptr) << st.message();
+  };
+  refused(32, 5, "does not fit a model of 4 layers");      // end past the model
+  refused(28, 3, "does not fit");                           // first > end
+  refused(36, 4, "parts 4");                                // an unknown part
+  refused(28, 0, "layer 0 is missing");                     // says 0:3, holds 1:3 (role of layer 0)
+  refused(36, kBoardSliceHead, "missing");                  // says it has the head, has none
+  refused(48, 1, "reserved header");
+  {  // a nodes' plan belongs in a master's image, and must split the model's layers
+    BoardImageOptions opt;
+    opt.sliced = true;
+    opt.slice = SliceRange{1, 3, false};
+    opt.node_plan = {SliceRange{0, 4, false}};
+    std::vector<uint8_t> out;
+    BoardImageReport rep;
+    EXPECT_NE(std::strstr(export_board_image(*s.lm, opt, &out, &rep).message(), "master's image only"), nullptr);
+    opt.slice = SliceRange{0, 0, true};
+    opt.node_plan = {SliceRange{0, 2, false}, SliceRange{3, 4, false}};
+    EXPECT_NE(std::strstr(export_board_image(*s.lm, opt, &out, &rep).message(), "do not continue"), nullptr);
+    opt.node_plan = {SliceRange{0, 2, false}};
+    EXPECT_NE(std::strstr(export_board_image(*s.lm, opt, &out, &rep).message(), "layers 0:2 of 4"), nullptr);
+  }
+  {
+    std::vector<uint8_t> c = b;
+    put<uint32_t>(&c, 28, 2);
+    put<uint32_t>(&c, 32, 2);  // 2:2 and no parts: holds nothing
+    EXPECT_NE(std::strstr(open_and_run_slice(c).message(), "does not fit"), nullptr);
+  }
+}
+
+TEST(BoardImage, SlicesOfOtherFamiliesAreRefusedAtExport) {
+  MC_REQUIRE_SHARED();
+  std::unique_ptr<LoadedModel> lm;
+  const std::string bit = test::shared_path("models/bitnet-tinystories/bit1M_msb.bin");
+  if (!load_model(bit, &lm).ok()) GTEST_SKIP() << "no bitllama2.c model in ../shared";
+  BoardImageOptions opt;
+  opt.sliced = true;
+  opt.slice = SliceRange{0, 1, false};
+  std::vector<uint8_t> out;
+  BoardImageReport rep;
+  const Status st = export_board_image(*lm, opt, &out, &rep);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::strstr(st.message(), "llama-family"), nullptr) << st.message();
 }
 
 TEST(BoardImage, WriterRefusesDuplicateIds) {
@@ -515,6 +661,55 @@ TEST(BoardImageCli, ConvertWritesAnImageAndRefusesBadFlags) {
   EXPECT_NE(none.err.find("--output FILE.gguf or --image"), std::string::npos) << none.err;
   const test::CommandResult both = test::run_cli({"convert", model, "-o", dir + "/x.gguf", "--image", dir + "/x.img"});
   EXPECT_NE(both.exit_code, 0);
+}
+
+// Per-node images from the command line: one slice (--layers), or the master's and every node's
+// image of the planner's split (--nodes), each recording its slice; bad requests get messages.
+TEST(BoardImageCli, ConvertWritesPerNodeImages) {
+  const std::string dir = test::temp_dir();
+  const std::string gguf = dir + "/q.gguf";
+  ASSERT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "-o", gguf}).exit_code, 0);
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(gguf, &lm));
+  BoardImage img;
+  const test::CommandResult one = test::run_cli({"convert", gguf, "--image", dir + "/n.img", "--layers", "1:3"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_OK(open_bytes(test::read_file(dir + "/n.img"), &img));
+  EXPECT_EQ(img.slice().first, 1);
+  EXPECT_EQ(img.slice().end, 3);
+  EXPECT_EQ(img.slice().hash, llama_slice_hash(lm->model, SliceRange{1, 3, false}));
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(img.slice().hash));
+  EXPECT_NE(one.err.find(hex), std::string::npos) << one.err;  // the hash a master will see
+  const test::CommandResult all = test::run_cli({"convert", gguf, "--image", dir + "/c.img", "--nodes", "2"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.out.find("node2"), std::string::npos) << all.out;  // the planner's table
+  ASSERT_OK(open_bytes(test::read_file(dir + "/c.master.img"), &img));
+  EXPECT_TRUE(img.slice().embedding && img.slice().head && img.slice().first == img.slice().end);
+  std::vector<uint8_t> mem(1 << 20);
+  Arena arena(Tier::kSram, mem.data(), mem.size());
+  BoardModel master;  // it carries the nodes' plan: their layers and hashes
+  ASSERT_OK(board_model_from_image(img, arena, &master));
+  ASSERT_EQ(master.plan_nodes, 2);
+  int next = 0, k = 0;
+  for (const char* node : {"/c.node1.img", "/c.node2.img"}) {
+    ASSERT_OK(open_bytes(test::read_file(dir + node), &img));
+    EXPECT_EQ(img.slice().first, next);
+    EXPECT_GT(img.slice().end, next);
+    EXPECT_FALSE(img.slice().embedding || img.slice().head);
+    EXPECT_EQ(master.plan_ranges[k].first, img.slice().first);
+    EXPECT_EQ(master.plan_ranges[k].end, img.slice().end);
+    EXPECT_EQ(master.plan_hashes[k], img.slice().hash);
+    next = img.slice().end;
+    ++k;
+  }
+  EXPECT_EQ(next, 4);
+  const test::CommandResult outside = test::run_cli({"convert", gguf, "--image", dir + "/x.img", "--layers", "2:9"});
+  EXPECT_NE(outside.err.find("not a range inside the model's 4 layers"), std::string::npos) << outside.err;
+  const test::CommandResult no_image = test::run_cli({"convert", gguf, "-o", dir + "/x.gguf", "--layers", "0:2"});
+  EXPECT_NE(no_image.err.find("give --image"), std::string::npos) << no_image.err;
+  const test::CommandResult too_many = test::run_cli({"convert", gguf, "--image", dir + "/x.img", "--nodes", "5"});
+  EXPECT_NE(too_many.err.find("5 nodes for 4 layers"), std::string::npos) << too_many.err;
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include "format/ternary_gguf_host.h"
 #include "load/board_image_export_host.h"
 #include "load/hf_checkpoint_host.h"
+#include "cluster/slice_source_host.h"
+#include "plan/cluster_plan_host.h"
 #include "core/file_io_host.h"
 #include "session.h"
 
@@ -24,7 +26,50 @@ struct ConvertOptions {
   std::string image;  // board image to write instead of a GGUF
   uint64_t sram_budget = 64 * 1024, psram_budget = 2 * 1024 * 1024;
   std::string format = "gguf";  // or "esp32ai" (PLE models only)
+  std::string layers;           // --image: "A:B" (a node's layers) or "master" (embedding, final norm, head)
+  int nodes = 0;                // --image: the master's and N nodes' images, split by the planner
+  std::string board = "esp32s3-psram80";
 };
+
+// FILE.img -> FILE.<part>.img (the extension kept when there is one).
+std::string part_path(const std::string& image, const std::string& part) {
+  const size_t slash = image.find_last_of('/'), dot = image.find_last_of('.');
+  const bool ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  return ext ? image.substr(0, dot) + "." + part + image.substr(dot) : image + "." + part;
+}
+
+// The master's image (embedding, final norm, head) and one image per node, the layers split by the
+// planner (plan/cluster_plan_host.h) for the board profile: FILE.master.img, FILE.node1.img, ...
+template <class Write>
+int convert_cluster_images(const ConvertOptions& o, const LoadedModel& lm, BoardImageOptions opt, Write write) {
+  if (!o.layers.empty()) return report(Status::Error(Code::kInvalidArgument, "--nodes splits the layers itself: leave out --layers"));
+  BoardProfile board;
+  if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);
+  ClusterModel cm;
+  if (Status st = cluster_model_from_loaded(lm, 0, 4, 0, 0, &cm); !st.ok()) return report(st);
+  ClusterOptions co;
+  co.nodes = o.nodes;
+  ClusterPlan plan;
+  if (Status st = plan_cluster(cm, board, board, co, &plan); !st.ok()) return report(st.prefix("--nodes %d on %s: ", o.nodes, o.board.c_str()));
+  std::fputs(format_cluster_plan(cm, board, board, co, plan).c_str(), stdout);
+  opt.sliced = true;
+  for (size_t i = 1; i < plan.stages.size(); ++i) opt.node_plan.push_back(SliceRange{plan.stages[i].first, plan.stages[i].end, false});
+  for (size_t i = 0; i < plan.stages.size(); ++i) {
+    const StagePlan& sp = plan.stages[i];
+    const bool master = i == 0;
+    opt.slice = SliceRange{sp.first, sp.end, master};
+    opt.sram_budget = sp.weights_placed[0];  // the planner's tiers for this stage's weights (whole tensors here)
+    opt.psram_budget = sp.weights_placed[1];
+    if (int rc = write(part_path(o.image, sp.name), opt); rc != 0) return rc;
+    opt.node_plan.clear();  // the master's image (the first) only
+  }
+  for (const StagePlan& st : plan.stages)
+    if (!st.fits) {
+      std::fprintf(stderr, "mcullm: error: %s does not fit %s: %s\n", st.name.c_str(), o.board.c_str(), st.overflow.c_str());
+      return kExitDoesNotFit;
+    }
+  return 0;
+}
 
 // The board image of the model as loaded; BOS / EOS of its tokenizer (if any) become the stop tokens.
 int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
@@ -44,16 +89,32 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
   } else {
     std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the image has no stop tokens\n", st.message());
   }
-  std::vector<uint8_t> bytes;
-  BoardImageReport rep;
-  if (Status st = export_board_image(lm, opt, &bytes, &rep); !st.ok()) return report(st);
-  if (Status st = write_file_atomic(o.image, bytes.data(), bytes.size()); !st.ok()) return report(st);
-  std::fprintf(stderr, "mcullm: wrote %s: %s, %d tensors, %zu bytes; weights sram %llu, psram %llu, flash %llu bytes\n",
-               o.image.c_str(), lm.arch_name(), rep.tensors, bytes.size(),
-               static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kSram)]),
-               static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kPsram)]),
-               static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kFlash)]));
-  return 0;
+  auto write = [&](const std::string& path, const BoardImageOptions& io) -> int {
+    std::vector<uint8_t> bytes;
+    BoardImageReport rep;
+    if (Status st = export_board_image(lm, io, &bytes, &rep); !st.ok()) return report(st);
+    if (Status st = write_file_atomic(path, bytes.data(), bytes.size()); !st.ok()) return report(st);
+    std::string part;
+    if (io.sliced) {
+      char b[96];
+      std::snprintf(b, sizeof b, "%slayers %d:%d of %d, slice hash %016llx, ", io.slice.master ? "master part, " : "", io.slice.first,
+                    io.slice.end, lm.model.cfg.n_layers, static_cast<unsigned long long>(rep.slice_hash));
+      part = b;
+    }
+    std::fprintf(stderr, "mcullm: wrote %s: %s, %s%d tensors, %zu bytes; weights sram %llu, psram %llu, flash %llu bytes\n",
+                 path.c_str(), lm.arch_name(), part.c_str(), rep.tensors, bytes.size(),
+                 static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kSram)]),
+                 static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kPsram)]),
+                 static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kFlash)]));
+    return 0;
+  };
+  if (o.nodes > 0) return convert_cluster_images(o, lm, opt, write);
+  if (!o.layers.empty()) {
+    opt.sliced = true;
+    if (o.layers == "master") opt.slice = SliceRange{0, 0, true};
+    else if (Status st = parse_layer_range(o.layers, "--layers", &opt.slice); !st.ok()) return report(st);
+  }
+  return write(o.image, opt);
 }
 
 // PLE (esp32-ai) models keep their int4 weights as they are, to GGUF or back to an esp32-ai file.
@@ -173,6 +234,8 @@ int convert(const ConvertOptions& o) {
   std::unique_ptr<LoadedModel> lm;
   if (Status st = load_model(o.m.model, o.m.load_options(), &lm); !st.ok()) return report(st);
   if (!o.image.empty()) return convert_image(o, *lm);
+  if (!o.layers.empty() || o.nodes > 0)
+    return report(Status::Error(Code::kInvalidArgument, "--layers / --nodes cut board images: give --image FILE"));
   if (lm->is(ArchFamily::kPle)) return convert_ple(o, *lm);
   if (o.format != "gguf")
     return report(Status::Error(Code::kInvalidArgument, "--format %s: only PLE (esp32-ai) models convert to esp32ai", o.format.c_str()));
@@ -240,6 +303,15 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   out->excludes(image);
   cmd->add_option("--sram-budget", o->sram_budget, "--image: weight bytes placed in the SRAM section");
   cmd->add_option("--psram-budget", o->psram_budget, "--image: weight bytes placed in the PSRAM section");
+  CLI::Option* layers = cmd->add_option("--layers", o->layers,
+                  "--image: a per-node image holding only layers A:B, or 'master' (embedding, final norm and head) "
+                  "for the cluster master (llama-family models)");
+  cmd->add_option("--nodes", o->nodes, "--image FILE.img: FILE.master.img and FILE.node1.img .. FILE.nodeN.img, the layers "
+                  "split by the cluster planner for --board")
+      ->check(CLI::Range(1, 64))
+      ->excludes(layers);
+  cmd->add_option("--board", o->board, "--nodes: board profile the planner splits for and whose SRAM / PSRAM it fills "
+                  "(preset or JSON file; replaces --sram-budget / --psram-budget)");
   cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; ternary models: i2_s (default), tl1 or tl2; "
                   "a Hugging Face Qwen2 folder with i2_s / tl1 / tl2: ternarized by absmean)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s", "tl1", "tl2"}));

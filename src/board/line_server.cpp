@@ -23,6 +23,12 @@ Status LineServer::init(Hal& hal, const LineServerOptions& opt) {
     MC_TRY(mapped_.llama(&llama));
     MasterOptions mo = opt.master;
     mo.ctx_len = ctx_len_;
+    const BoardModel& bm = mapped_.model();
+    if (bm.plan_nodes > 0 && !mo.node_ranges) {  // a master's per-node image: its nodes and their hashes
+      mo.nodes = bm.plan_nodes;
+      mo.node_ranges = bm.plan_ranges;
+      mo.node_hashes = bm.plan_hashes;
+    }
     MC_TRY(link_.init(hal.spi(), work));
     MC_TRY(master_.init(llama, link_, work, opt.pool, opt.kernels, mo));
     MC_TRY(master_.connect());

@@ -22,8 +22,19 @@ Status Master::init(const LlamaModel* model, FrameLink& link, Arena& work, Threa
                          kMaxNodes);
   for (int k = 0, first = 0; k < opt.nodes; ++k) {  // as even as possible, earlier nodes take the remainder
     const int count = n / opt.nodes + (k < n % opt.nodes ? 1 : 0);
-    ranges_[k] = SliceRange{first, first + count, false};
-    first += count;
+    ranges_[k] = opt.node_ranges ? opt.node_ranges[k] : SliceRange{first, first + count, false};
+    if (ranges_[k].first != first || ranges_[k].end <= first || ranges_[k].end > n || ranges_[k].master ||
+        (k == opt.nodes - 1 && ranges_[k].end != n))
+      return Status::Error(Code::kInvalidArgument, "node %d's layers %d:%d do not continue the split of %d layers at layer %d", k + 1,
+                           ranges_[k].first, ranges_[k].end, n, first);
+    first = ranges_[k].end;
+    const bool held = ranges_[k].first >= model->first_layer && ranges_[k].end <= model->end();
+    if (opt.node_hashes) hashes_[k] = opt.node_hashes[k];
+    else if (held) hashes_[k] = llama_slice_hash(*model, ranges_[k]);
+    else
+      return Status::Error(Code::kInvalidArgument,
+                           "the master's image holds layers %d:%d, not node %d's %d:%d: give the nodes' slice hashes (their images')",
+                           model->first_layer, model->end(), k + 1, ranges_[k].first, ranges_[k].end);
   }
   return Status::Ok();
 }
@@ -69,7 +80,7 @@ Status Master::connect() {
       return Status::Error(Code::kCorrupt, "a node answered for layers %u:%u, which no node was given (or twice)",
                            static_cast<unsigned>(in.first_layer), static_cast<unsigned>(in.end_layer));
     answered[k] = true;
-    const uint64_t want = llama_slice_hash(*model_, ranges_[k]);
+    const uint64_t want = hashes_[k];
     if (in.slice_hash != want)
       return Status::Error(Code::kCorrupt, "node %d's layers %d:%d are other weights than the master's (slice hash %08lx%08lx, expected %08lx%08lx)",
                            k + 1, ranges_[k].first, ranges_[k].end, static_cast<unsigned long>(in.slice_hash >> 32),

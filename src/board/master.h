@@ -22,10 +22,17 @@ namespace mcullm::board {
 
 struct MasterOptions {
   int ctx_len = 0;  // 0: the model's
-  int nodes = 1;    // nodes in the ring; the layers are split evenly, earlier nodes taking the remainder
+  int nodes = 1;    // nodes in the ring; the layers split evenly (earlier nodes take the remainder) or node_ranges
   cluster::HiddenEncoding encoding = cluster::HiddenEncoding::kF32;
   int timeout_ms = 5000;  // the node's answer to a hello, a reset or a hidden state
   int retries = 3;        // re-sends of one hidden state after a corrupt or refused exchange
+  // The slice hash each node must report (nodes values, in ring order), for a master whose image does
+  // not hold the nodes' layers (a per-node master image: embedding and head only); nullptr: computed
+  // from the master's own copy of the layers.
+  const uint64_t* node_hashes = nullptr;
+  // Each node's layers (nodes values, in ring order, consecutive from 0 to the last layer: e.g. the
+  // planner's split the per-node images were cut by); nullptr: the even split above.
+  const SliceRange* node_ranges = nullptr;
 };
 
 class Master final : public Decoder {
@@ -52,6 +59,7 @@ class Master final : public Decoder {
   MasterOptions opt_;
   LlamaSlice local_;  // embedding and head
   SliceRange ranges_[kMaxNodes];
+  uint64_t hashes_[kMaxNodes] = {};  // what each node must report at hello
   float* hidden_ = nullptr;
   int ctx_len_ = 0;
   uint32_t stream_ = 0;

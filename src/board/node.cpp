@@ -16,12 +16,17 @@ Status Node::init(const LlamaModel* model, FrameLink& link, Arena& work, ThreadP
   opt_ = opt;
   MC_TRY(work.alloc_array(static_cast<size_t>(model->cfg.dim), TensorClass::kActivations, &hidden_));
   base_ = work.mark();
-  return assign(SliceRange{0, model->cfg.n_layers, false}, opt.ctx_len);
+  if (model->end() <= model->first_layer)
+    return Status::Error(Code::kInvalidArgument, "the node's image holds no layers (a cluster master's image?)");
+  return assign(SliceRange{model->first_layer, model->end(), false}, opt.ctx_len);
 }
 
 Status Node::assign(const SliceRange& r, int ctx_len) {
   MC_TRY(check_slice_range(model_->cfg, r));
   if (r.master) return Status::Error(Code::kInvalidArgument, "a node does not hold the embedding and head");
+  if (r.first < model_->first_layer || r.end > model_->end())
+    return Status::Error(Code::kOutOfRange, "layers %d:%d asked for, this node's image holds layers %d:%d of %d (flash the image of that slice)",
+                         r.first, r.end, model_->first_layer, model_->end(), model_->cfg.n_layers);
   if (opt_.max_layers > 0 && r.end - r.first > opt_.max_layers)
     return Status::Error(Code::kOutOfRange, "layers %d:%d are %d layers, this node holds at most %d", r.first, r.end, r.end - r.first,
                          opt_.max_layers);
@@ -31,7 +36,8 @@ Status Node::assign(const SliceRange& r, int ctx_len) {
   MC_TRY(slice_.init(model_, r, ctx_len, *work_, pool_, kernels_));
   range_ = r;
   ctx_len_ = ctx_len;
-  hash_ = llama_slice_hash(*model_, r);
+  const bool held = r.first == model_->first_layer && r.end == model_->end();
+  hash_ = held && opt_.held_hash ? opt_.held_hash : llama_slice_hash(*model_, r);
   have_stream_ = false;
   assembling_ = false;
   return Status::Ok();

@@ -8,8 +8,10 @@
 //   a node's hello, heartbeat, error, ready, ack -> passed on as they are (they are for the master)
 //   anything corrupt or out of place -> an error frame saying what; the node keeps serving.
 // A board keeps one stream (one KV cache): a hidden state of another stream must start at pos 0
-// (it then takes the cache over), else it is refused. The model is the board image's llama model
-// (the whole model is mapped; only the assigned range's weights are read).
+// (it then takes the cache over), else it is refused. The model is the board image's llama-family
+// model: a whole image (mapped; only the assigned range's weights are read) serves any range, a
+// per-node image (format/board_image.h version 2) the ranges inside the layers it holds; a range
+// outside them is refused with an error frame that says which layers the image holds.
 #pragma once
 #include "board/frame_link.h"
 #include "cluster/frame.h"
@@ -23,12 +25,15 @@ struct NodeOptions {
   int ctx_len = 0;          // 0: the model's
   int max_layers = 0;       // refuse assignments of more layers (0: no limit)
   int send_timeout_ms = 2000;
+  // llama_slice_hash of the layers the model holds, when known (a per-node image records it:
+  // BoardImage::slice().hash); 0: computed from the weights.
+  uint64_t held_hash = 0;
 };
 
 class Node {
  public:
   // work: the KV cache of the assigned range and the hidden buffer (marked here, rolled back on
-  // every new assignment). The starting range is every layer.
+  // every new assignment). The starting range is every layer the model holds.
   Status init(const LlamaModel* model, FrameLink& link, Arena& work, ThreadPool* pool, const KernelSet* kernels,
               const NodeOptions& opt);
   // Waits at most timeout_ms for one transfer and answers it. Errors only for a link that failed

@@ -48,9 +48,9 @@ Status BoardImage::open(const uint8_t* data, size_t size) {
   const auto* h = reinterpret_cast<const BoardImageHeader*>(data);
   if (memcmp(h->magic, kBoardImageMagic, 8) != 0)
     return Status::Error(Code::kCorrupt, "board image: bad magic (not an mcullm board image)");
-  if (h->version != kBoardImageVersion)
-    return Status::Error(Code::kUnsupported, "board image: version %" PRIu32 " (this reader reads version %" PRIu32 ")", h->version,
-                         kBoardImageVersion);
+  if (h->version < kBoardImageWholeVersion || h->version > kBoardImageVersion)
+    return Status::Error(Code::kUnsupported, "board image: version %" PRIu32 " (this reader reads versions %" PRIu32 " to %" PRIu32 ")",
+                         h->version, kBoardImageWholeVersion, kBoardImageVersion);
   if (h->total_bytes != size)
     return Status::Error(Code::kCorrupt, "board image: %s (the header says %llu bytes, the file has %zu)",
                          h->total_bytes > size ? "truncated" : "trailing bytes", static_cast<unsigned long long>(h->total_bytes),
@@ -59,7 +59,8 @@ Status BoardImage::open(const uint8_t* data, size_t size) {
   if (crc != h->crc32)
     return Status::Error(Code::kCorrupt, "board image: CRC mismatch (stored %08" PRIx32 ", computed %08" PRIx32 "): corrupt file",
                          h->crc32, crc);
-  if (!all_zero(h->reserved, sizeof h->reserved))
+  if (!all_zero(h->reserved, sizeof h->reserved) ||
+      (h->version == kBoardImageWholeVersion && !all_zero(&h->slice_first, 5 * sizeof(uint32_t))))
     return Status::Error(Code::kCorrupt, "board image: reserved header bytes are not zero");
 
   // Config.
@@ -76,6 +77,22 @@ Status BoardImage::open(const uint8_t* data, size_t size) {
   if (c->bos_id < -1 || c->bos_id >= c->vocab_size || c->eos_id < -1 || c->eos_id >= c->vocab_size)
     return Status::Error(Code::kCorrupt, "board image: BOS %" PRId32 " / EOS %" PRId32 " outside the vocabulary of %" PRId32, c->bos_id,
                          c->eos_id, c->vocab_size);
+
+  // The slice (version 2): a range inside the model's layers, and something held.
+  BoardSlice slice;
+  slice.end = c->n_layers;
+  if (h->version > kBoardImageWholeVersion) {
+    if (h->slice_parts > (kBoardSliceEmbedding | kBoardSliceHead) || c->n_layers < 0 || h->slice_end > static_cast<uint32_t>(c->n_layers) ||
+        h->slice_first > h->slice_end || (h->slice_first == h->slice_end && h->slice_parts == 0))
+      return Status::Error(Code::kCorrupt, "board image: slice of layers %" PRIu32 ":%" PRIu32 " (parts %" PRIu32 ") does not fit a model of %" PRId32 " layers",
+                           h->slice_first, h->slice_end, h->slice_parts, c->n_layers);
+    slice.first = static_cast<int>(h->slice_first);
+    slice.end = static_cast<int>(h->slice_end);
+    slice.embedding = (h->slice_parts & kBoardSliceEmbedding) != 0;
+    slice.head = (h->slice_parts & kBoardSliceHead) != 0;
+    slice.whole = false;
+    slice.hash = uint64_t{h->slice_hash_lo} | uint64_t{h->slice_hash_hi} << 32;
+  }
 
   // Tensor table.
   const uint64_t table_end = kBoardImageTableOffset + uint64_t{h->n_tensors} * kBoardImageEntryBytes;
@@ -139,6 +156,7 @@ Status BoardImage::open(const uint8_t* data, size_t size) {
 
   file_ = data;
   header_ = h;
+  slice_ = slice;
   config_ = c;
   sections_ = sec;
   table_ = table;

@@ -5,7 +5,8 @@
 //
 // Layout (little-endian, every offset a multiple of 64 from the start of the file):
 //   0    header (64 bytes)    magic "MCUIMAGE", version, CRC-32 (IEEE, as zlib) of every byte from
-//                             offset 16 to the end, total bytes, tensor count, zeros
+//                             offset 16 to the end, total bytes, tensor count, the slice record
+//                             (version 2; zeros in version 1), zeros
 //   64   config (64 bytes)    architecture, llama sizes, norm eps, rope theta, FFN / RoPE kind,
 //                             tied head, BOS / EOS ids (-1: none), PLE sizes (zero for the others)
 //   128  sections (4 x 16)    per tier (sram, psram, flash, host): offset and bytes
@@ -15,6 +16,11 @@
 //   each at the first multiple of 64 after the previous one (a canonical layout the reader checks,
 //   so a bump arena that copies a section tensor by tensor rebuilds the same offsets).
 // Tensor bytes are exactly dtype_tensor_bytes(type, rows, cols) (i2_s keeps its scale in its tail).
+// Version 1 holds the whole model. Version 2 (a per-node image, `mcullm convert --image --layers`)
+// holds a slice of a llama-family model (model/layer_slice.h): layers [first, end) of the config's
+// n_layers and / or the embedding and the final norm and head (the cluster master's part), with
+// llama_slice_hash of that slice, which a node reports at hello and a master checks. The writer
+// writes version 1 for a whole model, so boards with a version-1 reader keep reading those.
 // A q4e matrix (esp32-ai int4, PLE) is its codes under its id plus its f16 group scales, [rows,
 // n_groups], under board_scales_id(id); its group size is the config's `group`.
 #pragma once
@@ -29,7 +35,8 @@
 namespace mcullm {
 
 constexpr char kBoardImageMagic[8] = {'M', 'C', 'U', 'I', 'M', 'A', 'G', 'E'};
-constexpr uint32_t kBoardImageVersion = 1;
+constexpr uint32_t kBoardImageVersion = 2;       // the newest this reader reads
+constexpr uint32_t kBoardImageWholeVersion = 1;  // what the writer writes for a whole model
 constexpr size_t kBoardImageAlign = 64;
 constexpr size_t kBoardImageHeaderBytes = 64;
 constexpr size_t kBoardImageConfigOffset = 64;
@@ -50,10 +57,14 @@ enum class BoardRole : uint32_t {
   // top groups (0: unset).
   kHeadRows = 7, kHeadCentroids = 8, kHeadTokenOfRow = 9, kHeadGroupStart = 10, kHeadRadius = 11, kHeadRowNormMax = 12,
   kHeadDefault = 13,
+  // The cluster master's nodes (optional, in a master's per-node image): f32 [1, 6 x nodes] holding
+  // exact integers, per node its first and end layer and its slice hash in four 16-bit pieces (low first).
+  kNodePlan = 14,
   kAttnNorm = 16, kFfnNorm, kAttnSubNorm, kFfnSubNorm, kWq, kWk, kWv, kWo, kW1, kW2, kW3,
   kWqkv, kPleNorm, kPleGate, kPleProj,  // PLE: fused QKV, the per-layer gate's norm and matrices
   kBq, kBk, kBv,                        // qwen2: the q, k and v biases
 };
+constexpr int kBoardMaxPlanNodes = 16;       // nodes a kNodePlan lists (the board master's ring)
 constexpr uint32_t kBoardScalesFlag = 0x80;  // roles stay below it
 inline uint32_t board_tensor_id(BoardRole role, int layer = 0) {
   return static_cast<uint32_t>(role) < 16 ? static_cast<uint32_t>(role)
@@ -69,7 +80,21 @@ struct BoardImageHeader {
   uint32_t crc32;
   uint64_t total_bytes;
   uint32_t n_tensors;
-  uint32_t reserved[9];  // zero
+  // Version 2: the slice held (version 1: zero, the whole model).
+  uint32_t slice_first, slice_end;  // layers [first, end) of config.n_layers
+  uint32_t slice_parts;             // kBoardSliceEmbedding | kBoardSliceHead
+  uint32_t slice_hash_lo, slice_hash_hi;  // llama_slice_hash of the slice (model/llama_slice.h)
+  uint32_t reserved[4];  // zero
+};
+constexpr uint32_t kBoardSliceEmbedding = 1;  // the token embedding
+constexpr uint32_t kBoardSliceHead = 2;       // the final norm and the head (with head groups, if any)
+
+// What an image holds: every layer, embedding and head for version 1.
+struct BoardSlice {
+  int first = 0, end = 0;
+  bool embedding = true, head = true;
+  bool whole = true;   // version 1 (no slice record)
+  uint64_t hash = 0;   // version 2 only
 };
 
 struct BoardImageConfig {
@@ -112,6 +137,7 @@ class BoardImage {
   Status open(const uint8_t* data, size_t size);
 
   const BoardImageConfig& config() const { return *config_; }
+  const BoardSlice& slice() const { return slice_; }
   BoardArch arch() const { return static_cast<BoardArch>(config_->arch); }
   uint32_t n_tensors() const { return header_->n_tensors; }
   const BoardImageTensor& tensor(uint32_t i) const { return table_[i]; }
@@ -134,6 +160,7 @@ class BoardImage {
   const BoardImageSection* sections_ = nullptr;
   const BoardImageTensor* table_ = nullptr;
   const uint8_t* base_[kTierCount] = {};
+  BoardSlice slice_;
 };
 
 }  // namespace mcullm

@@ -158,25 +158,33 @@ const LlamaConfig& BoardModel::cfg() const {
 // RoPE style of the sub-norm (bitnet) archs; dense_or_ternary (qwen2) as layer 0's wq.
 static Status transformer_from_image(const BoardImage& img, const LlamaConfig& cfg, Arena& tables, BoardModel* out) {
   const BoardImageConfig& ic = img.config();
+  const BoardSlice& part = img.slice();  // a per-node image holds some layers and / or the master's part
   TransformerModel& m = out->transformer;
   m = TransformerModel();
   m.cfg = cfg;
+  m.first_layer = part.first;
+  m.end_layer = part.end;
+  m.has_embedding = part.embedding;
+  m.has_head = part.head;
   const ArchInfo& a = *out->arch;
   m.spec = a.spec;
   if (a.act_variants)  // ReLU runs dense here (no f32 down copy)
     m.spec.act = !ic.ffn ? FfnAct::kSilu : a.spec.ternary ? FfnAct::kReluSqr : FfnAct::kRelu;
   if (a.spec.sub_norms) m.spec.rope = static_cast<RopeStyle>(ic.rope);  // written by the export for these archs
   if (a.dense_or_ternary) {
-    const BoardImageTensor* wq = img.find(board_tensor_id(BoardRole::kWq, 0));
+    const BoardImageTensor* wq = img.find(board_tensor_id(BoardRole::kWq, part.first));
     m.spec.ternary = wq && static_cast<DType>(wq->dtype) == DType::kI2_S;
   }
   const int d = cfg.dim, h = cfg.hidden_dim, kv = cfg.kv_dim();
-  MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
-  MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
-  MC_TRY(head(img, m.tok_emb, &m.output, &m.tied_output));
-  MC_TRY(layer_table(tables, cfg.n_layers, &m.layers));
-  for (int l = 0; l < cfg.n_layers; ++l) {
-    TransformerLayer& L = m.layers[l];
+  if (part.embedding || (part.head && ic.tied)) MC_TRY(matrix(img, BoardRole::kTokEmb, 0, &m.tok_emb));
+  if (part.head) {
+    MC_TRY(vector(img, BoardRole::kOutNorm, 0, d, &m.out_norm));
+    MC_TRY(head(img, m.tok_emb, &m.output, &m.tied_output));
+  }
+  const int n = part.end - part.first;
+  if (n > 0) MC_TRY(layer_table(tables, n, &m.layers));
+  for (int l = part.first; l < part.end; ++l) {
+    TransformerLayer& L = m.layers[l - part.first];
     MC_TRY(vector(img, BoardRole::kAttnNorm, l, d, &L.attn_norm));
     MC_TRY(vector(img, BoardRole::kFfnNorm, l, d, &L.ffn_norm));
     if (m.spec.sub_norms) {
@@ -198,6 +206,9 @@ static Status arch_from_image(const BoardImage& img, Arena& tables, BoardModel* 
   if (!out->arch) return Status::Error(Code::kUnsupported, "board image: unknown architecture");
   const LlamaConfig cfg = board_llama_config(img.config());
   MC_TRY(cfg.validate());
+  if (!img.slice().whole && out->arch->family != ArchFamily::kTransformer)
+    return Status::Error(Code::kUnsupported, "board image: a slice of a %s model (per-node images hold llama-family models)",
+                         out->arch->name);
   const int d = cfg.dim;
   switch (out->arch->family) {
     case ArchFamily::kTransformer: return transformer_from_image(img, cfg, tables, out);
@@ -287,6 +298,7 @@ Status int_table(const BoardImage& img, BoardRole role, uint32_t n, int limit, A
 
 Status head_groups_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
   if (!img.find(board_tensor_id(BoardRole::kHeadRows))) return Status::Ok();
+  if (!img.slice().head) return Status::Error(Code::kCorrupt, "board image: head groups in a slice without the head");
   const MatRef* head = !out->arch->head_groups                 ? nullptr
                        : out->arch->family == ArchFamily::kPle ? &out->ple.output
                                                                : &out->transformer.output;
@@ -319,12 +331,35 @@ Status head_groups_from_image(const BoardImage& img, Arena& tables, BoardModel* 
   return Status::Ok();
 }
 
+Status node_plan_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
+  const BoardImageTensor* t = img.find(board_tensor_id(BoardRole::kNodePlan));
+  if (!t) return Status::Ok();
+  const int n_layers = out->cfg().n_layers;
+  if (!img.slice().head || t->rows != 1 || t->cols % 6 != 0 || t->cols / 6 > static_cast<uint32_t>(kBoardMaxPlanNodes))
+    return Status::Error(Code::kCorrupt, "board image: a nodes' plan of %" PRIu32 " values (6 per node, at most %d nodes, in a master's image)",
+                         t->cols, kBoardMaxPlanNodes);
+  const int32_t* v = nullptr;
+  MC_TRY(int_table(img, BoardRole::kNodePlan, t->cols, 0xffff, tables, &v));
+  out->plan_nodes = static_cast<int>(t->cols / 6);
+  int next = 0;
+  for (int k = 0; k < out->plan_nodes; ++k, v += 6) {
+    if (v[0] != next || v[1] <= v[0] || v[1] > n_layers || (k == out->plan_nodes - 1 && v[1] != n_layers))
+      return Status::Error(Code::kCorrupt, "board image: node %d's layers %d:%d do not continue a split of %d layers at layer %d", k + 1,
+                           static_cast<int>(v[0]), static_cast<int>(v[1]), n_layers, next);
+    next = v[1];
+    out->plan_ranges[k] = SliceRange{v[0], v[1], false};
+    out->plan_hashes[k] = uint64_t(v[2]) | uint64_t(v[3]) << 16 | uint64_t(v[4]) << 32 | uint64_t(v[5]) << 48;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
   *out = BoardModel();
   MC_TRY(arch_from_image(img, tables, out));
-  return head_groups_from_image(img, tables, out);
+  MC_TRY(head_groups_from_image(img, tables, out));
+  return node_plan_from_image(img, tables, out);
 }
 
 }  // namespace mcullm

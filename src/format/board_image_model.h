@@ -27,6 +27,10 @@ struct BoardModel {
   bool has_head_groups = false;
   HeadMode default_head = HeadMode::kFull;  // the head the image asks generation to use, and its top groups (0: unset)
   int default_head_top = 0;
+  // A master's image: the nodes' layers and the slice hash each must report (BoardRole::kNodePlan).
+  int plan_nodes = 0;
+  SliceRange plan_ranges[kBoardMaxPlanNodes];
+  uint64_t plan_hashes[kBoardMaxPlanNodes] = {};
   // That head over head_groups (full when the image stores no groups).
   HeadChoice head() const;
   const LlamaConfig& cfg() const;

@@ -10,7 +10,12 @@ namespace {
 uint64_t align_up(uint64_t x) { return (x + kBoardImageAlign - 1) & ~uint64_t{kBoardImageAlign - 1}; }
 }  // namespace
 
-Status write_board_image(const BoardImageConfig& cfg, std::vector<BoardTensorSource> tensors, std::vector<uint8_t>* out) {
+Status write_board_image(const BoardImageConfig& cfg, std::vector<BoardTensorSource> tensors, std::vector<uint8_t>* out,
+                         const BoardSlice& slice) {
+  if (!slice.whole &&
+      (slice.first < 0 || slice.end < slice.first || slice.end > cfg.n_layers || (slice.first == slice.end && !slice.embedding && !slice.head)))
+    return Status::Error(Code::kInvalidArgument, "board image: slice %d:%d of %d layers holds nothing or lies outside the model",
+                         slice.first, slice.end, cfg.n_layers);
   std::sort(tensors.begin(), tensors.end(), [](const BoardTensorSource& a, const BoardTensorSource& b) { return a.id < b.id; });
   std::vector<BoardImageTensor> table(tensors.size());
   uint64_t section_end[kTierCount] = {};  // end of the last tensor in each section
@@ -54,9 +59,17 @@ Status write_board_image(const BoardImageConfig& cfg, std::vector<BoardTensorSou
   BoardImageHeader h;
   std::memset(&h, 0, sizeof h);
   std::memcpy(h.magic, kBoardImageMagic, 8);
-  h.version = kBoardImageVersion;
+  h.version = kBoardImageWholeVersion;
   h.total_bytes = total;
   h.n_tensors = static_cast<uint32_t>(table.size());
+  if (!slice.whole) {
+    h.version = kBoardImageVersion;
+    h.slice_first = static_cast<uint32_t>(slice.first);
+    h.slice_end = static_cast<uint32_t>(slice.end);
+    h.slice_parts = (slice.embedding ? kBoardSliceEmbedding : 0) | (slice.head ? kBoardSliceHead : 0);
+    h.slice_hash_lo = static_cast<uint32_t>(slice.hash);
+    h.slice_hash_hi = static_cast<uint32_t>(slice.hash >> 32);
+  }
   std::memcpy(img + kBoardImageConfigOffset, &cfg, sizeof cfg);
   std::memcpy(img + kBoardImageSectionsOffset, sections, sizeof sections);
   if (!table.empty()) std::memcpy(img + kBoardImageTableOffset, table.data(), table.size() * kBoardImageEntryBytes);

@@ -19,7 +19,9 @@ struct BoardTensorSource {
 };
 
 // Duplicate ids, unknown types or shapes a type cannot hold are errors; so is an image past 4 GiB
-// per section (offsets are 32-bit within a section).
-Status write_board_image(const BoardImageConfig& cfg, std::vector<BoardTensorSource> tensors, std::vector<uint8_t>* out);
+// per section (offsets are 32-bit within a section). A slice that is not whole is recorded (version 2);
+// else the image is a version-1 one.
+Status write_board_image(const BoardImageConfig& cfg, std::vector<BoardTensorSource> tensors, std::vector<uint8_t>* out,
+                         const BoardSlice& slice = BoardSlice());
 
 }  // namespace mcullm

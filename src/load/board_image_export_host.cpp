@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "format/board_image_writer_host.h"
+#include "model/llama_slice.h"
 #include "quant/q4e.h"
 #include "quant/ternary.h"
 
@@ -159,6 +160,12 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
   if (model_has_tl(m))
     return Status::Error(Code::kUnsupported,
                          "board image: tl1 / tl2 matrices are not in the image format; convert the model with --type i2_s first");
+  if (opt.sliced && !m.is(ArchFamily::kTransformer))
+    return Status::Error(Code::kUnsupported, "board image: per-node images (--layers) hold llama-family models; this is %s",
+                         m.arch_name());
+  const SliceRange all{0, m.is(ArchFamily::kTransformer) ? m.model.cfg.n_layers : 0, true};
+  const SliceRange r = opt.sliced ? opt.slice : all;
+  if (opt.sliced) MC_TRY(check_slice_range(m.model.cfg, r));
   Collector c;
   BoardImageConfig cfg;
   bool tied = true;
@@ -177,11 +184,13 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     fill_config(b.cfg, board_arch, tied, &cfg);
     cfg.ffn = b.spec.act == FfnAct::kRelu || b.spec.act == FfnAct::kReluSqr ? 1 : 0;
     if (b.spec.sub_norms) cfg.rope = static_cast<uint8_t>(b.spec.rope);  // the bitnet archs say theirs
-    c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
-    if (!tied) c.mat(BoardRole::kOutput, 0, b.output, TensorClass::kHead);
-    c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.dim);
+    if (r.master) {
+      c.mat(BoardRole::kTokEmb, 0, b.tok_emb, TensorClass::kEmbedding);
+      if (!tied) c.mat(BoardRole::kOutput, 0, b.output, TensorClass::kHead);
+      c.vec(BoardRole::kOutNorm, 0, b.out_norm, b.cfg.dim);
+    }
     const int d = b.cfg.dim, kv = b.cfg.kv_dim();
-    for (int l = 0; l < b.cfg.n_layers; ++l) {
+    for (int l = r.first; l < r.end; ++l) {
       const TransformerLayer& L = b.layers[l];
       c.vec(BoardRole::kAttnNorm, l, L.attn_norm, d);
       if (b.spec.sub_norms) c.vec(BoardRole::kAttnSubNorm, l, L.attn_sub_norm, d);
@@ -228,7 +237,7 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
   } else {
     return Status::Error(Code::kUnsupported, "board image: architecture %s", m.arch_name());
   }
-  if (m.has_head_groups) {
+  if (m.has_head_groups && r.master) {
     if (m.head_groups.rows.rows > (1 << 24))
       return Status::Error(Code::kUnsupported, "board image: head groups of %d rows (token ids are stored as exact f32)",
                            m.head_groups.rows.rows);
@@ -238,6 +247,25 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
       c.head_table(BoardRole::kHeadDefault, d, 1, 2);
     }
   }
+  if (!opt.node_plan.empty()) {
+    if (!opt.sliced || !r.master)
+      return Status::Error(Code::kInvalidArgument, "board image: the nodes' plan goes into the master's image only");
+    std::vector<int32_t> plan;
+    int next = 0;
+    for (const SliceRange& n : opt.node_plan) {
+      if (n.first != next || n.end <= n.first || n.master || static_cast<int>(opt.node_plan.size()) > kBoardMaxPlanNodes)
+        return Status::Error(Code::kInvalidArgument, "board image: node layers %d:%d do not continue a split of at most %d nodes at layer %d",
+                             n.first, n.end, kBoardMaxPlanNodes, next);
+      next = n.end;
+      const uint64_t h = llama_slice_hash(m.model, n);
+      for (int32_t v : {n.first, n.end, static_cast<int32_t>(h & 0xffff), static_cast<int32_t>((h >> 16) & 0xffff),
+                        static_cast<int32_t>((h >> 32) & 0xffff), static_cast<int32_t>(h >> 48)})
+        plan.push_back(v);
+    }
+    if (next != m.model.cfg.n_layers)
+      return Status::Error(Code::kInvalidArgument, "board image: the nodes hold layers 0:%d of %d", next, m.model.cfg.n_layers);
+    c.head_table(BoardRole::kNodePlan, plan.data(), 1, static_cast<uint32_t>(plan.size()));
+  }
   if (opt.bos_id >= cfg.vocab_size || opt.eos_id >= cfg.vocab_size)
     return Status::Error(Code::kInvalidArgument, "board image: BOS %d / EOS %d outside the vocabulary of %d", opt.bos_id,
                          opt.eos_id, cfg.vocab_size);
@@ -245,11 +273,19 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
   cfg.eos_id = opt.eos_id < 0 ? -1 : opt.eos_id;
   place(&c.tensors, tied, opt);
   *report = BoardImageReport();
+  BoardSlice slice;  // whole unless sliced
+  if (opt.sliced) {
+    slice.first = r.first;
+    slice.end = r.end;
+    slice.embedding = slice.head = r.master;
+    slice.whole = false;
+    slice.hash = report->slice_hash = llama_slice_hash(m.model, r);
+  }
   for (const BoardTensorSource& t : c.tensors) {
     report->tier_bytes[static_cast<int>(t.tier)] += dtype_tensor_bytes(t.type, t.rows, t.cols);
     ++report->tensors;
   }
-  return write_board_image(cfg, std::move(c.tensors), image);
+  return write_board_image(cfg, std::move(c.tensors), image, slice);
 }
 
 }  // namespace mcullm

@@ -16,10 +16,18 @@ struct BoardImageOptions {
   uint64_t psram_budget = 0;  // weight bytes the PSRAM section may hold
   int bos_id = -1;            // stop tokens the board runner uses (-1: none)
   int eos_id = -1;
+  // A per-node image (llama family only): layers [slice.first, slice.end) and, with slice.master, the
+  // token embedding, final norm and head (the cluster master's part). false: the whole model.
+  bool sliced = false;
+  SliceRange slice;
+  // A master's image (slice.master): the nodes' layers in ring order (consecutive, 0 to n_layers), stored
+  // with their slice hashes so the board master checks each node's hello (BoardRole::kNodePlan).
+  std::vector<SliceRange> node_plan;
 };
 
 struct BoardImageReport {
   int tensors = 0;
+  uint64_t slice_hash = 0;  // a sliced image's llama_slice_hash
   uint64_t tier_bytes[kTierCount] = {};  // tensor bytes per tier
 };
 

@@ -244,6 +244,7 @@ StagePlan plan_stage(const ClusterModel& m, const BoardProfile& b, int first, in
       left[t] -= here;
       bytes -= here;
       s.placed[t] += here;
+      s.weights_placed[t] += here;
       w.bytes[t] += static_cast<double>(here);
     }
     s.placed[2] += bytes;

@@ -96,6 +96,7 @@ struct StagePlan {
   int first = 0, end = 0;      // layers [first, end)
   uint64_t placed[kTierCount] = {};  // bytes per tier (weights, KV cache, activations)
   uint64_t weight_bytes = 0, kv_bytes = 0;
+  uint64_t weights_placed[2] = {};  // of placed[]: weight bytes in sram, psram (a per-node image's budgets)
   double compute_s = 0;        // per token at the position
   bool fits = true;
   std::string overflow;

@@ -90,6 +90,7 @@ Status reset_nodes() {
   if (st.ok()) st = g_link.init(g_hal.spi(), work);
   NodeOptions no;
   no.ctx_len = CONFIG_MCULLM_CTX;
+  no.held_hash = g_model.image().slice().hash;  // a per-node image's; 0 (whole image): hashed
   if (st.ok()) st = g_node.init(llama, g_link, work, pool, kernels, no);
   if (!st.ok()) {
     g_hal.log(st.message());
