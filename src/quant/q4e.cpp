@@ -1,5 +1,6 @@
 #include "quant/q4e.h"
 
+#include <float.h>
 #include <string.h>
 
 #include "quant/blocks.h"
@@ -64,7 +65,11 @@ namespace {
 // Round to nearest, ties to even (lrintf in the default mode) for |v| < 2^22.
 float round_half_even(float v) {
   const float magic = 12582912.0f;  // 1.5 * 2^23
-  volatile float t = v + magic;     // volatile: keep the two roundings apart
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+  const float t = v + magic;  // rounded to float here: every target we build evaluates floats as floats
+#else
+  volatile float t = v + magic;  // excess precision (x87): the store does the rounding
+#endif
   return t - magic;
 }
 }  // namespace
