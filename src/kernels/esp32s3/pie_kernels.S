@@ -1,6 +1,7 @@
-/* Integer inner loops for the ESP32-S3 with its PIE (Processor Instruction Extensions) SIMD unit.
- * Each function returns or stores EXACT int32 sums; the float steps of every kernel stay in C++
- * (kernels/esp32s3/pie_table.cpp) in the scalar reference's order, so results are bit for bit the
+/* Inner loops for the ESP32-S3 with its PIE (Processor Instruction Extensions) SIMD unit.
+ * The dot products and i2_s codes return EXACT int32 sums (their float steps in C++,
+ * kernels/esp32s3/pie_table.cpp); the q4g64 and q4e row kernels also do their float steps (f16
+ * scales, mul.s, add.s) in the scalar reference's order, so results are bit for bit the
  * reference's (kernels.h). Windowed ABI (entry / retw): arguments in a2..a7, result in a2.
  *
  * PIE instructions are written through the macros of pie_encodings.inc (.byte sequences, since the
@@ -129,59 +130,212 @@ mcullm_pie_i2s_codes:
     retw
     .size   mcullm_pie_i2s_codes, . - mcullm_pie_i2s_codes
 
-/* ---- void mcullm_pie_q4g64_isums(const uint8_t* blocks, const int8_t* xq, int nb, int32_t* isum,
- *                                 const int8_t* consts) -----------------------------------------------
- * isum[b] = sum over j < 64 of (c_j - 8) * xq[64 b + j] for nb q4g64 blocks (quant/blocks.h: 34
- * bytes, f16 d then qs[32]; qs[j] low nibble = code of weight j, high nibble = code of weight j + 32).
- * The blocks have any alignment (34-byte stride): qs is read as three aligned chunks and realigned.
- * c * x and -8 * x are both accumulated, so ACCX holds the block's exact sum of (c - 8) * x.
- * xq 16-byte aligned; consts = 16 bytes of 0x0F then 16 bytes of -8, 16-byte aligned.
- * Register map: a2 = block (advances 34), a3 = xq (advances 64), a4 = nb, a5 = isum (advances 4),
- *               a6 = consts, a7 = &qs[0], a8 = &qs[31], a9 = the block's sum.
+/* ---- f16 -> f32 bits (quant/f16.h's f16_to_f32), shared by the q4g64 and q4e kernels ----------------
+ * exponent 1..30: sign | ((h & 0x7FFF) << 13) + (112 << 23); exponent 0 (zero and subnormals):
+ * (h & 0x3FF) * 2^-24 exactly, with the sign; exponent 31: sign | 0x7F800000 | mant << 13.
+ * f16_bits: out <- the float bits of h (h is clobbered), bias = 112 << 23; exponents 0 and 31 branch
+ * (beqz: its reach is 2 KB, bltui's only 128 bytes) to \special, where the caller places f16_special
+ * (out of the loop) followed by its jump back to the instruction after f16_bits. */
+    .macro f16_bits h, out, bias, special
+    extui   \out, \h, 10, 5
+    addi    \out, \out, 1
+    extui   \out, \out, 1, 4        /* (exponent + 1) >> 1 mod 16: 0 for exponents 0 and 31 only */
+    beqz    \out, \special
+    extui   \out, \h, 0, 15
+    slli    \out, \out, 13
+    add     \out, \out, \bias
+    extui   \h, \h, 15, 1
+    slli    \h, \h, 31
+    or      \out, \out, \h          /* the float bits */
+    .endm
+/* f16_special: out <- the float bits of h for exponents 0 and 31; clobbers h, tmp, fa and fb. */
+    .macro f16_special h, out, tmp, fa, fb
+    extui   \tmp, \h, 0, 10         /* mantissa */
+    bbci    \h, 10, 1f               /* the exponent's low bit: 0 for exponent 0, 1 for 31 */
+    slli    \out, \tmp, 13          /* exponent 31: inf / nan */
+    movi    \tmp, 255
+    slli    \tmp, \tmp, 23
+    or      \out, \out, \tmp
+    extui   \h, \h, 15, 1
+    slli    \h, \h, 31
+    or      \out, \out, \h
+    j       2f
+1:                                  /* zero or subnormal: mantissa * 2^-12 * 2^-12, both exact */
+    float.s \fa, \tmp, 12
+    movi    \tmp, 0x398
+    slli    \tmp, \tmp, 20          /* 2^-12 */
+    wfr     \fb, \tmp
+    mul.s   \fa, \fa, \fb
+    bbci    \h, 15, 3f
+    neg.s   \fa, \fa
+3:
+    rfr     \out, \fa
+2:
+    .endm
+
+/* ---- void mcullm_pie_q4g64_rows(const Q4g64Rows* a) ---------------------------------------------
+ * q4g64 (quant/blocks.h: 34-byte blocks, f16 d then qs[32]; qs[j] low nibble = code of weight j,
+ * high nibble = code of weight j + 32) times int8 activations, a->rows rows of a->nb (>= 1) blocks, in
+ * the reference's order (matvec_q4g64_ref):
+ *   acc[b % 8] = acc[b % 8] + (float)isum_b * (f16_to_f32(d_b) * xs[b]), acc starting at +0 (three
+ *   separate mul.s / mul.s / add.s: the C is built with -ffp-contract=off), isum_b = sum over j < 64
+ *   of (c_j - 8) * xq[64 b + j] (exact), then y[r] = fold_lanes8(acc): (4+0, 5+1, 6+2, 7+3), then
+ *   (0+2, 1+3), then 0+1. The operands of each mul.s / add.s are in the order of clang-22's code for
+ *   the reference: IEEE sums and products commute except for which NaN's payload a NaN + NaN keeps.
+ * The struct (pie_table.cpp), word offsets: 0 blocks (row 0's first block, any alignment), 4 y,
+ * 8 rows (>= 1), 12 row_bytes, 16 nb, 20 xq (16-byte aligned), 24 xs, 28 consts (16 bytes of 0x0F then
+ * 16 bytes of -8, 16-byte aligned).
+ * The eight lanes are eight float registers: the block loop is unrolled eight times (one lane per
+ * copy, q4g64_block), each copy leaving the loop after the row's last block. Rows of one block (the
+ * dim-wide matrices of small models) have their own loop: y = +0 + the product, no lanes to zero or
+ * fold (adding a +0 lane returns the other operand, NaNs included, and no lane can be -0).
+ * qs is read as the aligned chunks holding qs[0] and qs[31] (three at most) and realigned; c * x and
+ * -8 * x are both accumulated, so ACCX holds the block's exact sum of (c - 8) * x.
+ * Register map: a2 = a, a3 = the row's first block, a4 = &y[r], a5 = rows left, a6 = block (advances
+ *               34), a7 = xq (advances 64), a8 = xs (advances 4), a9 / a10 = scratch (the sum, the
+ *               f16, the float bits), a11 = blocks left, a12 = &qs[0], a13 = &qs[31], a14 = 112 << 23,
+ *               a15 = scratch (f16_special).
+ *               f0..f7 = the lanes, f8 = (float)isum, then the product, f9 = the scale d, then d * xs,
+ *               f10 = xs[b] (and f16_special's scratch), f11 = +0 (one-block rows).
+ *               One-block rows: a3 = row_bytes - 34.
  *               q0 = 0x0F x 16, q1 = -8 x 16, q2 / q3 / q4 = the aligned chunks around qs,
  *               q6 / q7 = qs[0..15] / qs[16..31] (then their high nibbles), q2 / q3 = low-nibble
  *               codes, q5 = 16 activations. */
-    .global mcullm_pie_q4g64_isums
-    .type   mcullm_pie_q4g64_isums, @function
-    .p2align 2
-mcullm_pie_q4g64_isums:
-    entry   a1, 32
-    ssai    4                       /* SAR = 4 for ee.vsr.32 (high nibble -> low nibble) */
-    ee_vld_128_ip 0, 6, 16          /* q0 <- 0x0F x 16 */
-    ee_vld_128_ip 1, 6, 0           /* q1 <- -8 x 16 */
-    loopnez a4, .Lq4_end
-    addi    a7, a2, 2               /* a7 = &qs[0] */
-    addi    a8, a2, 33              /* a8 = &qs[31] */
-    ee_ld_128_usar_ip 4, 8, 0       /* q4 <- the chunk holding qs[31] (its SAR_BYTE is replaced next) */
-    ee_ld_128_usar_ip 2, 7, 16      /* q2 <- the chunk holding qs[0]; SAR_BYTE <- &qs[0] & 15 */
-    ee_vld_128_ip 3, 7, 0           /* q3 <- the chunk after it (== q4 when qs is aligned) */
+    .macro q4g64_block id, dst, src    /* \dst <- \src + the block's product */
+    addi    a12, a6, 2              /* &qs[0] */
+    addi    a13, a6, 33             /* &qs[31] */
+    ee_ld_128_usar_ip 4, 13, 0      /* q4 <- the chunk holding qs[31] (its SAR_BYTE is replaced next) */
+    ee_ld_128_usar_ip 2, 12, 16     /* q2 <- the chunk holding qs[0]; SAR_BYTE <- &qs[0] & 15 */
+    ee_vld_128_ip 3, 12, 0          /* q3 <- the chunk after it (== q4 when qs is aligned) */
     ee_src_q 6, 2, 3                /* q6 <- qs[0..15] */
     ee_src_q 7, 3, 4                /* q7 <- qs[16..31] */
     ee_zero_accx
     /* low nibbles: weights 0..31 */
     ee_andq 2, 6, 0                 /* q2 <- codes of weights 0..15 */
     ee_andq 3, 7, 0                 /* q3 <- codes of weights 16..31 */
-    ee_vld_128_ip 5, 3, 16          /* q5 <- xq[0..15] */
+    ee_vld_128_ip 5, 7, 16          /* q5 <- xq[0..15] */
     ee_vmulas_s8_accx 2, 5
-    ee_vmulas_s8_accx_ld_ip 5, 3, 16, 1, 5   /* ... - 8 * xq, then q5 <- xq[16..31] */
+    ee_vmulas_s8_accx_ld_ip 5, 7, 16, 1, 5   /* ... - 8 * xq, then q5 <- xq[16..31] */
     ee_vmulas_s8_accx 3, 5
-    ee_vmulas_s8_accx_ld_ip 5, 3, 16, 1, 5   /* q5 <- xq[32..47] */
+    ee_vmulas_s8_accx_ld_ip 5, 7, 16, 1, 5   /* q5 <- xq[32..47] */
     /* high nibbles: weights 32..63 */
     ee_vsr_32 6, 6
     ee_vsr_32 7, 7
     ee_andq 6, 6, 0                 /* q6 <- codes of weights 32..47 */
     ee_andq 7, 7, 0                 /* q7 <- codes of weights 48..63 */
     ee_vmulas_s8_accx 6, 5
-    ee_vmulas_s8_accx_ld_ip 5, 3, 16, 1, 5   /* q5 <- xq[48..63] */
+    ee_vmulas_s8_accx_ld_ip 5, 7, 16, 1, 5   /* q5 <- xq[48..63] */
     ee_vmulas_s8_accx 7, 5
     ee_vmulas_s8_accx 1, 5
     rur_accx_0 9
-    s32i    a9, a5, 0               /* isum[b] */
-    addi    a5, a5, 4
-    addi    a2, a2, 34              /* next block */
-.Lq4_end:
+    float.s f8, a9, 0               /* (float)isum */
+    l8ui    a9, a6, 0
+    l8ui    a10, a6, 1
+    addi    a6, a6, 34              /* next block */
+    slli    a10, a10, 8
+    or      a9, a9, a10             /* a9 = h, the block's f16 scale */
+    f16_bits a9, a10, a14, .Lq4g_special\id
+.Lq4g_scaled\id:
+    wfr     f9, a10
+    lsi     f10, a8, 0
+    addi    a8, a8, 4
+    mul.s   f9, f9, f10             /* d * xs[b] */
+    mul.s   f8, f9, f8              /* (float)isum * (d * xs[b]) */
+    add.s   \dst, \src, f8
+    addi    a11, a11, -1
+    .endm
+    .macro q4g64_special id
+.Lq4g_special\id:
+    f16_special a9, a10, a15, f9, f10
+    j       .Lq4g_scaled\id
+    .endm
+
+    .global mcullm_pie_q4g64_rows
+    .type   mcullm_pie_q4g64_rows, @function
+    .p2align 2
+mcullm_pie_q4g64_rows:
+    entry   a1, 32
+    ssai    4                       /* SAR = 4 for ee.vsr.32 (high nibble -> low nibble) */
+    l32i    a9, a2, 28
+    ee_vld_128_ip 0, 9, 16          /* q0 <- 0x0F x 16 */
+    ee_vld_128_ip 1, 9, 0           /* q1 <- -8 x 16 */
+    movi    a14, 56
+    slli    a14, a14, 24            /* 112 << 23: f16 exponent bias -> f32 exponent bias */
+    l32i    a3, a2, 0
+    l32i    a4, a2, 4
+    l32i    a5, a2, 8
+    l32i    a11, a2, 16
+    addi    a9, a11, -1
+    beqz    a9, .Lq4g_one
+.Lq4g_row:
+    movi    a9, 0
+    wfr     f0, a9
+    wfr     f1, a9
+    wfr     f2, a9
+    wfr     f3, a9
+    wfr     f4, a9
+    wfr     f5, a9
+    wfr     f6, a9
+    wfr     f7, a9
+    mov     a6, a3
+    l32i    a11, a2, 16
+    l32i    a7, a2, 20
+    l32i    a8, a2, 24
+.Lq4g_blocks:
+    q4g64_block 0, f0, f0
+    beqz    a11, .Lq4g_fold
+    q4g64_block 1, f1, f1
+    beqz    a11, .Lq4g_fold
+    q4g64_block 2, f2, f2
+    beqz    a11, .Lq4g_fold
+    q4g64_block 3, f3, f3
+    beqz    a11, .Lq4g_fold
+    q4g64_block 4, f4, f4
+    beqz    a11, .Lq4g_fold
+    q4g64_block 5, f5, f5
+    beqz    a11, .Lq4g_fold
+    q4g64_block 6, f6, f6
+    beqz    a11, .Lq4g_fold
+    q4g64_block 7, f7, f7
+    bnez    a11, .Lq4g_blocks
+.Lq4g_fold:                         /* operands in the order clang-22 gives the reference (NaN payloads) */
+    add.s   f0, f4, f0
+    add.s   f1, f5, f1
+    add.s   f2, f6, f2
+    add.s   f3, f7, f3
+    add.s   f0, f0, f2
+    add.s   f1, f1, f3
+    add.s   f0, f0, f1
+    ssi     f0, a4, 0
+    addi    a4, a4, 4
+    l32i    a10, a2, 12
+    add     a3, a3, a10             /* the next row */
+    addi    a5, a5, -1
+    bnez    a5, .Lq4g_row
     retw
-    .size   mcullm_pie_q4g64_isums, . - mcullm_pie_q4g64_isums
+.Lq4g_one:                          /* one block per row: y = +0 + the product, the fold's adds of +0
+                                       lanes change nothing (no lane holds -0) */
+    movi    a9, 0
+    wfr     f11, a9                 /* +0 */
+    mov     a6, a3
+    l32i    a3, a2, 12
+    addi    a3, a3, -34             /* row_bytes - 34: from past the block to the next row's */
+    l32i    a7, a2, 20
+    l32i    a8, a2, 24
+.Lq4g_row1:
+    q4g64_block 8, f0, f11
+    ssi     f0, a4, 0
+    addi    a4, a4, 4
+    addi    a7, a7, -64             /* the same activations */
+    addi    a8, a8, -4
+    add     a6, a6, a3
+    addi    a5, a5, -1
+    bnez    a5, .Lq4g_row1
+    retw
+    .irp    id, 0, 1, 2, 3, 4, 5, 6, 7, 8
+    q4g64_special \id
+    .endr
+    .size   mcullm_pie_q4g64_rows, . - mcullm_pie_q4g64_rows
 
 /* ---- void mcullm_pie_q4e_rows(const Q4eRows* a) -------------------------------------------------
  * esp32-ai int4 (quant/q4e.h): two codes per byte, the even column in the low nibble. For a->rows
@@ -202,8 +356,7 @@ mcullm_pie_q4g64_isums:
  * first and last byte, so nothing past the last group's codes is read. Each chunk's multiplies load
  * the next activations (.LD.IP), so a row reads one chunk of x2 past its columns (at most x2[256],
  * inside the 512-byte buffer).
- * f16 -> f32: exponent 1..30: sign | ((h & 0x7FFF) << 13) + (112 << 23); exponent 0 (zero and
- * subnormals): (h & 0x3FF) * 2^-24 exactly, with the sign; exponent 31: sign | 0x7F800000 | mant << 13.
+ * f16 -> f32: f16_bits / f16_special.
  * Register map: a2 = a, a3 / a4 = the row's codes / scales, a5 = &y[r], a6 = rows left,
  *               a7 = groups left, a8 = x2 (advances 16 per chunk), a9 / a10 = scratch (the sum,
  *               the f16, the float bits), a11 = the group's scale (advances 2), a12 = codes
@@ -266,16 +419,7 @@ mcullm_pie_q4e_rows:
     addi    a11, a11, 2
     slli    a10, a10, 8
     or      a9, a9, a10             /* a9 = h, the group's f16 scale */
-    extui   a10, a9, 10, 5
-    addi    a10, a10, 1
-    extui   a10, a10, 0, 5          /* (exponent + 1) mod 32: 1 for exponent 0, 0 for 31 */
-    bltui   a10, 2, .Lq4e_special
-    extui   a10, a9, 0, 15
-    slli    a10, a10, 13
-    add     a10, a10, a15
-    extui   a9, a9, 15, 1
-    slli    a9, a9, 31
-    or      a10, a10, a9            /* the scale's float bits */
+    f16_bits a9, a10, a15, .Lq4e_special
 .Lq4e_scaled:
     wfr     f2, a10
     mul.s   f1, f1, f2
@@ -291,28 +435,8 @@ mcullm_pie_q4e_rows:
     addi    a6, a6, -1
     bnez    a6, .Lq4e_row
     retw
-.Lq4e_special:                      /* a9 = h, a10 = 1 (exponent 0) or 0 (31); a13 is free until reloaded */
-    extui   a13, a9, 0, 10          /* mantissa */
-    bnez    a10, .Lq4e_sub
-    slli    a10, a13, 13            /* exponent 31: inf / nan */
-    movi    a13, 255
-    slli    a13, a13, 23
-    or      a10, a10, a13
-    extui   a9, a9, 15, 1
-    slli    a9, a9, 31
-    or      a10, a10, a9
-    l32i    a13, a2, 28
-    j       .Lq4e_scaled
-.Lq4e_sub:                          /* zero or subnormal: mantissa * 2^-12 * 2^-12, both exact */
-    float.s f2, a13, 12
-    movi    a13, 0x398
-    slli    a13, a13, 20            /* 2^-12 */
-    wfr     f3, a13
-    mul.s   f2, f2, f3
-    bbci    a9, 15, .Lq4e_sub_pos
-    neg.s   f2, f2
-.Lq4e_sub_pos:
-    rfr     a10, f2
+.Lq4e_special:                      /* a13 (n16) is free until reloaded */
+    f16_special a9, a10, a13, f2, f3
     l32i    a13, a2, 28
     j       .Lq4e_scaled
     .size   mcullm_pie_q4e_rows, . - mcullm_pie_q4e_rows

@@ -1,22 +1,28 @@
-// The "pie" kernel table for the ESP32-S3 (Xtensa LX7 with the PIE SIMD unit): the integer inner
-// loops of the q4g64, q4e (int8 activations) and i2_s matvecs and of the int8 attention scores run
-// in pie_kernels.S, every float step here in the scalar reference's order (kernels.h), so the
-// results are the reference's bits (docs/pie.md). Everything else, and any call whose pointers are not 16-byte aligned where the assembly
-// needs it, takes the reference. Compiled only for Xtensa builds that define MCULLM_PIE (and link
+// The "pie" kernel table for the ESP32-S3 (Xtensa LX7 with the PIE SIMD unit): the q4g64 and q4e
+// (int8 activations) matvecs run in pie_kernels.S with their float steps, the integer inner loops of
+// the i2_s matvec and of the int8 attention scores too, their float steps here; all in the scalar
+// reference's order (kernels.h), so the results are the reference's bits (docs/pie.md). Everything
+// else, and any call whose pointers are not 16-byte aligned where the assembly needs it, takes the
+// reference. Compiled only for Xtensa builds that define MCULLM_PIE (and link
 // pie_kernels.S); empty elsewhere.
 #if defined(__XTENSA__) && defined(MCULLM_PIE)
 #include "kernels/kernels.h"
 #include "kernels/matmat_rows.h"
-#include "kernels/ref/dot_order.h"
-#include "quant/blocks.h"
-#include "quant/f16.h"
 #include "quant/q4e.h"
 
 extern "C" {
 int32_t mcullm_pie_dot_s8(const int8_t* a, const int8_t* b, int n16);
 int32_t mcullm_pie_dot_s8_ub(const int8_t* a, const int8_t* b, int n16);
 int32_t mcullm_pie_i2s_codes(const uint8_t* row, const int8_t* xq, int ngroups, const uint8_t* m03);
-void mcullm_pie_q4g64_isums(const uint8_t* blocks, const int8_t* xq, int nb, int32_t* isum, const int8_t* consts);
+struct Q4g64Rows {  // mcullm_pie_q4g64_rows's arguments (word offsets in pie_kernels.S)
+  const uint8_t* blocks;  // row 0's first block
+  float* y;               // y of row 0
+  int rows, row_bytes, nb;
+  const int8_t* xq;
+  const float* xs;
+  const int8_t* consts;
+};
+void mcullm_pie_q4g64_rows(const Q4g64Rows* a);
 struct Q4eRows {  // mcullm_pie_q4e_rows's arguments (word offsets in pie_kernels.S)
   const uint8_t* codes;   // row 0's first code byte
   const uint8_t* scales;  // row 0's f16 scale of the first group
@@ -75,27 +81,22 @@ void matvec_i2s_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y
   }
 }
 
+// The assembly does every step of the reference (integer block sums, f16 scales, the 8 lanes, the fold).
 void matvec_q4g64_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
-  if (!aligned16(xq)) {
+  if (!aligned16(xq) || w.cols <= 0) {
     matvec_q4g64_ref(w, xq, xs, y, r0, r1);
     return;
   }
-  constexpr int kChunk = 64;  // blocks per assembly call (int32 sums on the stack)
-  const int nb = (w.cols + 63) / 64;
-  int32_t isum[kChunk];
-  for (int r = r0; r < r1; ++r) {
-    const BlockQ4G64* blocks = reinterpret_cast<const BlockQ4G64*>(w.row(r));
-    float acc[kBlockLanes] = {};
-    for (int b0 = 0; b0 < nb; b0 += kChunk) {
-      const int n = nb - b0 < kChunk ? nb - b0 : kChunk;
-      mcullm_pie_q4g64_isums(reinterpret_cast<const uint8_t*>(blocks + b0), xq + 64 * b0, n, isum, kQ4Consts);
-      for (int i = 0; i < n; ++i) {
-        const int b = b0 + i;
-        acc[b % kBlockLanes] += static_cast<float>(isum[i]) * (f16_to_f32(blocks[b].d) * xs[b]);
-      }
-    }
-    y[r] = fold_lanes8(acc);
-  }
+  if (r1 <= r0) return;
+  const Q4g64Rows a = {.blocks = w.row(r0),
+                       .y = y + r0,
+                       .rows = r1 - r0,
+                       .row_bytes = static_cast<int>(w.row_bytes),
+                       .nb = (w.cols + 63) / 64,
+                       .xq = xq,
+                       .xs = xs,
+                       .consts = kQ4Consts};
+  mcullm_pie_q4g64_rows(&a);
 }
 
 // esp32-ai int4 rows with int8 activations: y[r] accumulates the groups in increasing order exactly
