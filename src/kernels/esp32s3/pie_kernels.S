@@ -303,20 +303,10 @@ mcullm_pie_\kind\()_rows:
     l32i    a7, a2, 20
     l32i    a8, a2, 24
 .L\kind\()_blocks:
-    block_step \kind, 0, f0, f0
+    .irp    id, 0, 1, 2, 3, 4, 5, 6
+    block_step \kind, \id, f\id, f\id
     beqz    a11, .L\kind\()_fold
-    block_step \kind, 1, f1, f1
-    beqz    a11, .L\kind\()_fold
-    block_step \kind, 2, f2, f2
-    beqz    a11, .L\kind\()_fold
-    block_step \kind, 3, f3, f3
-    beqz    a11, .L\kind\()_fold
-    block_step \kind, 4, f4, f4
-    beqz    a11, .L\kind\()_fold
-    block_step \kind, 5, f5, f5
-    beqz    a11, .L\kind\()_fold
-    block_step \kind, 6, f6, f6
-    beqz    a11, .L\kind\()_fold
+    .endr
     block_step \kind, 7, f7, f7
     bnez    a11, .L\kind\()_blocks
 .L\kind\()_fold:                    /* operands in the order clang-22 gives the reference (NaN payloads) */
