@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SRC = os.path.join(ROOT, "src")
 KERNELS = ["mcullm_pie_dot_s8", "mcullm_pie_dot_s8_ub", "mcullm_pie_i2s_codes", "mcullm_pie_q4g64_rows",
-           "mcullm_pie_q4e_rows"]
+           "mcullm_pie_q8_0_rows", "mcullm_pie_q4e_rows"]
 CLANG = ["clang-22", "--target=xtensa"]
 
 

@@ -17,6 +17,7 @@ HELPER = re.compile(r"^(__|_vectors$|mem(set|cpy|move|cmp)$|mcullm_pie_|mcullm::
 
 # A function's stage: the first pattern that matches its demangled name (arguments stripped).
 STAGES = [
+    (r"matvec_blocks_pie<\d+, &mcullm_pie_(\w+?)_rows", lambda m: f"matvec {m.group(1)} (PIE)"),
     (r"matvec_(\w+?)_pie\b", lambda m: f"matvec {m.group(1)} (PIE)"),
     (r"matmat_i2s_by_rows<.*matvec_i2s_pie", lambda m: "matvec i2s batched (PIE)"),
     (r"matmat_i2s", lambda m: "matvec i2s batched (scalar)"),

@@ -173,35 +173,39 @@ mcullm_pie_i2s_codes:
 2:
     .endm
 
-/* ---- void mcullm_pie_q4g64_rows(const Q4g64Rows* a) ---------------------------------------------
- * q4g64 (quant/blocks.h: 34-byte blocks, f16 d then qs[32]; qs[j] low nibble = code of weight j,
- * high nibble = code of weight j + 32) times int8 activations, a->rows rows of a->nb (>= 1) blocks, in
- * the reference's order (matvec_q4g64_ref):
+/* ---- void mcullm_pie_q4g64_rows(const BlockRows* a), void mcullm_pie_q8_0_rows(const BlockRows* a) ----
+ * 34-byte blocks (quant/blocks.h: f16 d then qs[32]) times int8 activations, a->rows rows of a->nb
+ * (>= 1) blocks, in the reference's order (matvec_blocks_ref, shared by matvec_q4g64_ref and
+ * matvec_q8_0_ref):
  *   acc[b % 8] = acc[b % 8] + (float)isum_b * (f16_to_f32(d_b) * xs[b]), acc starting at +0 (three
- *   separate mul.s / mul.s / add.s: the C is built with -ffp-contract=off), isum_b = sum over j < 64
- *   of (c_j - 8) * xq[64 b + j] (exact), then y[r] = fold_lanes8(acc): (4+0, 5+1, 6+2, 7+3), then
- *   (0+2, 1+3), then 0+1. The operands of each mul.s / add.s are in the order of clang-22's code for
- *   the reference: IEEE sums and products commute except for which NaN's payload a NaN + NaN keeps.
- * The struct (pie_table.cpp), word offsets: 0 blocks (row 0's first block, any alignment), 4 y,
- * 8 rows (>= 1), 12 row_bytes, 16 nb, 20 xq (16-byte aligned), 24 xs, 28 consts (16 bytes of 0x0F then
- * 16 bytes of -8, 16-byte aligned).
+ *   separate mul.s / mul.s / add.s: the C is built with -ffp-contract=off), isum_b the block's exact
+ *   integer sum (below), then y[r] = fold_lanes8(acc): (4+0, 5+1, 6+2, 7+3), then (0+2, 1+3), then
+ *   0+1. The operands of each mul.s / add.s are in the order of clang-22's code for the reference
+ *   (the same for both instantiations): IEEE sums and products commute except for which NaN's
+ *   payload a NaN + NaN keeps.
+ *   q4g64: 64 weights per block, qs[j] low nibble = code of weight j, high nibble = code of weight
+ *   j + 32; isum_b = sum over j < 64 of (c_j - 8) * xq[64 b + j]: c * x and -8 * x are both
+ *   accumulated, so ACCX holds the exact sum of (c - 8) * x.
+ *   q8_0: 32 weights per block, qs[j] = weight j; isum_b = sum over j < 32 of qs[j] * xq[32 b + j].
+ * The struct (BlockRows in pie_table.cpp), word offsets: 0 blocks (row 0's first block, any
+ * alignment), 4 y, 8 rows (>= 1), 12 row_bytes, 16 nb, 20 xq (16-byte aligned), 24 xs, 28 consts
+ * (q4g64 only: 16 bytes of 0x0F then 16 bytes of -8, 16-byte aligned).
  * The eight lanes are eight float registers: the block loop is unrolled eight times (one lane per
- * copy, q4g64_block), each copy leaving the loop after the row's last block. Rows of one block (the
- * dim-wide matrices of small models) have their own loop: y = +0 + the product, no lanes to zero or
- * fold (adding a +0 lane returns the other operand, NaNs included, and no lane can be -0).
- * qs is read as the aligned chunks holding qs[0] and qs[31] (three at most) and realigned; c * x and
- * -8 * x are both accumulated, so ACCX holds the block's exact sum of (c - 8) * x.
+ * copy, block_step), each copy leaving the loop after the row's last block. Rows of one block (the
+ * dim-wide q4g64 matrices of small models) have their own loop: y = +0 + the product, no lanes to
+ * zero or fold (adding a +0 lane returns the other operand, NaNs included, and no lane can be -0).
+ * qs is read as the aligned chunks holding qs[0] and qs[31] (three at most) and realigned (block_qs).
  * Register map: a2 = a, a3 = the row's first block, a4 = &y[r], a5 = rows left, a6 = block (advances
- *               34), a7 = xq (advances 64), a8 = xs (advances 4), a9 / a10 = scratch (the sum, the
- *               f16, the float bits), a11 = blocks left, a12 = &qs[0], a13 = &qs[31], a14 = 112 << 23,
- *               a15 = scratch (f16_special).
+ *               34), a7 = xq (advances 64 / 32), a8 = xs (advances 4), a9 / a10 = scratch (the sum,
+ *               the f16, the float bits), a11 = blocks left, a12 = &qs[0], a13 = &qs[31],
+ *               a14 = 112 << 23, a15 = scratch (f16_special).
  *               f0..f7 = the lanes, f8 = (float)isum, then the product, f9 = the scale d, then d * xs,
  *               f10 = xs[b] (and f16_special's scratch), f11 = +0 (one-block rows).
  *               One-block rows: a3 = row_bytes - 34.
- *               q0 = 0x0F x 16, q1 = -8 x 16, q2 / q3 / q4 = the aligned chunks around qs,
- *               q6 / q7 = qs[0..15] / qs[16..31] (then their high nibbles), q2 / q3 = low-nibble
- *               codes, q5 = 16 activations. */
-    .macro q4g64_block id, dst, src    /* \dst <- \src + the block's product */
+ *               q0 = 0x0F x 16, q1 = -8 x 16 (q4g64), q2 / q3 / q4 = the aligned chunks around qs,
+ *               q6 / q7 = qs[0..15] / qs[16..31] (q4g64: then their high nibbles), q2 / q3 =
+ *               low-nibble codes (q4g64), q5 = 16 activations. */
+    .macro block_qs                 /* q6 / q7 <- qs[0..15] / qs[16..31] of the block at a6 */
     addi    a12, a6, 2              /* &qs[0] */
     addi    a13, a6, 33             /* &qs[31] */
     ee_ld_128_usar_ip 4, 13, 0      /* q4 <- the chunk holding qs[31] (its SAR_BYTE is replaced next) */
@@ -209,6 +213,9 @@ mcullm_pie_i2s_codes:
     ee_vld_128_ip 3, 12, 0          /* q3 <- the chunk after it (== q4 when qs is aligned) */
     ee_src_q 6, 2, 3                /* q6 <- qs[0..15] */
     ee_src_q 7, 3, 4                /* q7 <- qs[16..31] */
+    .endm
+    .macro q4g64_isum               /* a9 <- the block's isum; xq += 64 */
+    block_qs
     ee_zero_accx
     /* low nibbles: weights 0..31 */
     ee_andq 2, 6, 0                 /* q2 <- codes of weights 0..15 */
@@ -228,14 +235,25 @@ mcullm_pie_i2s_codes:
     ee_vmulas_s8_accx 7, 5
     ee_vmulas_s8_accx 1, 5
     rur_accx_0 9
+    .endm
+    .macro q8_0_isum                /* a9 <- the block's isum; xq += 32 */
+    block_qs
+    ee_zero_accx
+    ee_vld_128_ip 5, 7, 16          /* q5 <- xq[0..15] */
+    ee_vmulas_s8_accx_ld_ip 5, 7, 16, 6, 5   /* ACCX += qs[0..15] . q5, then q5 <- xq[16..31] */
+    ee_vmulas_s8_accx 7, 5
+    rur_accx_0 9
+    .endm
+    .macro block_step kind, id, dst, src  /* \dst <- \src + the block's product */
+    \kind\()_isum
     float.s f8, a9, 0               /* (float)isum */
     l8ui    a9, a6, 0
     l8ui    a10, a6, 1
     addi    a6, a6, 34              /* next block */
     slli    a10, a10, 8
     or      a9, a9, a10             /* a9 = h, the block's f16 scale */
-    f16_bits a9, a10, a14, .Lq4g_special\id
-.Lq4g_scaled\id:
+    f16_bits a9, a10, a14, .L\kind\()_special\id
+.L\kind\()_scaled\id:
     wfr     f9, a10
     lsi     f10, a8, 0
     addi    a8, a8, 4
@@ -244,21 +262,24 @@ mcullm_pie_i2s_codes:
     add.s   \dst, \src, f8
     addi    a11, a11, -1
     .endm
-    .macro q4g64_special id
-.Lq4g_special\id:
+    .macro block_special kind, id
+.L\kind\()_special\id:
     f16_special a9, a10, a15, f9, f10
-    j       .Lq4g_scaled\id
+    j       .L\kind\()_scaled\id
     .endm
 
-    .global mcullm_pie_q4g64_rows
-    .type   mcullm_pie_q4g64_rows, @function
+    .macro block_rows kind, cols    /* mcullm_pie_\kind\()_rows, blocks of \cols weights */
+    .global mcullm_pie_\kind\()_rows
+    .type   mcullm_pie_\kind\()_rows, @function
     .p2align 2
-mcullm_pie_q4g64_rows:
+mcullm_pie_\kind\()_rows:
     entry   a1, 32
+    .ifc \kind, q4g64
     ssai    4                       /* SAR = 4 for ee.vsr.32 (high nibble -> low nibble) */
     l32i    a9, a2, 28
     ee_vld_128_ip 0, 9, 16          /* q0 <- 0x0F x 16 */
     ee_vld_128_ip 1, 9, 0           /* q1 <- -8 x 16 */
+    .endif
     movi    a14, 56
     slli    a14, a14, 24            /* 112 << 23: f16 exponent bias -> f32 exponent bias */
     l32i    a3, a2, 0
@@ -266,8 +287,8 @@ mcullm_pie_q4g64_rows:
     l32i    a5, a2, 8
     l32i    a11, a2, 16
     addi    a9, a11, -1
-    beqz    a9, .Lq4g_one
-.Lq4g_row:
+    beqz    a9, .L\kind\()_one
+.L\kind\()_row:
     movi    a9, 0
     wfr     f0, a9
     wfr     f1, a9
@@ -281,24 +302,14 @@ mcullm_pie_q4g64_rows:
     l32i    a11, a2, 16
     l32i    a7, a2, 20
     l32i    a8, a2, 24
-.Lq4g_blocks:
-    q4g64_block 0, f0, f0
-    beqz    a11, .Lq4g_fold
-    q4g64_block 1, f1, f1
-    beqz    a11, .Lq4g_fold
-    q4g64_block 2, f2, f2
-    beqz    a11, .Lq4g_fold
-    q4g64_block 3, f3, f3
-    beqz    a11, .Lq4g_fold
-    q4g64_block 4, f4, f4
-    beqz    a11, .Lq4g_fold
-    q4g64_block 5, f5, f5
-    beqz    a11, .Lq4g_fold
-    q4g64_block 6, f6, f6
-    beqz    a11, .Lq4g_fold
-    q4g64_block 7, f7, f7
-    bnez    a11, .Lq4g_blocks
-.Lq4g_fold:                         /* operands in the order clang-22 gives the reference (NaN payloads) */
+.L\kind\()_blocks:
+    .irp    id, 0, 1, 2, 3, 4, 5, 6
+    block_step \kind, \id, f\id, f\id
+    beqz    a11, .L\kind\()_fold
+    .endr
+    block_step \kind, 7, f7, f7
+    bnez    a11, .L\kind\()_blocks
+.L\kind\()_fold:                    /* operands in the order clang-22 gives the reference (NaN payloads) */
     add.s   f0, f4, f0
     add.s   f1, f5, f1
     add.s   f2, f6, f2
@@ -311,9 +322,9 @@ mcullm_pie_q4g64_rows:
     l32i    a10, a2, 12
     add     a3, a3, a10             /* the next row */
     addi    a5, a5, -1
-    bnez    a5, .Lq4g_row
+    bnez    a5, .L\kind\()_row
     retw
-.Lq4g_one:                          /* one block per row: y = +0 + the product, the fold's adds of +0
+.L\kind\()_one:                     /* one block per row: y = +0 + the product, the fold's adds of +0
                                        lanes change nothing (no lane holds -0) */
     movi    a9, 0
     wfr     f11, a9                 /* +0 */
@@ -322,20 +333,24 @@ mcullm_pie_q4g64_rows:
     addi    a3, a3, -34             /* row_bytes - 34: from past the block to the next row's */
     l32i    a7, a2, 20
     l32i    a8, a2, 24
-.Lq4g_row1:
-    q4g64_block 8, f0, f11
+.L\kind\()_row1:
+    block_step \kind, 8, f0, f11
     ssi     f0, a4, 0
     addi    a4, a4, 4
-    addi    a7, a7, -64             /* the same activations */
+    addi    a7, a7, -\cols          /* the same activations */
     addi    a8, a8, -4
     add     a6, a6, a3
     addi    a5, a5, -1
-    bnez    a5, .Lq4g_row1
+    bnez    a5, .L\kind\()_row1
     retw
     .irp    id, 0, 1, 2, 3, 4, 5, 6, 7, 8
-    q4g64_special \id
+    block_special \kind, \id
     .endr
-    .size   mcullm_pie_q4g64_rows, . - mcullm_pie_q4g64_rows
+    .size   mcullm_pie_\kind\()_rows, . - mcullm_pie_\kind\()_rows
+    .endm
+
+    block_rows q4g64, 64
+    block_rows q8_0, 32
 
 /* ---- void mcullm_pie_q4e_rows(const Q4eRows* a) -------------------------------------------------
  * esp32-ai int4 (quant/q4e.h): two codes per byte, the even column in the low nibble. For a->rows

@@ -1,4 +1,4 @@
-// The "pie" kernel table for the ESP32-S3 (Xtensa LX7 with the PIE SIMD unit): the q4g64 and q4e
+// The "pie" kernel table for the ESP32-S3 (Xtensa LX7 with the PIE SIMD unit): the q8_0, q4g64 and q4e
 // (int8 activations) matvecs run in pie_kernels.S with their float steps, the integer inner loops of
 // the i2_s matvec and of the int8 attention scores too, their float steps here; all in the scalar
 // reference's order (kernels.h), so the results are the reference's bits (docs/pie.md). Everything
@@ -14,15 +14,16 @@ extern "C" {
 int32_t mcullm_pie_dot_s8(const int8_t* a, const int8_t* b, int n16);
 int32_t mcullm_pie_dot_s8_ub(const int8_t* a, const int8_t* b, int n16);
 int32_t mcullm_pie_i2s_codes(const uint8_t* row, const int8_t* xq, int ngroups, const uint8_t* m03);
-struct Q4g64Rows {  // mcullm_pie_q4g64_rows's arguments (word offsets in pie_kernels.S)
+struct BlockRows {  // mcullm_pie_q4g64_rows's / mcullm_pie_q8_0_rows's arguments (word offsets in pie_kernels.S)
   const uint8_t* blocks;  // row 0's first block
   float* y;               // y of row 0
   int rows, row_bytes, nb;
   const int8_t* xq;
   const float* xs;
-  const int8_t* consts;
+  const int8_t* consts;  // q4g64 only
 };
-void mcullm_pie_q4g64_rows(const Q4g64Rows* a);
+void mcullm_pie_q4g64_rows(const BlockRows* a);
+void mcullm_pie_q8_0_rows(const BlockRows* a);
 struct Q4eRows {  // mcullm_pie_q4e_rows's arguments (word offsets in pie_kernels.S)
   const uint8_t* codes;   // row 0's first code byte
   const uint8_t* scales;  // row 0's f16 scale of the first group
@@ -81,22 +82,25 @@ void matvec_i2s_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y
   }
 }
 
-// The assembly does every step of the reference (integer block sums, f16 scales, the 8 lanes, the fold).
-void matvec_q4g64_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+// q4g64 / q8_0 (34-byte blocks of kBlock weights): the assembly does every step of the reference
+// (integer block sums, f16 scales, the 8 lanes, the fold), every row in one call.
+template <int kBlock, void (*Rows)(const BlockRows*),
+          void (*Ref)(const MatRef&, const int8_t*, const float*, float*, int, int)>
+void matvec_blocks_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
   if (!aligned16(xq) || w.cols <= 0) {
-    matvec_q4g64_ref(w, xq, xs, y, r0, r1);
+    Ref(w, xq, xs, y, r0, r1);
     return;
   }
   if (r1 <= r0) return;
-  const Q4g64Rows a = {.blocks = w.row(r0),
+  const BlockRows a = {.blocks = w.row(r0),
                        .y = y + r0,
                        .rows = r1 - r0,
                        .row_bytes = static_cast<int>(w.row_bytes),
-                       .nb = (w.cols + 63) / 64,
+                       .nb = (w.cols + kBlock - 1) / kBlock,
                        .xq = xq,
                        .xs = xs,
                        .consts = kQ4Consts};
-  mcullm_pie_q4g64_rows(&a);
+  Rows(&a);
 }
 
 // esp32-ai int4 rows with int8 activations: y[r] accumulates the groups in increasing order exactly
@@ -178,7 +182,8 @@ void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float
 }
 
 constexpr KernelSet kPie = {.name = "pie",
-                            .matvec_q4g64 = matvec_q4g64_pie,
+                            .matvec_q8_0 = matvec_blocks_pie<32, mcullm_pie_q8_0_rows, matvec_q8_0_ref>,
+                            .matvec_q4g64 = matvec_blocks_pie<64, mcullm_pie_q4g64_rows, matvec_q4g64_ref>,
                             .matvec_i2s = matvec_i2s_pie,
                             .matmat_i2s = matmat_i2s_by_rows<matvec_i2s_pie>,
                             .matvec_q4e_q8 = matvec_q4e_q8_pie,

@@ -83,38 +83,46 @@ void fill_x(int8_t* x, int n, bool extreme) {
   for (int i = 0; i < n; ++i) x[i] = extreme ? static_cast<int8_t>(-128) : static_cast<int8_t>(rnd());
 }
 
-void test_q4g64(const KernelSet& pie, const KernelSet& ref) {
-  // Odd column counts (the last block's padding columns, 172 is stories260K's hidden size), 1 to 9
-  // blocks (every lane as the last one), more than 64 blocks.
-  const int cols_list[] = {64, 128, 192, 640, 64 * 65, 64 * 130, 1, 63, 65, 172, 300, 511, 575};
+using MatvecQ = void (*)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+
+// q4g64 / q8_0: 34-byte blocks of `block` weights (random qs bytes are random codes of either type).
+void test_blocks(const char* name, DType type, int block, MatvecQ KernelSet::*fn, const KernelSet& pie,
+                 const KernelSet& ref) {
+  // Odd column counts (the last block's padding columns: the reference reads the whole last block
+  // and its activations; 172 is stories260K's hidden size), 1 to 9 blocks of either size (every lane
+  // as the last one), more than 64 blocks.
+  const int cols_list[] = {32, 64, 96, 128, 192, 288, 640, 64 * 65, 64 * 130, 1, 31, 33, 63, 65, 172, 300, 511, 575};
+  char what[64];
   for (int cols : cols_list) {
     for (int woff = 0; woff < 3; ++woff) {
       for (int xoff : kXoff1) {
         for (int extreme = 0; extreme < 2; ++extreme) {
-          const int nb = (cols + 63) / 64;
+          const int nb = (cols + block - 1) / block;
           const int rows = 5;
           MatRef w;
-          w.type = DType::kQ4G64;
+          w.type = type;
           w.rows = rows;
           w.cols = cols;
-          w.row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ4G64);
+          w.row_bytes = static_cast<size_t>(nb) * 34;
           w.data = g_w + woff;
           for (int r = 0; r < rows; ++r)
             for (int b = 0; b < nb; ++b) {
-              uint8_t* blk = g_w + woff + r * w.row_bytes + b * sizeof(BlockQ4G64);
+              uint8_t* blk = g_w + woff + r * w.row_bytes + b * 34;
               const uint16_t d = extreme ? rnd_f16() : rnd_f16_any();  // the assembly converts f16 too
               memcpy(blk, &d, 2);
               for (int j = 0; j < 32; ++j) blk[2 + j] = extreme ? 0x00 : static_cast<uint8_t>(rnd());
             }
           int8_t* x = g_x + xoff;
-          fill_x(x, nb * 64, extreme);
+          fill_x(x, nb * block, extreme);
           for (int b = 0; b < nb; ++b) g_s[b] = rnd_scale();
-          ref.matvec_q4g64(w, x, g_s, g_y0, 0, rows);
-          pie.matvec_q4g64(w, x, g_s, g_y1, 0, rows);
-          compare("q4g64 cols/woff/xoff", cols, woff, xoff, rows);
-          ref.matvec_q4g64(w, x, g_s, g_y0, 1, 4);  // a row range
-          pie.matvec_q4g64(w, x, g_s, g_y1, 1, 4);
-          compare("q4g64 rows 1..3 cols/woff/xoff", cols, woff, xoff, 4);
+          (ref.*fn)(w, x, g_s, g_y0, 0, rows);
+          (pie.*fn)(w, x, g_s, g_y1, 0, rows);
+          snprintf(what, sizeof what, "%s cols/woff/xoff", name);
+          compare(what, cols, woff, xoff, rows);
+          (ref.*fn)(w, x, g_s, g_y0, 1, 4);  // a row range
+          (pie.*fn)(w, x, g_s, g_y1, 1, 4);
+          snprintf(what, sizeof what, "%s rows 1..3 cols/woff/xoff", name);
+          compare(what, cols, woff, xoff, 4);
         }
       }
     }
@@ -242,6 +250,16 @@ void measure(const KernelSet& pie, const KernelSet& ref) {
   }
   {
     MatRef w;
+    w.type = DType::kQ8_0;
+    w.rows = 64;
+    w.cols = 256;
+    w.row_bytes = 8 * sizeof(BlockQ8_0);
+    w.data = g_w;
+    report("q8_0 matvec 64x256", count([&] { ref.matvec_q8_0(w, g_x, g_s, g_y0, 0, 64); }),
+           count([&] { pie.matvec_q8_0(w, g_x, g_s, g_y1, 0, 64); }));
+  }
+  {
+    MatRef w;
     w.type = DType::kI2_S;
     w.rows = 64;
     w.cols = 1024;
@@ -282,7 +300,8 @@ int main(int, char**) {
     printf("FAIL: no pie table, or not the best one\n");
     return 1;
   }
-  test_q4g64(*pie, ref);
+  test_blocks("q4g64", DType::kQ4G64, 64, &KernelSet::matvec_q4g64, *pie, ref);
+  test_blocks("q8_0", DType::kQ8_0, 32, &KernelSet::matvec_q8_0, *pie, ref);
   test_i2s(*pie, ref);
   test_q4e(*pie, ref);
   test_attn(*pie, ref);
