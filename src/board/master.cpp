@@ -23,11 +23,10 @@ Status Master::init(const LlamaModel* model, FrameLink& link, Arena& work, Threa
   for (int k = 0, first = 0; k < opt.nodes; ++k) {  // as even as possible, earlier nodes take the remainder
     const int count = n / opt.nodes + (k < n % opt.nodes ? 1 : 0);
     ranges_[k] = opt.node_ranges ? opt.node_ranges[k] : SliceRange{first, first + count, false};
-    if (ranges_[k].first != first || ranges_[k].end <= first || ranges_[k].end > n || ranges_[k].master ||
-        (k == opt.nodes - 1 && ranges_[k].end != n))
-      return Status::Error(Code::kInvalidArgument, "node %d's layers %d:%d do not continue the split of %d layers at layer %d", k + 1,
-                           ranges_[k].first, ranges_[k].end, n, first);
-    first = ranges_[k].end;
+    first += count;
+  }
+  MC_TRY(check_layer_split(ranges_, opt.nodes, n, Code::kInvalidArgument));
+  for (int k = 0; k < opt.nodes; ++k) {
     const bool held = ranges_[k].first >= model->first_layer && ranges_[k].end <= model->end();
     if (opt.node_hashes) hashes_[k] = opt.node_hashes[k];
     else if (held) hashes_[k] = llama_slice_hash(*model, ranges_[k]);

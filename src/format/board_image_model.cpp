@@ -341,15 +341,12 @@ Status node_plan_from_image(const BoardImage& img, Arena& tables, BoardModel* ou
   const int32_t* v = nullptr;
   MC_TRY(int_table(img, BoardRole::kNodePlan, t->cols, 0xffff, tables, &v));
   out->plan_nodes = static_cast<int>(t->cols / 6);
-  int next = 0;
   for (int k = 0; k < out->plan_nodes; ++k, v += 6) {
-    if (v[0] != next || v[1] <= v[0] || v[1] > n_layers || (k == out->plan_nodes - 1 && v[1] != n_layers))
-      return Status::Error(Code::kCorrupt, "board image: node %d's layers %d:%d do not continue a split of %d layers at layer %d", k + 1,
-                           static_cast<int>(v[0]), static_cast<int>(v[1]), n_layers, next);
-    next = v[1];
     out->plan_ranges[k] = SliceRange{v[0], v[1], false};
     out->plan_hashes[k] = uint64_t(v[2]) | uint64_t(v[3]) << 16 | uint64_t(v[4]) << 32 | uint64_t(v[5]) << 48;
   }
+  if (Status st = check_layer_split(out->plan_ranges, out->plan_nodes, n_layers, Code::kCorrupt); !st.ok())
+    return st.prefix("board image: ");
   return Status::Ok();
 }
 

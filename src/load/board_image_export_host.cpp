@@ -250,20 +250,18 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
   if (!opt.node_plan.empty()) {
     if (!opt.sliced || !r.master)
       return Status::Error(Code::kInvalidArgument, "board image: the nodes' plan goes into the master's image only");
+    const int nodes = static_cast<int>(opt.node_plan.size());
+    if (nodes > kBoardMaxPlanNodes)
+      return Status::Error(Code::kInvalidArgument, "board image: a nodes' plan of %d nodes (at most %d)", nodes, kBoardMaxPlanNodes);
+    if (Status st = check_layer_split(opt.node_plan.data(), nodes, m.model.cfg.n_layers, Code::kInvalidArgument); !st.ok())
+      return st.prefix("board image: ");
     std::vector<int32_t> plan;
-    int next = 0;
     for (const SliceRange& n : opt.node_plan) {
-      if (n.first != next || n.end <= n.first || n.master || static_cast<int>(opt.node_plan.size()) > kBoardMaxPlanNodes)
-        return Status::Error(Code::kInvalidArgument, "board image: node layers %d:%d do not continue a split of at most %d nodes at layer %d",
-                             n.first, n.end, kBoardMaxPlanNodes, next);
-      next = n.end;
       const uint64_t h = llama_slice_hash(m.model, n);
       for (int32_t v : {n.first, n.end, static_cast<int32_t>(h & 0xffff), static_cast<int32_t>((h >> 16) & 0xffff),
                         static_cast<int32_t>((h >> 32) & 0xffff), static_cast<int32_t>(h >> 48)})
         plan.push_back(v);
     }
-    if (next != m.model.cfg.n_layers)
-      return Status::Error(Code::kInvalidArgument, "board image: the nodes hold layers 0:%d of %d", next, m.model.cfg.n_layers);
     c.head_table(BoardRole::kNodePlan, plan.data(), 1, static_cast<uint32_t>(plan.size()));
   }
   if (opt.bos_id >= cfg.vocab_size || opt.eos_id >= cfg.vocab_size)

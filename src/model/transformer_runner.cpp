@@ -339,6 +339,20 @@ Status check_slice_range(const LlamaConfig& c, const SliceRange& r) {
   return Status::Ok();
 }
 
+Status check_layer_split(const SliceRange* ranges, int count, int n_layers, Code code) {
+  int next = 0;
+  for (int k = 0; k < count; ++k) {
+    const SliceRange& r = ranges[k];
+    if (r.first != next || r.end <= r.first || r.end > n_layers || r.master)
+      return Status::Error(code, "node %d's layers %d:%d do not continue a split of %d layers at layer %d", k + 1, r.first, r.end,
+                           n_layers, next);
+    next = r.end;
+  }
+  if (count > 0 && next != n_layers)
+    return Status::Error(code, "the nodes hold layers 0:%d of %d (the last node must end at the last layer)", next, n_layers);
+  return Status::Ok();
+}
+
 Status TransformerSlice::init(const TransformerModel* model, int ctx_len, Arena& arena, ThreadPool* pool,
                               const KernelSet* kernels, KvType kv) {
   return r_.init(model, model->first_layer, model->end(), true, ctx_len, arena, pool, kernels, kv);

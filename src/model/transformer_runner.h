@@ -194,6 +194,10 @@ struct SliceRange {
 
 // Layers inside the model, first <= end, and a non-empty slice (layers or the master's part).
 Status check_slice_range(const LlamaConfig& c, const SliceRange& r);
+// The nodes' ranges, in ring order, cut the model's n_layers into consecutive non-empty pieces from
+// layer 0 to the last, none of them the master's part. `code`: what a bad split is (kInvalidArgument
+// for options, kCorrupt for a file's plan).
+Status check_layer_split(const SliceRange* ranges, int count, int n_layers, Code code);
 
 // Part of a model as a LayerSlice: one sequence's cache. Weights outside the range are never read,
 // so a memory-mapped file is only paged in where the slice reads it.
