@@ -680,7 +680,7 @@ void expect_node_images_give_the_whole_bits(const std::string& model, const std:
   }
   const SliceRange head{0, 0, true};
   const std::string master_image = write_image(*lm, dir + "/" + name + ".master.img", &head);
-  EXPECT_EQ(image_slice(master_image).hash, llama_slice_hash(lm->model, head));
+  EXPECT_EQ(image_slice(master_image).hash, slice_hash(lm->model, head));
   std::vector<std::vector<int>> cuts = {{0, L}};  // boundaries of each split
   for (int c = 1; c < L; ++c) cuts.push_back({0, c, L});
   std::vector<int> each;
@@ -697,7 +697,7 @@ void expect_node_images_give_the_whole_bits(const std::string& model, const std:
       EXPECT_EQ(s.first, r.first);
       EXPECT_EQ(s.end, r.end);
       EXPECT_FALSE(s.embedding || s.head);
-      EXPECT_EQ(s.hash, llama_slice_hash(lm->model, r));  // what a master holding the whole model computes
+      EXPECT_EQ(s.hash, slice_hash(lm->model, r));  // what a master holding the whole model computes
       text += std::to_string(r.first) + ":" + std::to_string(r.end) + " ";
     }
     Ring ring;

@@ -13,6 +13,7 @@
 #include "format/board_image_model.h"
 #include "format/board_image_writer_host.h"
 #include "load/board_image_export_host.h"
+#include "load/layer_slice_loader_host.h"
 #include "load/model_loader_host.h"
 #include "model/llama_slice.h"
 #include "test_support.h"
@@ -329,8 +330,8 @@ Status open_and_run_slice(const std::vector<uint8_t>& bytes) {
 struct SliceImages {
   std::unique_ptr<LoadedModel> lm;
   std::vector<uint8_t> node, master;  // layers 1:3, and the master's part
+  std::string gguf = test::temp_dir() + "/qwen2-tiny.gguf";
   SliceImages() {
-    const std::string gguf = test::temp_dir() + "/qwen2-tiny.gguf";
     EXPECT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "-o", gguf}).exit_code, 0);
     EXPECT_TRUE(load_model(gguf, &lm).ok());
     BoardImageOptions opt;
@@ -352,7 +353,12 @@ TEST(BoardImage, SliceImagesRecordTheirSliceAndHoldOnlyIt) {
   EXPECT_EQ(img.slice().first, 1);
   EXPECT_EQ(img.slice().end, 3);
   EXPECT_FALSE(img.slice().embedding || img.slice().head);
-  EXPECT_EQ(img.slice().hash, llama_slice_hash(s.lm->model, SliceRange{1, 3, false}));
+  EXPECT_EQ(img.slice().hash, slice_hash(s.lm->model, SliceRange{1, 3, false}));
+  // A PC node reading only that range from the file (a PC master driving board nodes, or a board
+  // master PC nodes) names it with the same hash.
+  std::unique_ptr<SliceWeights> pc_node;
+  ASSERT_OK(load_slice_weights(s.gguf, 1, 3, false, false, &pc_node));
+  EXPECT_EQ(pc_node->hash, img.slice().hash);
   EXPECT_EQ(img.config().n_layers, 4);  // the whole model's
   for (uint32_t i = 0; i < img.n_tensors(); ++i) {
     const uint32_t layer = img.tensor(i).id >> 8;
@@ -362,6 +368,9 @@ TEST(BoardImage, SliceImagesRecordTheirSliceAndHoldOnlyIt) {
   ASSERT_OK(open_bytes(s.master, &img));
   EXPECT_TRUE(img.slice().embedding && img.slice().head);
   EXPECT_EQ(img.slice().first, img.slice().end);
+  std::unique_ptr<SliceWeights> pc_master;
+  ASSERT_OK(load_slice_weights(s.gguf, 0, 0, true, true, &pc_master));
+  EXPECT_EQ(pc_master->hash, img.slice().hash);
   for (uint32_t i = 0; i < img.n_tensors(); ++i) EXPECT_LT(img.tensor(i).id, 16u);  // global roles only
   ASSERT_OK(open_and_run_slice(s.master));
   // A whole image is still version 1 (boards with a version-1 reader keep reading them).
@@ -677,7 +686,7 @@ TEST(BoardImageCli, ConvertWritesPerNodeImages) {
   ASSERT_OK(open_bytes(test::read_file(dir + "/n.img"), &img));
   EXPECT_EQ(img.slice().first, 1);
   EXPECT_EQ(img.slice().end, 3);
-  EXPECT_EQ(img.slice().hash, llama_slice_hash(lm->model, SliceRange{1, 3, false}));
+  EXPECT_EQ(img.slice().hash, slice_hash(lm->model, SliceRange{1, 3, false}));
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(img.slice().hash));
   EXPECT_NE(one.err.find(hex), std::string::npos) << one.err;  // the hash a master will see

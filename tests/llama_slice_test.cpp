@@ -95,10 +95,10 @@ TEST(LlamaSlice, HashTellsSlicesApart) {
   auto again = load(test::shared_path("models/stories260K/stories260K.bin"));
   ASSERT_TRUE(lm && again);
   const LlamaModel& m = lm->model;
-  EXPECT_EQ(llama_slice_hash(m, {1, 3, false}), llama_slice_hash(again->model, {1, 3, false}));
-  EXPECT_NE(llama_slice_hash(m, {1, 3, false}), llama_slice_hash(m, {1, 4, false}));
-  EXPECT_NE(llama_slice_hash(m, {1, 3, false}), llama_slice_hash(m, {0, 2, false}));
-  EXPECT_NE(llama_slice_hash(m, {0, 0, true}), llama_slice_hash(m, {0, 1, false}));
+  EXPECT_EQ(slice_hash(m, {1, 3, false}), slice_hash(again->model, {1, 3, false}));
+  EXPECT_NE(slice_hash(m, {1, 3, false}), slice_hash(m, {1, 4, false}));
+  EXPECT_NE(slice_hash(m, {1, 3, false}), slice_hash(m, {0, 2, false}));
+  EXPECT_NE(slice_hash(m, {0, 0, true}), slice_hash(m, {0, 1, false}));
   // One changed weight bit changes the hash of the slices that hold it, and only those.
   std::vector<float> wq(static_cast<const float*>(m.layers[2].wq.data), static_cast<const float*>(m.layers[2].wq.data) + 64 * 64);
   uint32_t bits;
@@ -106,8 +106,8 @@ TEST(LlamaSlice, HashTellsSlicesApart) {
   bits ^= 1;
   std::memcpy(&wq[100], &bits, 4);
   again->model.layers[2].wq.data = wq.data();
-  EXPECT_NE(llama_slice_hash(m, {2, 3, false}), llama_slice_hash(again->model, {2, 3, false}));
-  EXPECT_EQ(llama_slice_hash(m, {3, 5, false}), llama_slice_hash(again->model, {3, 5, false}));
+  EXPECT_NE(slice_hash(m, {2, 3, false}), slice_hash(again->model, {2, 3, false}));
+  EXPECT_EQ(slice_hash(m, {3, 5, false}), slice_hash(again->model, {3, 5, false}));
 }
 
 TEST(LlamaSlice, RefusesBadRangesAndMissingParts) {

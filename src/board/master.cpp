@@ -29,7 +29,7 @@ Status Master::init(const LlamaModel* model, FrameLink& link, Arena& work, Threa
   for (int k = 0; k < opt.nodes; ++k) {
     const bool held = ranges_[k].first >= model->first_layer && ranges_[k].end <= model->end();
     if (opt.node_hashes) hashes_[k] = opt.node_hashes[k];
-    else if (held) hashes_[k] = llama_slice_hash(*model, ranges_[k]);
+    else if (held) hashes_[k] = slice_hash(*model, ranges_[k]);
     else
       return Status::Error(Code::kInvalidArgument,
                            "the master's image holds layers %d:%d, not node %d's %d:%d: give the nodes' slice hashes (their images')",

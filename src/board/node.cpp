@@ -37,7 +37,7 @@ Status Node::assign(const SliceRange& r, int ctx_len) {
   range_ = r;
   ctx_len_ = ctx_len;
   const bool held = r.first == model_->first_layer && r.end == model_->end();
-  hash_ = held && opt_.held_hash ? opt_.held_hash : llama_slice_hash(*model_, r);
+  hash_ = held && opt_.held_hash ? opt_.held_hash : slice_hash(*model_, r);
   have_stream_ = false;
   assembling_ = false;
   return Status::Ok();

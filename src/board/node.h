@@ -25,7 +25,7 @@ struct NodeOptions {
   int ctx_len = 0;          // 0: the model's
   int max_layers = 0;       // refuse assignments of more layers (0: no limit)
   int send_timeout_ms = 2000;
-  // llama_slice_hash of the layers the model holds, when known (a per-node image records it:
+  // slice_hash of the layers the model holds, when known (a per-node image records it:
   // BoardImage::slice().hash); 0: computed from the weights.
   uint64_t held_hash = 0;
 };

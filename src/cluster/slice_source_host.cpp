@@ -93,7 +93,7 @@ uint64_t SliceSource::hash(const SliceRange& r) {
   const auto key = r.master ? std::make_pair(-1, -1) : std::make_pair(r.first, r.end);
   auto it = hashes_.find(key);
   if (it == hashes_.end())
-    it = hashes_.emplace(key, part_ ? part_->hash : qwen2() ? layer_slice_hash(qwen2_part(r)) : llama_slice_hash(lm_->model, r)).first;
+    it = hashes_.emplace(key, part_ ? part_->hash : slice_hash(lm_->model, r)).first;
   return it->second;
 }
 

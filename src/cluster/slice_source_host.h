@@ -41,8 +41,9 @@ class SliceSource {
   const LlamaConfig& config() const { return part_ ? part_->model.cfg : lm_->model.cfg; }
   // The whole model (open(), not open_node()).
   const LoadedModel& loaded() const { return *lm_; }
-  // What identifies the range's weights: llama_slice_hash, or qwen2's layer_slice_hash
-  // (load/layer_slice_loader_host.h) of the range as a part of the model. Remembered per range.
+  // What identifies the range's weights: slice_hash (model/llama_slice.h), the same whether the range
+  // was read alone (open_node) or is part of the whole model, and the same as a board image's.
+  // Remembered per range.
   uint64_t hash(const SliceRange& r);
   // A slice with its own arena (KV cache of ctx_len positions, 0 = the model's).
   Status make(const SliceRange& r, int ctx_len, ThreadPool* pool, const KernelSet* kernels, std::unique_ptr<SliceInstance>* out) const;

@@ -19,7 +19,7 @@
 // Version 1 holds the whole model. Version 2 (a per-node image, `mcullm convert --image --layers`)
 // holds a slice of a llama-family model (model/layer_slice.h): layers [first, end) of the config's
 // n_layers and / or the embedding and the final norm and head (the cluster master's part), with
-// llama_slice_hash of that slice, which a node reports at hello and a master checks. The writer
+// slice_hash of that slice, which a node reports at hello and a master checks. The writer
 // writes version 1 for a whole model, so boards with a version-1 reader keep reading those.
 // A q4e matrix (esp32-ai int4, PLE) is its codes under its id plus its f16 group scales, [rows,
 // n_groups], under board_scales_id(id); its group size is the config's `group`.
@@ -83,7 +83,7 @@ struct BoardImageHeader {
   // Version 2: the slice held (version 1: zero, the whole model).
   uint32_t slice_first, slice_end;  // layers [first, end) of config.n_layers
   uint32_t slice_parts;             // kBoardSliceEmbedding | kBoardSliceHead
-  uint32_t slice_hash_lo, slice_hash_hi;  // llama_slice_hash of the slice (model/llama_slice.h)
+  uint32_t slice_hash_lo, slice_hash_hi;  // slice_hash of the slice (model/llama_slice.h)
   uint32_t reserved[4];  // zero
 };
 constexpr uint32_t kBoardSliceEmbedding = 1;  // the token embedding

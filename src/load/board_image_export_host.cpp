@@ -257,7 +257,7 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
       return st.prefix("board image: ");
     std::vector<int32_t> plan;
     for (const SliceRange& n : opt.node_plan) {
-      const uint64_t h = llama_slice_hash(m.model, n);
+      const uint64_t h = slice_hash(m.model, n);
       for (int32_t v : {n.first, n.end, static_cast<int32_t>(h & 0xffff), static_cast<int32_t>((h >> 16) & 0xffff),
                         static_cast<int32_t>((h >> 32) & 0xffff), static_cast<int32_t>(h >> 48)})
         plan.push_back(v);
@@ -277,7 +277,7 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     slice.end = r.end;
     slice.embedding = slice.head = r.master;
     slice.whole = false;
-    slice.hash = report->slice_hash = llama_slice_hash(m.model, r);
+    slice.hash = report->slice_hash = slice_hash(m.model, r);
   }
   for (const BoardTensorSource& t : c.tensors) {
     report->tier_bytes[static_cast<int>(t.tier)] += dtype_tensor_bytes(t.type, t.rows, t.cols);

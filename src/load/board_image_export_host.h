@@ -27,7 +27,7 @@ struct BoardImageOptions {
 
 struct BoardImageReport {
   int tensors = 0;
-  uint64_t slice_hash = 0;  // a sliced image's llama_slice_hash
+  uint64_t slice_hash = 0;  // a sliced image's slice_hash
   uint64_t tier_bytes[kTierCount] = {};  // tensor bytes per tier
 };
 

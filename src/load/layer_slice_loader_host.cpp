@@ -8,22 +8,11 @@
 #include "format/gguf.h"
 #include "format/transformer_gguf.h"
 #include "load/mapped_file_host.h"
+#include "model/llama_slice.h"
 
 namespace mcullm {
 
 namespace {
-
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
-
-uint64_t fnv(uint64_t h, const void* p, size_t n) {
-  const uint8_t* b = static_cast<const uint8_t*>(p);
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
-template <class T>
-uint64_t fnv_value(uint64_t h, T v) {
-  return fnv(h, &v, sizeof v);
-}
 
 size_t matrix_bytes(const MatRef& m) { return dtype_tensor_bytes(m.type, m.rows, m.cols); }
 
@@ -55,26 +44,6 @@ void for_each_tensor(M& m, MatFn mat, VecFn vec) {
 }
 
 }  // namespace
-
-uint64_t layer_slice_hash(const TransformerModel& m) {
-  const LlamaConfig& c = m.cfg;
-  uint64_t h = fnv(kFnvOffset, "qwen2", 5);
-  for (int v : {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len, m.first_layer,
-                m.end_layer, m.has_embedding ? 1 : 0, m.has_head ? 1 : 0, m.spec.ternary ? 1 : 0})
-    h = fnv_value<int32_t>(h, v);
-  h = fnv_value(h, c.norm_eps);
-  h = fnv_value(h, c.rope_theta);
-  for_each_tensor(
-      m,
-      [&](const MatRef& x, TensorClass) {
-        h = fnv_value<uint32_t>(h, static_cast<uint32_t>(x.type));
-        h = fnv_value<int32_t>(h, x.rows);
-        h = fnv_value<int32_t>(h, x.cols);
-        h = fnv(h, x.data, matrix_bytes(x));
-      },
-      [&](const float* v, int n) { h = fnv(h, v, static_cast<size_t>(n) * sizeof(float)); });
-  return h;
-}
 
 Status load_slice_weights(const std::string& path, int first, int end, bool embedding, bool head,
                           std::unique_ptr<SliceWeights>* out) {
@@ -140,7 +109,7 @@ Status load_slice_weights(const std::string& path, int first, int end, bool embe
       });
   if (st.ok()) st = m.check_shapes();
   if (!st.ok()) return st.prefix("%s: ", path.c_str());
-  w->hash = layer_slice_hash(m);
+  w->hash = slice_hash(m);
   *out = std::move(w);
   return Status::Ok();
 }

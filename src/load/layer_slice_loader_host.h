@@ -8,7 +8,7 @@
 //   SliceOptions o;            // ctx_len, kv type, batch, threads, kernels
 //   MC_TRY(load_layer_slice("model.gguf", 4, 8, false, false, o, &s));
 //   s->slice().run_layers(hidden, pos);   // the LayerSlice interface
-//   s->weights().hash                     // what a master compares (layer_slice_hash)
+//   s->weights().hash                     // what a master compares (slice_hash)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,7 +30,7 @@ struct SliceWeights {
   std::unique_ptr<uint8_t[]> memory;      // backs `arena`: the copied tensors and the layer table
   Arena arena;                            // by class: embedding, attention, ffn, norm, head; other = tables
   Qwen2Model model;                       // holds [first, end) (+ embedding / head), points into `arena`
-  uint64_t hash = 0;                      // layer_slice_hash of this slice
+  uint64_t hash = 0;                      // slice_hash of this slice (model/llama_slice.h)
   size_t tensor_bytes = 0;                // bytes copied from the file
 };
 
@@ -57,12 +57,6 @@ Status load_slice_weights(const std::string& path, int first, int end, bool embe
 // A stream over `w` (which must outlive it) running on `pool` with `kernels`.
 Status make_slice_stream(const SliceWeights& w, const SliceOptions& opt, ThreadPool* pool, const KernelSet* kernels,
                          std::unique_ptr<SliceStream>* out);
-
-// FNV-1a 64 over the architecture, the config (sizes, eps and theta bits), the range and the two
-// flags, then each held tensor's type, shape and bytes in model order (embedding, layers in order:
-// norms, biases, the seven matrices; final norm, head). The same slice of the same file gives the
-// same value on any machine; another range, flag or any changed weight byte of the slice another.
-uint64_t layer_slice_hash(const Qwen2Model& slice);
 
 // Weights, one stream and the pool it runs on: what a node serving one sequence needs.
 class LoadedSlice {

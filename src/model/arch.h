@@ -20,8 +20,8 @@ enum class ArchFamily : uint8_t {
 // How a cluster cuts the architecture by layers (cluster/slice_source_host.h).
 enum class ArchSlices : uint8_t {
   kNone,    // not run on a cluster
-  kMapped,  // the whole file is mapped; a LlamaSlice over the layers (llama_slice_hash)
-  kRanges,  // a node reads only its range's tensors (load/layer_slice_loader_host.h, layer_slice_hash)
+  kMapped,  // the whole file is mapped; a LlamaSlice over the layers (slice_hash)
+  kRanges,  // a node reads only its range's tensors (load/layer_slice_loader_host.h, the same slice_hash)
 };
 
 struct ArchInfo {

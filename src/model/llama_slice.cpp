@@ -46,16 +46,18 @@ struct Fnv {
 
 }  // namespace
 
-uint64_t llama_slice_hash(const LlamaModel& m, const SliceRange& r) {
+uint64_t slice_hash(const TransformerModel& m, int first, int end, bool embedding, bool head) {
   Fnv f;
   const LlamaConfig& c = m.cfg;
-  const int fields[] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len, r.first, r.end,
-                        r.master ? 1 : 0};
+  const int fields[] = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len, first, end,
+                        embedding ? 1 : 0, head ? 1 : 0, static_cast<int>(m.spec.rope), static_cast<int>(m.spec.act),
+                        m.spec.ternary ? 1 : 0, m.spec.qkv_bias ? 1 : 0, m.spec.sub_norms ? 1 : 0};
   for (int v : fields) f.i32(v);
   f.f32(c.norm_eps);
   f.f32(c.rope_theta);
-  for (int l = r.first; l < r.end; ++l) {
-    const LlamaLayer& L = m.layer(l);
+  if (embedding) f.matrix(m.tok_emb);
+  for (int l = first; l < end; ++l) {
+    const TransformerLayer& L = m.layer(l);
     f.floats(L.attn_norm, c.dim);
     f.floats(L.ffn_norm, c.dim);
     if (m.spec.sub_norms) f.floats(L.attn_sub_norm, c.dim), f.floats(L.ffn_sub_norm, c.hidden_dim);
@@ -63,13 +65,18 @@ uint64_t llama_slice_hash(const LlamaModel& m, const SliceRange& r) {
     const MatRef* mats[] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3};
     for (const MatRef* mat : mats) f.matrix(*mat);
   }
-  if (r.master) {
-    f.matrix(m.tok_emb);
+  if (head) {
     f.floats(m.out_norm, c.dim);
     f.i32(m.tied_output ? 1 : 0);
-    if (!m.tied_output) f.matrix(m.output);
+    if (!(m.tied_output && embedding)) f.matrix(m.output);  // a tied head is the embedding's matrix, hashed above
   }
   return f.h;
+}
+
+uint64_t slice_hash(const TransformerModel& m, const SliceRange& r) { return slice_hash(m, r.first, r.end, r.master, r.master); }
+
+uint64_t slice_hash(const TransformerModel& part) {
+  return slice_hash(part, part.first_layer, part.end(), part.has_embedding, part.has_head);
 }
 
 }  // namespace mcullm
