@@ -59,8 +59,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         pre = subprocess.run(["cpp", "-P", "-x", "assembler-with-cpp", "-I", SRC, KERNELS], check=True,
                              capture_output=True, text=True).stdout
-        # The preprocessed file still holds the macro definitions; the mnemonic copy drops them.
-        body = re.sub(r"\.macro.*?\.endm", "", pre, flags=re.S)
+        # The preprocessed file still holds the encoding macros' definitions; the mnemonic copy drops
+        # them (and keeps the kernels' own macros, e.g. block_rows, whose bodies are rewritten too).
+        body = re.sub(r"\.macro\s+(\w+).*?\.endm", lambda m: "" if m[1] in table else m[0], pre, flags=re.S)
         mnem = rewrite(body, table)
         used = sorted({t[0] for n, t in table.items() if re.search(r"^\s*" + n + r"\b", body, re.M)})
         objs = {}
