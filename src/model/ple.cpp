@@ -113,11 +113,7 @@ Status PleContext::init(const PleModel* model, int ctx_len, Arena& arena, Thread
 }
 
 Status PleContext::set_head(const HeadChoice& c, Arena& arena) {
-  MC_TRY(check_head_choice(c, model_->output));
-  if (c.grouped() && !head_rows_)
-    MC_TRY(arena.alloc_array(head_scratch_floats(model_->output), TensorClass::kActivations, &head_rows_));
-  head_ = c;
-  return Status::Ok();
+  return apply_head_choice(c, model_->output, arena, &head_rows_, &head_);
 }
 
 bool PleContext::ffn_counts(unsigned long long* neurons, unsigned long long* live) const {

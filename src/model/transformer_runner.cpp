@@ -283,11 +283,7 @@ Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
 
 Status TransformerRunner::set_head(const HeadChoice& c, Arena& arena) {
   if (!has_head()) return Status::Error(Code::kInvalidArgument, "this slice holds no output head");
-  MC_TRY(check_head_choice(c, model_->output));
-  if (c.grouped() && !head_rows_)
-    MC_TRY(arena.alloc_array(head_scratch_floats(model_->output), TensorClass::kActivations, &head_rows_));
-  head_ = c;
-  return Status::Ok();
+  return apply_head_choice(c, model_->output, arena, &head_rows_, &head_);
 }
 
 void TransformerRunner::head(int n) {

@@ -137,6 +137,13 @@ Status check_head_choice(const HeadChoice& c, const MatRef& head) {
   return Status::Ok();
 }
 
+Status apply_head_choice(const HeadChoice& c, const MatRef& head, Arena& arena, float** scratch, HeadChoice* current) {
+  MC_TRY(check_head_choice(c, head));
+  if (c.grouped() && !*scratch) MC_TRY(arena.alloc_array(head_scratch_floats(head), TensorClass::kActivations, scratch));
+  *current = c;
+  return Status::Ok();
+}
+
 void grouped_head_logits(const KernelSet& k, const HeadChoice& c, const float* x, int dim, bool f32_q4e, int8_t* q,
                          float* scales, float* row_logits, float* logits) {
   const MatRef& rows = c.groups->rows;
