@@ -67,6 +67,7 @@ struct Builder {
   bool f32_act = false;
   int head_groups = 0, head_top = 0;
   InstrUnits instr;  // the token's instruction units without attention (added per position)
+  bool inorder_head = false;  // an f32 head summed in order (BitNet llama2c)
 
   void norm(const std::string& name, int n) {
     instr[InstrTerm::kNormElem] += n;
@@ -94,6 +95,8 @@ struct Builder {
     if (new_input && !f32_act && kernel_kind_of(m.type) != KernelKind::kF32) instr[InstrTerm::kQuantElem] += m.cols;
     if (cls == TensorClass::kHead && head_groups > 0) {
       two_stage(&x, m);
+    } else if (cls == TensorClass::kHead && inorder_head && m.type == DType::kF32) {
+      instr.add_inorder_classifier(m.rows, m.cols);
     } else {
       instr.add_matvec(m.type, m.rows, m.cols, m.group, f32_act);
     }
@@ -183,6 +186,7 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
     const BitLlama2cModel& x = m.bitnet;
     MC_TRY(x.check_shapes());
     *cfg = x.cfg;
+    b->inorder_head = true;
     b->tied("tok_emb", x.tok_emb, x.cfg.vocab_size);
     b->norm("out_norm", x.cfg.dim);
     for (int l = 0; l < x.cfg.n_layers; ++l) b->layer(x.layers[l], l);

@@ -22,7 +22,8 @@ enum class InstrTerm : int {
   kQ8Block,      // q8_0 (PIE): per 32-weight block
   kQ8Row,
   kI2sMac,       // i2_s ternary (PIE): per weight
-  kF32Mac,       // f32 (scalar, in-order sum): per weight
+  kF32Mac,       // f32 (scalar, matvec_f32_ref's lanes): per weight
+  kF32ClassifierMac,  // f32 in-order classifier (the BitNet llama2c head): per weight
   kQuantElem,    // activation quantization to int8: per element of a distinct matvec input
   kNormElem,     // rmsnorm: per element
   kRopeElem,     // RoPE: per element of q and k
@@ -53,6 +54,8 @@ struct InstrUnits {
   double operator[](InstrTerm t) const { return n[static_cast<int>(t)]; }
   // One matvec of rows x cols of this type (group: q4e's scale group) and its activation width.
   void add_matvec(DType type, int rows, int cols, int group, bool f32_activations);
+  // The BitNet llama2c head: f32, summed in order (its C reader's order), not matvec_f32_ref.
+  void add_inorder_classifier(int rows, int cols) { (*this)[InstrTerm::kF32ClassifierMac] += static_cast<double>(rows) * cols; }
   double instructions() const;  // sum of units x per_unit
   // Of it: the per-layer work besides matvecs and attention (norms, RoPE, activations, PLE rows, glue).
   double elementwise_instructions() const;
