@@ -283,7 +283,7 @@ StagePlan plan_stage(const ClusterModel& m, const BoardProfile& b, int first, in
     s.overflow = "flash: " + std::to_string(s.weight_bytes) + " bytes of weights, flash has " + std::to_string(flash);
   }
   s.compute_s = stage_seconds(w, b);
-  s.instr_s = m.instr_unsupported.empty() ? s.instr_s / b.clock_hz : 0;  // one core: the runner does not split loops
+  s.instr_s = m.instr_unsupported.empty() ? s.instr_s / b.clock_hz : 0;  // measured on one core (instruction_table_host.h)
   const int core = o.threads >= 2 ? 1 : 0;
   for (int t = static_cast<int>(Tier::kPsram); t <= static_cast<int>(Tier::kFlash); ++t) s.bytes_s += w.bytes[t] / b.tiers[t].read_bytes_per_s[core];
   return s;

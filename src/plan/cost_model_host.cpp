@@ -112,7 +112,7 @@ struct Builder {
     x->t.bytes += g * (2ull * m.cols + 8);
     x->t.macs_per_token = (g + rows) * m.cols;
     // Instructions: the best groups' rows by the head's kernel; the centroid scores have no
-    // emulated figure yet and are counted at the scalar f32 classifier's (an assumption).
+    // emulated figure yet and are counted as an f32 matvec (matvec_f32_ref's figure: an assumption).
     instr.add_matvec(m.type, static_cast<int>(rows), m.cols, m.group, f32_act);
     instr.add_matvec(DType::kF32, static_cast<int>(g), m.cols, 0, false);
   }
@@ -429,8 +429,8 @@ std::string format_cost_report(const LoadedModel& model, const BoardProfile& boa
 }
 
 std::string format_instruction_bound(const BoardProfile& board, const CostReport& r) {
-  std::string s = "instruction bound (emulated ESP32-S3 with PIE; one core: the board runner and firmware run every loop on one "
-                  "core):\n";
+  std::string s = "instruction bound (emulated ESP32-S3 with PIE, the board runner on one core; not divided over -t: no "
+                  "two-core run was measured):\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-26s %14s %10s %14s\n", "term", "units", "instr/unit", "instructions");
   s += line;
@@ -468,7 +468,7 @@ Status format_position_table(const LoadedModel& model, const BoardProfile& board
     MC_TRY(cost_model(model, board, o, &r));
     std::snprintf(line, sizeof line, "%8d %8.3f %8.3f %8.3f %8.3f %8.3f %9.3f %8.1f %10.1f %10.1f %6s\n", o.pos,
                   1e3 * r.stage_s[0], 1e3 * r.stage_s[1], 1e3 * r.stage_s[2], 1e3 * r.stage_s[3], 1e3 * r.stage_s[4],
-                  1e3 * r.token_s, r.tokens_per_s, 1.0 / r.memory_s, r.instr_s > 0 ? 1.0 / r.instr_s : 0.0,
+                  1e3 * r.token_s, r.tokens_per_s, r.memory_s > 0 ? 1.0 / r.memory_s : 0.0, r.instr_s > 0 ? 1.0 / r.instr_s : 0.0,
                   r.instr_s <= 0 ? "-" : r.instructions_bind() ? "instr" : "bytes");
     s += line;
   }

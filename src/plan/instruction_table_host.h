@@ -4,8 +4,9 @@
 // docs/cost-model.md, "The instruction bound", says which runs and how).
 //
 // Instructions, not cycles: the bound is instructions / clock (one instruction per cycle, no stall),
-// so a token takes at least that long on one core. The board runner and the firmware run every
-// loop on one core today, so the bound does not divide by the cores.
+// so a token takes at least that long on one core. The board runner (a SerialPool) was measured on
+// one core; the firmware's two-core build splits its pool's tasks, not measured on the emulator, so
+// the bound does not divide by the cores.
 #pragma once
 #include <string>
 
