@@ -565,5 +565,85 @@ TEST(CliDummyPle, LayoutsLoadRunAndCostLikeTheFixture) {
   EXPECT_NE(r.exit_code, 0);
 }
 
+// The instruction bound (plan/instruction_table_host.h) of stories260K q4g64 is the table's
+// arithmetic over the model's shapes: every matvec by its kind's terms, each distinct matvec input
+// quantized once, norms, RoPE over q and k, SwiGLU, attention entries, logits, layers.
+TEST(InstructionBound, Stories260kQ4g64IsTheTablesArithmetic) {
+  MC_REQUIRE_SHARED();
+  const std::string q = test::temp_dir() + "/s260_q4g64.gguf";
+  auto conv = test::run_cli({"convert", stories(), "-z", test::shared_path("models/stories260K/tok512.bin"), "-o", q, "--type",
+                             "q4g64"});
+  ASSERT_EQ(conv.exit_code, 0) << conv.err;
+  auto m = load(q);
+  const LlamaConfig& c = m->model.cfg;
+  const TransformerLayer& l0 = m->model.layers[0];
+  ASSERT_EQ(l0.wq.type, DType::kQ4G64);
+  ASSERT_EQ(m->model.tok_emb.type, DType::kQ8_0);  // the tied head
+  ASSERT_TRUE(m->model.tied_output);
+  auto u = [](InstrTerm t) { return instr_term(t).per_unit; };
+  auto blocks = [](int rows, int cols, int block) { return static_cast<double>(rows) * ((cols + block - 1) / block); };
+  auto q4g64 = [&](int rows, int cols) { return u(InstrTerm::kQ4g64Block) * blocks(rows, cols, 64) + u(InstrTerm::kQ4g64Row) * rows; };
+  const int L = c.n_layers, d = c.dim, kv = c.kv_dim(), h = c.hidden_dim;
+  const double layer = q4g64(d, d) + 2 * q4g64(kv, d) + q4g64(d, d) + 2 * q4g64(h, d) + q4g64(d, h);
+  const double head = u(InstrTerm::kQ8Block) * blocks(c.vocab_size, d, 32) + u(InstrTerm::kQ8Row) * c.vocab_size;
+  const double quantized = L * (3.0 * d + h) + d;  // wq|wk|wv, wo, w1|w3, w2 inputs; the head's
+  BoardProfile board;
+  ASSERT_TRUE(board_preset("esp32s3-psram80", &board).ok());
+  for (int pos : {0, 9, 100}) {
+    CostOptions o;
+    o.ctx_len = 256;
+    o.pos = pos;
+    CostReport r;
+    ASSERT_TRUE(cost_model(*m, board, o, &r).ok());
+    const double entries = static_cast<double>(L) * c.n_heads * (pos + 1);
+    const double expect = L * layer + head + u(InstrTerm::kQuantElem) * quantized +
+                          u(InstrTerm::kNormElem) * d * (2.0 * L + 1) + u(InstrTerm::kRopeElem) * L * (d + kv) +
+                          u(InstrTerm::kSiluElem) * L * h + u(InstrTerm::kAttnEntry) * entries +
+                          u(InstrTerm::kAttnEntryDim) * entries * c.head_dim() + u(InstrTerm::kLogit) * c.vocab_size +
+                          u(InstrTerm::kLayer) * L;
+    EXPECT_NEAR(r.instructions, expect, 1e-9 * expect) << pos;
+    EXPECT_TRUE(r.instr.unsupported.empty());
+    EXPECT_DOUBLE_EQ(r.instr_s, r.instructions / board.clock_hz);  // one core, whatever -t says
+    EXPECT_EQ(r.instructions_bind(), r.instr_s > r.memory_s);
+  }
+}
+
+TEST(InstructionBound, KernelsWithoutAnEmulatedFigureGiveNoBound) {
+  InstrUnits u;
+  u.add_matvec(DType::kTL1, 64, 64, 0, false);
+  u.add_matvec(DType::kQ4E, 64, 64, 32, true);  // q4e with f32 activations: the scalar path
+  EXPECT_NE(u.unsupported.find("tl1"), std::string::npos) << u.unsupported;
+  EXPECT_NE(u.unsupported.find("q4e (f32 activations)"), std::string::npos) << u.unsupported;
+  EXPECT_EQ(u.instructions(), 0);
+}
+
+TEST(CliPlan, PrintsBothBoundsAndWhichBinds) {
+  MC_REQUIRE_SHARED();
+  // The esp32-ai fixture on two cores at position 0: the instruction bound binds (docs/cost-model.md).
+  auto m = load(ple());
+  BoardProfile board;
+  ASSERT_TRUE(board_preset("esp32s3-psram80", &board).ok());
+  CostOptions o;
+  o.ctx_len = 256;
+  o.pos = 0;
+  o.threads = 2;
+  CostReport r;
+  ASSERT_TRUE(cost_model(*m, board, o, &r).ok());
+  ASSERT_TRUE(r.instructions_bind());
+  auto cli = test::run_cli({"plan", "-m", ple(), "--board", "esp32s3-psram80", "-t", "2", "--ctx", "256", "--pos", "0"});
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  char want[128];
+  std::snprintf(want, sizeof want, "bounds: bytes %.3f ms (%.1f tok/s), instructions %.0f = %.3f ms", 1e3 * r.memory_s,
+                1.0 / r.memory_s, r.instructions, 1e3 * r.instr_s);
+  for (const char* w : {static_cast<const char*>(want), "(the instructions bind)", ": the instructions bind", "instr_tok/s",
+                        "bounds, mean over positions 0..255: bytes", "q4e rows", "attention entries"})
+    EXPECT_NE(cli.out.find(w), std::string::npos) << w << "\n" << cli.out;
+  // The cluster plan gives both bounds through the chain.
+  cli = test::run_cli({"plan", "-m", stories(), "--board", "esp32s3-psram80", "--cluster", "1", "--link-mhz", "10"});
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  for (const char* w : {"bytes_ms", "instr_ms", "bounds through the chain", "bind"})
+    EXPECT_NE(cli.out.find(w), std::string::npos) << w << "\n" << cli.out;
+}
+
 }  // namespace
 }  // namespace mcullm

@@ -71,6 +71,7 @@ Status cluster_model_from_qwen2_layout(const std::string& name, DType linear, DT
   if (!dtype_row_fits(linear, c.dim) || !dtype_row_fits(linear, c.hidden_dim) || !dtype_row_fits(embedding, c.dim))
     return Status::Error(Code::kInvalidArgument, "layout %s: its rows do not fit the types", name.c_str());
   ClusterModel m;
+  m.instr_unsupported = "a layout without a model file (the instruction table needs the loaded tensors)";
   m.name = "qwen2 layout " + name + " (" + dtype_info(linear)->name + " linear, " + dtype_info(embedding)->name + " tied embedding)";
   m.dim = c.dim;
   m.hidden_dim = c.hidden_dim;
@@ -122,7 +123,13 @@ Status cluster_model_from_loaded(const LoadedModel& lm, int ctx_len, int kv_byte
   m.vocab = c.vocab_size;
   m.ctx_len = r.ctx_len;
   m.layers.assign(static_cast<size_t>(c.n_layers), LayerWork());
-  for (LayerWork& w : m.layers) fill_attention(c, kv_bytes, &w);
+  m.instr_unsupported = r.instr.unsupported;
+  for (LayerWork& w : m.layers) {
+    fill_attention(c, kv_bytes, &w);
+    w.instructions = r.instr.elementwise_instructions() / c.n_layers;
+    w.attn_instr_per_pos = c.n_heads * InstrUnits::attention_entry_instructions(c.head_dim());
+  }
+  m.master.instructions = r.instr[InstrTerm::kLogit] * instr_term(InstrTerm::kLogit).per_unit;
   for (const CostTensor& t : r.tensors) {
     int layer = -1;
     if (std::sscanf(t.name.c_str(), "layer%d.", &layer) == 1 && layer >= 0 && layer < c.n_layers) {
@@ -130,6 +137,7 @@ Status cluster_model_from_loaded(const LoadedModel& lm, int ctx_len, int kv_byte
       w.weight_bytes += t.bytes;
       w.macs[static_cast<int>(t.kind)] += static_cast<double>(t.macs_per_token);
       w.matvecs += t.macs_per_token > 0 ? 1 : 0;
+      w.instructions += t.instructions;
     } else if (t.cls == TensorClass::kNorm) {
       m.master.norm_bytes += t.bytes;
     } else if (t.cls == TensorClass::kEmbedding || t.cls == TensorClass::kHead) {
@@ -145,6 +153,7 @@ Status cluster_model_from_loaded(const LoadedModel& lm, int ctx_len, int kv_byte
         ms.head_read_bytes += t.read_per_token - (tied ? t.bytes / static_cast<uint64_t>(c.vocab_size) : 0);
         ms.head_macs += static_cast<double>(t.macs_per_token);
         ms.head_kind = t.kind;
+        ms.instructions += t.instructions;
       }
     } else if (t.cls != TensorClass::kKvCache) {
       return Status::Error(Code::kUnsupported, "cluster plan: tensor %s of this architecture has no place in a layer chain",
@@ -217,6 +226,7 @@ StagePlan plan_stage(const ClusterModel& m, const BoardProfile& b, int first, in
     w.macs[static_cast<int>(L.attn_kind)] += L.attn_macs_per_pos * (pos + 1);
     w.matvecs += L.matvecs;
     w.attn_entries += static_cast<double>(L.heads) * (pos + 1);
+    s.instr_s += L.instructions + L.attn_instr_per_pos * (pos + 1);
   }
   kv *= static_cast<uint64_t>(o.streams);  // one cache per stream; a token reads its own stream's
   s.kv_bytes = kv;
@@ -265,6 +275,7 @@ StagePlan plan_stage(const ClusterModel& m, const BoardProfile& b, int first, in
     }
     w.macs[static_cast<int>(ms.head_kind)] += ms.head_macs;
     w.matvecs += 1;
+    s.instr_s += ms.instructions;
   }
   // Every weight is stored in flash (copied to SRAM / PSRAM at boot).
   if (s.fits && s.weight_bytes > flash) {
@@ -272,6 +283,9 @@ StagePlan plan_stage(const ClusterModel& m, const BoardProfile& b, int first, in
     s.overflow = "flash: " + std::to_string(s.weight_bytes) + " bytes of weights, flash has " + std::to_string(flash);
   }
   s.compute_s = stage_seconds(w, b);
+  s.instr_s = m.instr_unsupported.empty() ? s.instr_s / b.clock_hz : 0;  // measured on one core (instruction_table_host.h)
+  const int core = o.threads >= 2 ? 1 : 0;
+  for (int t = static_cast<int>(Tier::kPsram); t <= static_cast<int>(Tier::kFlash); ++t) s.bytes_s += w.bytes[t] / b.tiers[t].read_bytes_per_s[core];
   return s;
 }
 
@@ -416,8 +430,10 @@ std::string format_cluster_plan(const ClusterModel& m, const BoardProfile& maste
                 m.name.c_str(), m.n_layers, m.dim, master_board.name.c_str(), o.nodes, node_board.name.c_str(), o.threads,
                 m.ctx_len, p.pos);
   s += line;
-  std::snprintf(line, sizeof line, "%-8s %-9s %12s %12s %12s %12s %12s %10s   (bytes; sram / psram / flash: what is read from there)\n",
-                "stage", "layers", "weights", "kv_cache", "sram", "psram", "flash", "ms/token");
+  std::snprintf(line, sizeof line,
+                "%-8s %-9s %12s %12s %12s %12s %12s %10s %9s %9s   (bytes; sram / psram / flash: what is read from there; "
+                "ms: the cost model, the byte bound, the instruction bound)\n",
+                "stage", "layers", "weights", "kv_cache", "sram", "psram", "flash", "ms/token", "bytes_ms", "instr_ms");
   s += line;
   for (const StagePlan& st : p.stages) {
     char range[32];
@@ -425,10 +441,11 @@ std::string format_cluster_plan(const ClusterModel& m, const BoardProfile& maste
       std::snprintf(range, sizeof range, "[%d,%d)", st.first, st.end);
     else
       std::snprintf(range, sizeof range, "-");
-    std::snprintf(line, sizeof line, "%-8s %-9s %12llu %12llu %12llu %12llu %12llu %10.2f%s\n", st.name.c_str(), range,
-                  static_cast<unsigned long long>(st.weight_bytes), static_cast<unsigned long long>(st.kv_bytes),
+    std::snprintf(line, sizeof line, "%-8s %-9s %12llu %12llu %12llu %12llu %12llu %10.2f %9.2f %9.2f%s\n", st.name.c_str(),
+                  range, static_cast<unsigned long long>(st.weight_bytes), static_cast<unsigned long long>(st.kv_bytes),
                   static_cast<unsigned long long>(st.placed[0]), static_cast<unsigned long long>(st.placed[1]),
-                  static_cast<unsigned long long>(st.placed[2]), 1e3 * st.compute_s, st.fits ? "" : "  DOES NOT FIT");
+                  static_cast<unsigned long long>(st.placed[2]), 1e3 * st.compute_s, 1e3 * st.bytes_s, 1e3 * st.instr_s,
+                  st.fits ? "" : "  DOES NOT FIT");
     s += line;
   }
   std::snprintf(line, sizeof line,
@@ -443,6 +460,20 @@ std::string format_cluster_plan(const ClusterModel& m, const BoardProfile& maste
   s += line;
   std::snprintf(line, sizeof line, "planned for %d stream(s): %.3f tokens/s\n", p.streams, p.tokens_per_s());
   s += line;
+  if (!m.instr_unsupported.empty()) {
+    s += "no instruction bound: no emulated figure for " + m.instr_unsupported + "\n";
+  } else {  // one stream: a token passes every stage and hop in turn
+    double bytes = p.hops * p.link.hop_s, instr = bytes;
+    for (const StagePlan& st : p.stages) {
+      bytes += st.bytes_s;
+      instr += st.instr_s;
+    }
+    std::snprintf(line, sizeof line,
+                  "bounds through the chain (stages + links, one stream): bytes %.2f ms (%.1f tok/s), instructions (one core "
+                  "per board) %.2f ms (%.1f tok/s): the %s bind\n",
+                  1e3 * bytes, 1.0 / bytes, 1e3 * instr, 1.0 / instr, instr > bytes ? "instructions" : "bytes");
+    s += line;
+  }
   s += "streams  tokens/s  (the same split; each stream one token in flight and its own KV caches)\n";
   const std::vector<double> t = stream_table(m, master_board, node_board, o, p, o.nodes + 1);
   for (size_t k = 0; k < t.size(); ++k) {

@@ -31,6 +31,8 @@ struct LayerWork {
   double attn_macs_per_pos = 0;            // scores + mixing, per position of the context
   KernelKind attn_kind = KernelKind::kF32; // int8 with an int8 KV cache
   int heads = 0;                           // attention entries per position
+  double instructions = 0;                 // emulated instructions (plan/instruction_table_host.h) without attention
+  double attn_instr_per_pos = 0;           // attention's, per position of the context
 };
 
 // What the master's own work costs per token: one embedding row, the final norm and the head.
@@ -42,6 +44,7 @@ struct MasterWork {
   uint64_t norm_bytes = 0;
   double head_macs = 0;
   KernelKind head_kind = KernelKind::kF32;
+  double instructions = 0;        // the head's matvec, final norm and sampling
 };
 
 struct ClusterModel {
@@ -49,6 +52,7 @@ struct ClusterModel {
   int dim = 0, hidden_dim = 0, n_layers = 0, ctx_len = 0, vocab = 0;
   std::vector<LayerWork> layers;
   MasterWork master;
+  std::string instr_unsupported;  // kernels without an emulated figure: no instruction bound
 };
 
 // The model of a loaded file (any architecture the cost model reads), with a KV cache of
@@ -98,6 +102,8 @@ struct StagePlan {
   uint64_t weight_bytes = 0, kv_bytes = 0;
   uint64_t weights_placed[2] = {};  // of placed[]: weight bytes in sram, psram (a per-node image's budgets)
   double compute_s = 0;        // per token at the position
+  double bytes_s = 0;          // of it: PSRAM and flash reads at the tiers' bandwidth (the byte bound)
+  double instr_s = 0;          // the instruction bound on one core (0 without one)
   bool fits = true;
   std::string overflow;
 };

@@ -66,8 +66,11 @@ struct Builder {
   std::vector<Entry> e;
   bool f32_act = false;
   int head_groups = 0, head_top = 0;
+  InstrUnits instr;  // the token's instruction units without attention (added per position)
+  bool inorder_head = false;  // an f32 head summed in order (BitNet llama2c)
 
   void norm(const std::string& name, int n) {
+    instr[InstrTerm::kNormElem] += n;
     Entry x;
     x.t.name = name;
     x.t.cls = TensorClass::kNorm;
@@ -76,8 +79,9 @@ struct Builder {
     x.rank = 0;
     e.push_back(x);
   }
-  // Read in full every token (a layer matrix or an untied head).
-  void mat(const std::string& name, const MatRef& m, TensorClass cls, int rank = 1) {
+  // Read in full every token (a layer matrix or an untied head); new_input: its input vector is not
+  // the previous matrix's (quantized once for both).
+  void mat(const std::string& name, const MatRef& m, TensorClass cls, int rank = 1, bool new_input = true) {
     Entry x;
     x.t.name = name;
     x.t.cls = cls;
@@ -87,7 +91,16 @@ struct Builder {
     x.t.macs_per_token = static_cast<uint64_t>(m.rows) * m.cols;
     x.rank = rank;
     x.matvec = true;
-    if (cls == TensorClass::kHead && head_groups > 0) two_stage(&x, m);
+    const double before = instr.instructions();
+    if (new_input && !f32_act && kernel_kind_of(m.type) != KernelKind::kF32) instr[InstrTerm::kQuantElem] += m.cols;
+    if (cls == TensorClass::kHead && head_groups > 0) {
+      two_stage(&x, m);
+    } else if (cls == TensorClass::kHead && inorder_head && m.type == DType::kF32) {
+      instr.add_inorder_classifier(m.rows, m.cols);
+    } else {
+      instr.add_matvec(m.type, m.rows, m.cols, m.group, f32_act);
+    }
+    x.t.instructions = instr.instructions() - before;
     e.push_back(x);
   }
   // A two-stage head (model/vocab_head.h): every group's f16 centroid, radius and maximum row norm
@@ -98,6 +111,10 @@ struct Builder {
     x->t.read_per_token = g * (2ull * m.cols + 8) + rows * row_bytes_of(m);
     x->t.bytes += g * (2ull * m.cols + 8);
     x->t.macs_per_token = (g + rows) * m.cols;
+    // Instructions: the best groups' rows by the head's kernel; the centroid scores have no
+    // emulated figure yet and are counted as an f32 matvec (matvec_f32_ref's figure: an assumption).
+    instr.add_matvec(m.type, static_cast<int>(rows), m.cols, m.group, f32_act);
+    instr.add_matvec(DType::kF32, static_cast<int>(g), m.cols, 0, false);
   }
   // A table read one row per token (flash).
   void table(const std::string& name, const MatRef& m, TensorClass cls) {
@@ -138,12 +155,12 @@ struct Builder {
   void layer(const L& l, int i) {
     const std::string p = "layer" + std::to_string(i) + ".";
     mat(p + "wq", l.wq, TensorClass::kAttention);
-    mat(p + "wk", l.wk, TensorClass::kAttention);
-    mat(p + "wv", l.wv, TensorClass::kAttention);
+    mat(p + "wk", l.wk, TensorClass::kAttention, 1, false);
+    mat(p + "wv", l.wv, TensorClass::kAttention, 1, false);
     mat(p + "wo", l.wo, TensorClass::kAttention);
     mat(p + "w1", l.w1, TensorClass::kFfn);
     mat(p + "w2", l.w2, TensorClass::kFfn);
-    mat(p + "w3", l.w3, TensorClass::kFfn);
+    mat(p + "w3", l.w3, TensorClass::kFfn, 1, false);
   }
 };
 
@@ -164,13 +181,16 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
       if (x.spec.qkv_bias) b->norm(p + "qkv_bias", cfg->dim + 2 * cfg->kv_dim());  // read like norms: f32 vectors
       b->layer(x.layers[l], l);
     }
+    b->instr[InstrTerm::kSiluElem] += static_cast<double>(cfg->n_layers) * cfg->hidden_dim;
   } else if (m.is(ArchFamily::kBitLlama2c)) {
     const BitLlama2cModel& x = m.bitnet;
     MC_TRY(x.check_shapes());
     *cfg = x.cfg;
+    b->inorder_head = true;
     b->tied("tok_emb", x.tok_emb, x.cfg.vocab_size);
     b->norm("out_norm", x.cfg.dim);
     for (int l = 0; l < x.cfg.n_layers; ++l) b->layer(x.layers[l], l);
+    b->instr[InstrTerm::kBitnetElem] += static_cast<double>(cfg->n_layers) * cfg->hidden_dim;
   } else if (m.is(ArchFamily::kPle)) {
     const PleModel& x = m.ple;
     MC_TRY(x.check_shapes());
@@ -191,14 +211,19 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
       b->mat(p + "qkv", L.qkv, TensorClass::kAttention);
       b->mat(p + "attn_proj", L.attn_proj, TensorClass::kAttention);
       b->mat(p + "gate", L.gate, TensorClass::kFfn);
-      b->mat(p + "up", L.up, TensorClass::kFfn);
+      b->mat(p + "up", L.up, TensorClass::kFfn, 1, false);
       b->mat(p + "down", L.down, TensorClass::kFfn);
       b->mat(p + "ple_gate", L.ple_gate, TensorClass::kOther);
       b->mat(p + "ple_proj", L.ple_proj, TensorClass::kOther);
     }
+    b->instr[InstrTerm::kPleActElem] += static_cast<double>(c.n_layers) * (c.ffn + c.ple_dim);
+    b->instr[InstrTerm::kPleRowElem] += static_cast<double>(c.n_layers) * c.ple_dim;
   } else {
     return Status::Error(Code::kUnsupported, "cost model: architecture %s", m.arch_name());
   }
+  b->instr[InstrTerm::kRopeElem] += static_cast<double>(cfg->n_layers) * (cfg->dim + cfg->kv_dim());
+  b->instr[InstrTerm::kLogit] += cfg->vocab_size;
+  b->instr[InstrTerm::kLayer] += cfg->n_layers;
   return Status::Ok();
 }
 
@@ -338,6 +363,11 @@ Status cost_model(const LoadedModel& model, const BoardProfile& board, const Cos
   for (int k = 0; k < kKernelKindCount; ++k) r.compute_s += r.macs[k] / board.macs_per_s[k][core];
   for (int s = 0; s < kStageCount; ++s) r.token_s += r.stage_s[s] = stage_seconds(r.work[s], board);
   r.tokens_per_s = 1.0 / r.token_s;
+  r.instr = b.instr;
+  r.instr[InstrTerm::kAttnEntry] = att.attn_entries;
+  r.instr[InstrTerm::kAttnEntryDim] = att.attn_entries * c.head_dim();
+  r.instructions = r.instr.instructions();
+  r.instr_s = r.instr.unsupported.empty() ? r.instructions / board.clock_hz : 0;
   *out = std::move(r);
   return Status::Ok();
 }
@@ -394,7 +424,29 @@ std::string format_cost_report(const LoadedModel& model, const BoardProfile& boa
                 1e3 * r.token_s, r.tokens_per_s, 1e3 * r.memory_s, 1e3 * r.compute_s);
   s += line;
   s += r.fits ? "fits: yes\n" : "fits: NO: " + r.overflow + "\n";
+  s += format_instruction_bound(board, r);
   return s;
+}
+
+std::string format_instruction_bound(const BoardProfile& board, const CostReport& r) {
+  std::string s = "instruction bound (emulated ESP32-S3 with PIE, the board runner on one core; not divided over -t: no "
+                  "two-core run was measured):\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-26s %14s %10s %14s\n", "term", "units", "instr/unit", "instructions");
+  s += line;
+  for (int i = 0; i < kInstrTermCount; ++i) {
+    const InstrTermInfo& t = instr_term(static_cast<InstrTerm>(i));
+    if (r.instr.n[i] == 0) continue;
+    std::snprintf(line, sizeof line, "%-26s %14.0f %10.3f %14.0f\n", t.name, r.instr.n[i], t.per_unit, r.instr.n[i] * t.per_unit);
+    s += line;
+  }
+  if (!r.instr.unsupported.empty()) return s + "no instruction bound: no emulated figure for " + r.instr.unsupported + "\n";
+  const double bytes_s = r.memory_s;
+  std::snprintf(line, sizeof line,
+                "bounds: bytes %.3f ms (%.1f tok/s), instructions %.0f = %.3f ms at %.0f MHz (%.1f tok/s): the %s bind\n",
+                1e3 * bytes_s, bytes_s > 0 ? 1.0 / bytes_s : 0.0, r.instructions, 1e3 * r.instr_s, board.clock_hz / 1e6,
+                1.0 / r.instr_s, r.instructions_bind() ? "instructions" : "bytes");
+  return s + line;
 }
 
 Status format_position_table(const LoadedModel& model, const BoardProfile& board, const CostOptions& opt,
@@ -406,32 +458,43 @@ Status format_position_table(const LoadedModel& model, const BoardProfile& board
   const int ctx = r.ctx_len;
   char line[256];
   std::string s = "ms per stage by position (" + board.name + ", " + std::to_string(opt.threads) + " core(s)):\n";
-  std::snprintf(line, sizeof line, "%8s %8s %8s %8s %8s %8s %9s %8s\n", "pos", "input", "attn", "ffn", "ple", "head",
-                "total_ms", "tok/s");
+  std::snprintf(line, sizeof line, "%8s %8s %8s %8s %8s %8s %9s %8s %10s %10s %6s\n", "pos", "input", "attn", "ffn", "ple",
+                "head", "total_ms", "tok/s", "bytes_tok/s", "instr_tok/s", "binds");
   s += line;
   const int positions[5] = {0, ctx / 4, ctx / 2, 3 * ctx / 4, ctx - 1};
   for (int i = 0; i < 5; ++i) {
     if (i > 0 && positions[i] == positions[i - 1]) continue;
     o.pos = positions[i];
     MC_TRY(cost_model(model, board, o, &r));
-    std::snprintf(line, sizeof line, "%8d %8.3f %8.3f %8.3f %8.3f %8.3f %9.3f %8.1f\n", o.pos, 1e3 * r.stage_s[0],
-                  1e3 * r.stage_s[1], 1e3 * r.stage_s[2], 1e3 * r.stage_s[3], 1e3 * r.stage_s[4], 1e3 * r.token_s,
-                  r.tokens_per_s);
+    std::snprintf(line, sizeof line, "%8d %8.3f %8.3f %8.3f %8.3f %8.3f %9.3f %8.1f %10.1f %10.1f %6s\n", o.pos,
+                  1e3 * r.stage_s[0], 1e3 * r.stage_s[1], 1e3 * r.stage_s[2], 1e3 * r.stage_s[3], 1e3 * r.stage_s[4],
+                  1e3 * r.token_s, r.tokens_per_s, r.memory_s > 0 ? 1.0 / r.memory_s : 0.0, r.instr_s > 0 ? 1.0 / r.instr_s : 0.0,
+                  r.instr_s <= 0 ? "-" : r.instructions_bind() ? "instr" : "bytes");
     s += line;
   }
   // A run that fills the context: the mean time of positions 0..ctx-1 (every position up to 1024,
   // else 1024 evenly spaced), the figure the published tokens/s of a whole run compare with.
   const int step = ctx <= 1024 ? 1 : ctx / 1024;
-  double sum = 0;
+  double sum = 0, bytes = 0, instr = 0, bound = 0;
   int n = 0;
   for (int p = 0; p < ctx; p += step, ++n) {
     o.pos = p;
     MC_TRY(cost_model(model, board, o, &r));
     sum += r.token_s;
+    bytes += r.memory_s;
+    instr += r.instr_s;
+    bound += std::max(r.memory_s, r.instr_s);
   }
   std::snprintf(line, sizeof line, "mean over positions 0..%d: %.3f ms per token -> %.1f tok/s\n", ctx - 1, 1e3 * sum / n,
                 n / sum);
   s += line;
+  if (r.instr_s > 0) {
+    std::snprintf(line, sizeof line,
+                  "bounds, mean over positions 0..%d: bytes %.1f tok/s, instructions (one core) %.1f tok/s; the larger "
+                  "time of the two: %.1f tok/s (the %s bind)\n",
+                  ctx - 1, n / bytes, n / instr, n / bound, instr > bytes ? "instructions" : "bytes");
+    s += line;
+  }
   *out = s;
   return Status::Ok();
 }

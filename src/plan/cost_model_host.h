@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "plan/board_profile_host.h"
+#include "plan/instruction_table_host.h"
 #include "load/model_loader_host.h"
 
 namespace mcullm {
@@ -57,6 +58,7 @@ struct CostTensor {
   uint64_t read_per_token = 0;  // read by one generated token
   uint64_t macs_per_token = 0;
   bool row_read = false;        // one row per token (a table)
+  double instructions = 0;      // of its matvec (and its input's quantization), by the instruction table
 };
 
 struct CostOptions {
@@ -78,6 +80,12 @@ struct CostReport {
   double stage_s[kStageCount] = {};
   double memory_s = 0, compute_s = 0;  // PSRAM + flash time; MAC time (for the summary line)
   double token_s = 0, tokens_per_s = 0;
+  // The two lower bounds of a token's time: bytes (memory_s: PSRAM and flash reads at the tiers'
+  // bandwidth) and instructions (instr_s: the emulated instruction count at the clock, one core;
+  // 0 when instr.unsupported names a kernel without an emulated figure).
+  InstrUnits instr;
+  double instructions = 0, instr_s = 0;
+  bool instructions_bind() const { return instr_s > memory_s; }
   int ctx_len = 0, pos = 0;  // as used
   bool fits = true;
   std::string overflow;  // what does not fit, when !fits: the tier, bytes needed vs available, the largest tensors
@@ -88,6 +96,8 @@ Status cost_model(const LoadedModel& model, const BoardProfile& board, const Cos
 // The table `mcullm plan` prints.
 std::string format_cost_report(const LoadedModel& model, const BoardProfile& board, const CostOptions& opt,
                                const CostReport& r);
+// The instruction bound's terms and both bounds (part of format_cost_report).
+std::string format_instruction_bound(const BoardProfile& board, const CostReport& r);
 // ms per stage and tokens/s at a few positions of the context (0, 1/4, 1/2, 3/4, last).
 Status format_position_table(const LoadedModel& model, const BoardProfile& board, const CostOptions& opt,
                              std::string* out);

@@ -13,7 +13,7 @@ import re
 import sys
 
 # Routines without a stage of their own: their instructions go to the function that called them.
-HELPER = re.compile(r"^(__|_vectors$|mem(set|cpy|move|cmp)$|mcullm_pie_|mcullm::mc_(expf?|log|sqrtf|sincos)\b|mcullm::q4e_scale\b)")
+HELPER = re.compile(r"^(__|_vectors$|mem(set|cpy|move|cmp)$|mcullm_pie_|mcullm::mc_(expf?|expf_rounded\w*|log|sqrtf|sincos)\b|mcullm::q4e_scale\b)")
 
 # A function's stage: the first pattern that matches its demangled name (arguments stripped).
 STAGES = [

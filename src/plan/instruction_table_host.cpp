@@ -1,0 +1,96 @@
+#include "plan/instruction_table_host.h"
+
+namespace mcullm {
+
+namespace {
+
+// Instructions per unit, per term. Fitted by tools/esp32s3-pie/fit_instr_table.py from the per-stage
+// profiles of `tools/esp32s3-pie/profile_stages.sh` (Espressif's QEMU fork with fork-sim-pie.patch,
+// -icount shift=0, prompt 1 403 407, greedy) of stories260K q4g64 and q8_0 (-n 16; q8_0 keeps w2 in
+// f32), bit1M and the esp32-ai fixture (-n 12), on main 1b5abcd with branch instbound's
+// profile_stages.py (mc_expf_rounded charged to its callers); docs/cost-model.md, "The instruction
+// bound", has the commands and the check.
+// A matvec kind measured on one shape: its per-weight / per-block figure is the assembly's loop
+// (docs/firmware.md), the per-row figure is what the stage's total leaves.
+const InstrTermInfo kTable[kInstrTermCount] = {
+    {"q4e weights", 0.2812},
+    {"q4e groups", 26.0},
+    {"q4e rows", 36.44},
+    {"q4g64 blocks", 47.0},
+    {"q4g64 rows", 9.927},
+    {"q8_0 blocks", 40.0},
+    {"q8_0 rows", 18.35},
+    {"i2_s weights", 0.4411},
+    {"f32 weights", 13.73},
+    {"f32 classifier weights", 8.094},
+    {"quantized inputs", 39.72},
+    {"norm elements", 11.87},
+    {"rope elements", 70.82},
+    {"silu elements", 125.0},
+    {"bitnet layer elements", 229.7},
+    {"ple activation elements", 196.2},
+    {"ple row elements", 86.47},
+    {"attention entries", 316.8},
+    {"attention entry dims", 20.58},
+    {"logits", 20.04},
+    {"layers", 8353.0},
+};
+
+double ceil_div(int a, int b) { return static_cast<double>((a + b - 1) / b); }
+
+}  // namespace
+
+const InstrTermInfo& instr_term(InstrTerm t) { return kTable[static_cast<int>(t)]; }
+
+void InstrUnits::add_matvec(DType type, int rows, int cols, int group, bool f32_activations) {
+  const double r = rows, macs = r * cols;
+  switch (type) {
+    case DType::kQ4E:
+      if (f32_activations || group <= 0) break;
+      (*this)[InstrTerm::kQ4eMac] += macs;
+      (*this)[InstrTerm::kQ4eGroup] += r * ceil_div(cols, group);
+      (*this)[InstrTerm::kQ4eRow] += r;
+      return;
+    case DType::kQ4G64:
+      if (f32_activations) break;
+      (*this)[InstrTerm::kQ4g64Block] += r * ceil_div(cols, 64);
+      (*this)[InstrTerm::kQ4g64Row] += r;
+      return;
+    case DType::kQ8_0:
+      if (f32_activations) break;
+      (*this)[InstrTerm::kQ8Block] += r * ceil_div(cols, 32);
+      (*this)[InstrTerm::kQ8Row] += r;
+      return;
+    case DType::kI2_S:
+      if (f32_activations) break;
+      (*this)[InstrTerm::kI2sMac] += macs;
+      return;
+    case DType::kF32:
+      (*this)[InstrTerm::kF32Mac] += macs;
+      return;
+    default: break;
+  }
+  const DTypeInfo* info = dtype_info(type);
+  const std::string name = std::string(info ? info->name : "?") + (f32_activations ? " (f32 activations)" : "");
+  if (unsupported.find(name) == std::string::npos) unsupported += (unsupported.empty() ? "" : ", ") + name;
+}
+
+double InstrUnits::instructions() const {
+  double s = 0;
+  for (int i = 0; i < kInstrTermCount; ++i) s += n[i] * kTable[i].per_unit;
+  return s;
+}
+
+double InstrUnits::elementwise_instructions() const {
+  double s = 0;
+  for (InstrTerm t : {InstrTerm::kNormElem, InstrTerm::kRopeElem, InstrTerm::kSiluElem, InstrTerm::kBitnetElem,
+                      InstrTerm::kPleActElem, InstrTerm::kPleRowElem, InstrTerm::kLayer})
+    s += (*this)[t] * instr_term(t).per_unit;
+  return s;
+}
+
+double InstrUnits::attention_entry_instructions(int head_dim) {
+  return instr_term(InstrTerm::kAttnEntry).per_unit + head_dim * instr_term(InstrTerm::kAttnEntryDim).per_unit;
+}
+
+}  // namespace mcullm

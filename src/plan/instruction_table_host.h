@@ -1,0 +1,67 @@
+// The cost model's instruction bound: instructions per generated token of our board runner on the
+// emulated ESP32-S3 with the PIE kernels (one core), as a sum over terms of units (from the model's
+// shapes) times instructions per unit (a constant table fitted to emulated per-stage profiles;
+// docs/cost-model.md, "The instruction bound", says which runs and how).
+//
+// Instructions, not cycles: the bound is instructions / clock (one instruction per cycle, no stall),
+// so a token takes at least that long on one core. The board runner (a SerialPool) was measured on
+// one core; the firmware's two-core build splits its pool's tasks, not measured on the emulator, so
+// the bound does not divide by the cores.
+#pragma once
+#include <string>
+
+#include "quant/dtype.h"
+
+namespace mcullm {
+
+enum class InstrTerm : int {
+  kQ4eMac = 0,   // q4e (int8 activations, PIE): per weight
+  kQ4eGroup,     //   per scale group of a row
+  kQ4eRow,       //   per row (and its share of the call)
+  kQ4g64Block,   // q4g64 (PIE): per 64-weight block
+  kQ4g64Row,
+  kQ8Block,      // q8_0 (PIE): per 32-weight block
+  kQ8Row,
+  kI2sMac,       // i2_s ternary (PIE): per weight
+  kF32Mac,       // f32 (scalar, matvec_f32_ref's lanes): per weight
+  kF32ClassifierMac,  // f32 in-order classifier (the BitNet llama2c head): per weight
+  kQuantElem,    // activation quantization to int8: per element of a distinct matvec input
+  kNormElem,     // rmsnorm: per element
+  kRopeElem,     // RoPE: per element of q and k
+  kSiluElem,     // llama SwiGLU (SiLU and gate): per hidden element
+  kBitnetElem,   // BitNet llama2c layer body (SiLU gate, norms, residuals): per hidden element
+  kPleActElem,   // esp32-ai PLE: GELU and gate per FFN element plus the PLE gate's SiLU per PLE element
+  kPleRowElem,   // PLE rows and their glue: per PLE element per layer
+  kAttnEntry,    // attention: per (head, position) entry (score, softmax, value glue)
+  kAttnEntryDim, //   per entry and element of the head (score and value MACs)
+  kLogit,        // sampling (greedy argmax or candidates) per logit
+  kLayer,        // per layer: the decoder glue
+  kCount
+};
+constexpr int kInstrTermCount = static_cast<int>(InstrTerm::kCount);
+
+struct InstrTermInfo {
+  const char* name;
+  double per_unit;  // instructions per unit (the fitted table)
+};
+const InstrTermInfo& instr_term(InstrTerm t);
+
+// The units of one token; `unsupported` names a matvec kind the table has no emulated figure for
+// (e.g. q4e with f32 activations, q4_0, tl1): its bound is then not given.
+struct InstrUnits {
+  double n[kInstrTermCount] = {};
+  std::string unsupported;
+  double& operator[](InstrTerm t) { return n[static_cast<int>(t)]; }
+  double operator[](InstrTerm t) const { return n[static_cast<int>(t)]; }
+  // One matvec of rows x cols of this type (group: q4e's scale group) and its activation width.
+  void add_matvec(DType type, int rows, int cols, int group, bool f32_activations);
+  // The BitNet llama2c head: f32, summed in order (its C reader's order), not matvec_f32_ref.
+  void add_inorder_classifier(int rows, int cols) { (*this)[InstrTerm::kF32ClassifierMac] += static_cast<double>(rows) * cols; }
+  double instructions() const;  // sum of units x per_unit
+  // Of it: the per-layer work besides matvecs and attention (norms, RoPE, activations, PLE rows, glue).
+  double elementwise_instructions() const;
+  // Attention's instructions per (head, position) entry for heads of head_dim.
+  static double attention_entry_instructions(int head_dim);
+};
+
+}  // namespace mcullm
