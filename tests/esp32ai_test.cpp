@@ -317,15 +317,19 @@ TEST(Esp32ai, ReluFfnGateFirstEqualsDense) {
           Arena work(Tier::kHost, mem.data(), mem.size());
           PleContext ctx;
           ASSERT_TRUE(ctx.init(&a.model, 0, work, pool, k, false).ok());
+          const auto six_steps = [&] {  // logits of 6 fixed tokens from position 0
+            std::vector<float> out;
+            int tok = 1;
+            for (int pos = 0; pos < 6; ++pos) {
+              const float* lg = nullptr;
+              EXPECT_TRUE(ctx.forward(tok, pos, &lg).ok());
+              out.insert(out.end(), lg, lg + a.model.cfg.output_vocab);
+              tok = (tok * 7 + pos) % a.model.cfg.input_vocab;
+            }
+            return out;
+          };
           ctx.set_sparse_ffn(true, max_live);
-          std::vector<float> all;
-          int tok = 1;
-          for (int pos = 0; pos < 6; ++pos) {
-            const float* lg = nullptr;
-            ASSERT_TRUE(ctx.forward(tok, pos, &lg).ok());
-            all.insert(all.end(), lg, lg + a.model.cfg.output_vocab);
-            tok = (tok * 7 + pos) % a.model.cfg.input_vocab;
-          }
+          const std::vector<float> all = six_steps();
           FfnCounts c;
           ASSERT_TRUE(ctx.ffn_counts(&c));
           EXPECT_EQ(c.neurons, 6ull * s.layers * s.ffn);
@@ -336,17 +340,11 @@ TEST(Esp32ai, ReluFfnGateFirstEqualsDense) {
           }
           // the same tokens again, dense
           ctx.set_sparse_ffn(false);
-          std::vector<float> want;
-          tok = 1;
-          for (int pos = 0; pos < 6; ++pos) {
-            const float* lg = nullptr;
-            ASSERT_TRUE(ctx.forward(tok, pos, &lg).ok());
-            want.insert(want.end(), lg, lg + a.model.cfg.output_vocab);
-            tok = (tok * 7 + pos) % a.model.cfg.input_vocab;
-          }
+          const std::vector<float> want = six_steps();
           FfnCounts d;
           ASSERT_TRUE(ctx.ffn_counts(&d));
           EXPECT_EQ(d.skipped, c.skipped);  // the dense run skipped nothing
+          ASSERT_EQ(all.size(), want.size());
           EXPECT_EQ(0, std::memcmp(all.data(), want.data(), want.size() * 4))
               << k->name << " group " << group << " max live " << max_live;
           if (k == &kernels_ref() && pool == &pool1 && max_live == 1000) {
