@@ -116,7 +116,9 @@ Status PleContext::init(const PleModel* model, int ctx_len, Arena& arena, Thread
   MC_TRY(arena.alloc_array(widest, TensorClass::kActivations, &act_q_));
   ffn_h_ = nullptr;
   ffn_live_ = nullptr;
-  if (c.relu_ffn && model->layers[0].down_cols.w) {
+  bool any_cols = false;  // a layer whose down matrix could not be column-stored runs dense
+  for (int l = 0; l < c.n_layers; ++l) any_cols = any_cols || model->layers[l].down_cols.w;
+  if (c.relu_ffn && any_cols) {
     MC_TRY(arena.alloc_array(c.ffn, TensorClass::kActivations, &ffn_h_));
     MC_TRY(arena.alloc_array(c.ffn, TensorClass::kActivations, &ffn_live_));
   }
