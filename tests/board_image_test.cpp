@@ -563,12 +563,18 @@ TEST(BoardImage, Esp32aiPleGivesTheModelsLogits) {
 }
 
 // A ReLU PLE model (the combo model): the image carries the activation (config.ffn = 1) and gives
-// the loaded ReLU model's logits (a SiLU run from the image would not).
+// the loaded ReLU model's logits (a SiLU run from the image would not). The loaded model runs the FFN
+// gate first for every token (q4e down stored by column), the image dense: the same bits.
 TEST(BoardImage, ReluPleKeepsItsActivation) {
   MC_REQUIRE_SHARED();
   const std::string path = test::shared_path("models/esp32-ai-ple/ple4096_int4.bin");
   const auto relu = [](LoadedModel& lm) { lm.ple.cfg.relu_ffn = true; };
-  expect_same_logits(path, relu);
+  expect_same_logits(path, [](LoadedModel& lm) {
+    lm.ple.cfg.relu_ffn = true;
+    lm.sparse_max_live = 1000;
+    ASSERT_TRUE(ple_build_sparse_ffn(&lm.ple, lm.tables).ok());
+    ASSERT_EQ(lm.ple.layers[0].down_cols.type, DType::kQ4E);
+  });
   expect_image_ffn(path, relu, 1);
   expect_image_ffn(path, [](LoadedModel&) {}, 0);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/thread_pool_host.h"
+#include "model/sparse_ffn.h"
 #include "format/esp32ai_writer_host.h"
 #include "format/transformer_gguf.h"
 #include "quant/q4e.h"
@@ -287,6 +288,73 @@ TEST(Esp32ai, WriterAndGgufRoundTrips) {
 // mcullm's ReLU-FFN flag (the combo model): read from the v1 header, kept by both writers (esp32-ai
 // bytes, GGUF's mcullm.ffn_activation), refused where it has no room (v0); it changes what the FFN
 // computes and makes the context count live neurons. Unknown flag bits and activations are refused.
+// The combo model's FFN gate first (ple_build_sparse_ffn: q4e down matrices stored by column, the
+// column kernel over the live neurons) gives the dense FFN's logits bit for bit: kernel tables ref
+// and the best one, one and two threads, always sparse / never / the default share; an odd group
+// (groups start mid-byte) and one that does not divide ffn. It skips neurons; f32 activations and
+// set_sparse_ffn(false) run dense (skipped 0).
+TEST(Esp32ai, ReluFfnGateFirstEqualsDense) {
+  for (int group : {7, 32}) {
+    Spec s;
+    s.version = 1;
+    s.relu = true;
+    s.dim = 64;
+    s.heads = 4;
+    s.ffn = 200;
+    s.group = group;
+    Loaded a;
+    ASSERT_TRUE(load(write_model(s, 11), &a).ok());
+    HostThreadPool pool1(1), pool2(2);
+    const std::vector<float> dense = run_logits(a.model, &pool1, &kernels_ref(), false, 6);
+    const std::vector<float> dense_f32 = run_logits(a.model, &pool1, &kernels_ref(), true, 6);
+    ASSERT_TRUE(ple_build_sparse_ffn(&a.model, a.arena).ok());
+    ASSERT_EQ(a.model.layers[1].down_cols.type, DType::kQ4E);
+    EXPECT_EQ(run_logits(a.model, &pool1, &kernels_ref(), true, 6), dense_f32);  // f32: dense
+    for (const KernelSet* k : {&kernels_ref(), &kernels_best()})
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(&pool1), static_cast<ThreadPool*>(&pool2)})
+        for (int max_live : {1000, 0, kSparseFfnMaxLivePermille}) {
+          std::vector<uint8_t> mem(8 << 20);
+          Arena work(Tier::kHost, mem.data(), mem.size());
+          PleContext ctx;
+          ASSERT_TRUE(ctx.init(&a.model, 0, work, pool, k, false).ok());
+          const auto six_steps = [&] {  // logits of 6 fixed tokens from position 0
+            std::vector<float> out;
+            int tok = 1;
+            for (int pos = 0; pos < 6; ++pos) {
+              const float* lg = nullptr;
+              EXPECT_TRUE(ctx.forward(tok, pos, &lg).ok());
+              out.insert(out.end(), lg, lg + a.model.cfg.output_vocab);
+              tok = (tok * 7 + pos) % a.model.cfg.input_vocab;
+            }
+            return out;
+          };
+          ctx.set_sparse_ffn(true, max_live);
+          const std::vector<float> all = six_steps();
+          FfnCounts c;
+          ASSERT_TRUE(ctx.ffn_counts(&c));
+          EXPECT_EQ(c.neurons, 6ull * s.layers * s.ffn);
+          if (max_live == 1000) {
+            EXPECT_EQ(c.skipped, c.neurons - c.live);
+          } else if (max_live == 0) {
+            EXPECT_EQ(c.skipped, 0u);
+          }
+          // the same tokens again, dense
+          ctx.set_sparse_ffn(false);
+          const std::vector<float> want = six_steps();
+          FfnCounts d;
+          ASSERT_TRUE(ctx.ffn_counts(&d));
+          EXPECT_EQ(d.skipped, c.skipped);  // the dense run skipped nothing
+          ASSERT_EQ(all.size(), want.size());
+          EXPECT_EQ(0, std::memcmp(all.data(), want.data(), want.size() * 4))
+              << k->name << " group " << group << " max live " << max_live;
+          if (k == &kernels_ref() && pool == &pool1 && max_live == 1000) {
+            EXPECT_GT(c.skipped, 0u);
+            EXPECT_EQ(run_logits(a.model, &pool1, k, false, 6), dense);  // the greedy run too
+          }
+        }
+  }
+}
+
 TEST(Esp32ai, ReluFfnFlagIsReadKeptAndRun) {
   Spec s;
   s.version = 1;
@@ -310,12 +378,13 @@ TEST(Esp32ai, ReluFfnFlagIsReadKeptAndRun) {
     ASSERT_TRUE(ctx.init(&l->model, 8, work, &pool, &kernels_ref(), true).ok());
     const float* lg = nullptr;
     for (int pos = 0; pos < 3; ++pos) ASSERT_TRUE(ctx.forward(pos + 1, pos, &lg).ok());
-    unsigned long long neurons = 0, live = 0;
-    ASSERT_EQ(ctx.ffn_counts(&neurons, &live), l == &a);
+    FfnCounts c;
+    ASSERT_EQ(ctx.ffn_counts(&c), l == &a);
     if (l == &a) {
-      EXPECT_EQ(neurons, 3ull * s.layers * s.ffn);
-      EXPECT_GT(live, 0u);
-      EXPECT_LT(live, neurons);
+      EXPECT_EQ(c.neurons, 3ull * s.layers * s.ffn);
+      EXPECT_GT(c.live, 0u);
+      EXPECT_LT(c.live, c.neurons);
+      EXPECT_EQ(c.skipped, 0u);  // f32 activations: dense
     }
   }
 

@@ -390,6 +390,92 @@ void expect_down_cols_equal_dense(const KernelSet& k) {
 TEST_P(KernelConformance, SparseDownColumnsEqualDense) { expect_down_cols_equal_dense(k()); }
 TEST(KernelConformanceRef, SparseDownColumnsEqualDense) { expect_down_cols_equal_dense(kernels_ref()); }
 
+// The same for a q4e down matrix (esp32-ai's layout, the PLE models' FFN): k.matvec_down_cols over the
+// non-zero columns of h quantized with one scale (q4e_quantize_activations, as the dense path) equals
+// matvec_q4e_q8_ref bit for bit. Groups of 1, odd sizes (starting mid-byte), 32, 64 and one group per
+// row, with a shorter last group; codes 0..15; scales +-0, subnormal, the f16 maximum and negative;
+// columns of zero weights that are live; h with none, all, random, one per group, the ends of each
+// group and every other group live.
+void expect_q4e_down_cols_equal_dense(const KernelSet& k) {
+  std::mt19937_64 rng(0xD0C4Eu);
+  int cases = 0;
+  for (int rows : {32, 64, 96}) {
+    for (int cols : {63, 64, 100, 257}) {
+      for (int group : {1, 7, 32, 33, 64, 100000}) {
+        Q4eTensor t = make_q4e_tensor(rows, cols, group, rng());
+        uint8_t* codes = t.bytes.data() + 1 + 4;
+        for (size_t i = 0; i < q4e_code_bytes(rows, cols); i += 3) codes[i] = static_cast<uint8_t>(rng());
+        const int zero_col = static_cast<int>(rng() % cols);  // every row's weight 0 in this column
+        for (int r = 0; r < rows; ++r) {
+          uint8_t& b = codes[static_cast<size_t>(r) * ((cols + 1) / 2) + zero_col / 2];
+          b = zero_col % 2 ? static_cast<uint8_t>((b & 0x0F) | 0x80) : static_cast<uint8_t>((b & 0xF0) | 0x08);
+        }
+        uint8_t* sc = codes + q4e_code_bytes(rows, cols);
+        const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x83FF, 0x7BFF, 0xFBFF};
+        for (size_t i = 0; i < q4e_scale_bytes(rows, cols, group); i += 2)
+          if (rng() % 4 == 0) {
+            const uint16_t d = specials[rng() % 6];
+            sc[i] = static_cast<uint8_t>(d);
+            sc[i + 1] = static_cast<uint8_t>(d >> 8);
+          }
+        std::vector<uint8_t> mem(1 << 20);
+        Arena arena(Tier::kHost, mem.data(), mem.size());
+        DownCols dc;
+        ASSERT_TRUE(build_down_cols(t.m, arena, &dc).ok());
+        ASSERT_EQ(dc.type, DType::kQ4E);
+        const int g = group < cols ? group : cols;
+        for (int pattern = 0; pattern < 7; ++pattern) {
+          std::vector<float> h(cols, 0.0f);
+          for (int i = 0; i < cols; ++i) {
+            const bool live = pattern == 0 ? rng() % 3 == 0 : pattern == 1 ? false : pattern == 2 ? true
+                              : pattern == 3 ? i % g == static_cast<int>(rng() % g)
+                              : pattern == 4 ? (i % g == 0 || i % g == g - 1 || i == cols - 1)
+                              : pattern == 5 ? (i / g) % 2 == 1 : i == zero_col;
+            if (live) h[i] = std::ldexp(static_cast<float>(rng() % 2000) + 1.0f, static_cast<int>(rng() % 20) - 10);
+            if (live && rng() % 2) h[i] = -h[i];
+          }
+          std::vector<int8_t> q(cols);
+          float xs = 0.0f;
+          q4e_quantize_activations(h.data(), cols, q.data(), &xs);
+          std::vector<int32_t> live;
+          for (int i = 0; i < cols; ++i)
+            if (q[i] != 0) live.push_back(i);
+          std::vector<float> want(rows), got(rows, -1.0f);
+          matvec_q4e_q8_ref(t.m, q.data(), &xs, want.data(), 0, rows);
+          const int mid = (rows / 64) * 32;
+          k.matvec_down_cols(dc, q.data(), &xs, live.data(), static_cast<int>(live.size()), got.data(), 0, mid);
+          k.matvec_down_cols(dc, q.data(), &xs, live.data(), static_cast<int>(live.size()), got.data(), mid, rows);
+          EXPECT_TRUE(same_bits(want, got)) << "q4e rows " << rows << " cols " << cols << " group " << group
+                                            << " pattern " << pattern;
+          ++cases;
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 400);
+}
+
+TEST_P(KernelConformance, SparseDownColumnsQ4eEqualDense) { expect_q4e_down_cols_equal_dense(k()); }
+TEST(KernelConformanceRef, SparseDownColumnsQ4eEqualDense) { expect_q4e_down_cols_equal_dense(kernels_ref()); }
+
+// A q4e down matrix with a non-finite group scale, or rows not a multiple of 32, is not column-stored.
+TEST(KernelConformanceRef, SparseDownColumnsQ4eRefused) {
+  for (int bad : {0, 1}) {
+    Q4eTensor t = make_q4e_tensor(bad ? 33 : 32, 40, 8, 7);
+    if (!bad) {
+      uint8_t* sc = t.bytes.data() + 1 + 4 + q4e_code_bytes(32, 40) + 2 * 13;
+      sc[0] = 0x00;
+      sc[1] = 0x7E;  // a NaN
+    }
+    std::vector<uint8_t> mem(1 << 16);
+    Arena arena(Tier::kHost, mem.data(), mem.size());
+    DownCols dc;
+    ASSERT_TRUE(build_down_cols(t.m, arena, &dc).ok());
+    EXPECT_EQ(dc.type, DType::kF32);
+    EXPECT_EQ(dc.w, nullptr);
+  }
+}
+
 // A down matrix with a non-finite block scale is not column-stored (0 * inf would be a NaN the
 // skipped block's term gives in the dense sum): the dense path runs.
 TEST(KernelConformanceRef, SparseDownColumnsRefuseNonFiniteScales) {

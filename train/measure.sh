@@ -33,7 +33,7 @@ if ! "$cli" eval -m "$model" $tok -f "$val" --chunks 60 -t 1 > "$dir/eval.txt" 2
 fi
 "$cli" plan -m "$model" > "$dir/plan.txt" 2>&1
 bpb=$(sed -n 's/.*bits\/byte \([0-9.]*\).*/\1/p' "$dir/eval.txt")
-skip=$(sed -n 's/.*ReLU FFN: \([0-9.]*%\) of neurons skipped.*/ skipped \1,/p' "$dir/eval.txt")
+skip=$(sed -n 's/.*ReLU FFN: \([0-9.]*%\) of neurons dead.*/ dead \1,/p' "$dir/eval.txt")
 # weight bytes read per token: the class rows other than the KV cache, over the three tiers
 bytes=$(awk '/^class/{on=1; next} on && /^(embedding|attention|ffn|norm|head|ple)/{s += $2 + $3 + $4} on && /^compute/{on=0} END{print s}' "$dir/plan.txt")
 ffn=$(awk '/^class/{on=1; next} on && /^ffn /{print $2 + $3 + $4; exit}' "$dir/plan.txt")

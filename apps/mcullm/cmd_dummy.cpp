@@ -141,7 +141,8 @@ int dummy_bitnet(const DummyOptions& o) {
 // An esp32-ai PLE model file (header v0, int4 q4e weights, group 128) of a named layout: "28.9M"
 // (esp32-tinyLLM's TinyStories model: its header reads V=32768 D=96 L=6 H=4 F=66 P=128 seq_len=512
 // group=128) or "3.4M" (the ../shared/models/esp32-ai-ple fixture's shape). For the cost model:
-// the weights are random, the text is noise.
+// the weights are random, the text is noise. --ffn relu writes a v1 header with the ReLU-FFN flag
+// (the combo model's FFN, for the sparse FFN's timing).
 int dummy_ple(const DummyOptions& o) {
   struct Layout {
     const char* name;
@@ -164,8 +165,18 @@ int dummy_ple(const DummyOptions& o) {
     std::memcpy(&u, &f, 4);
     put32(u);
   };
-  put32(kEsp32aiMagicV0);
-  for (int v : {lay->vocab, lay->dim, lay->layers, lay->heads, lay->ffn, lay->ple, 512, kGroup}) put32(static_cast<uint32_t>(v));
+  const bool relu = o.ffn == "relu";
+  if (relu) {  // v1: version, header bytes, flags (tied head, ReLU FFN), then both vocabularies
+    put32(kEsp32aiMagicV1);
+    put32(1);
+    put32(static_cast<uint32_t>(kEsp32aiHeaderV1Bytes));
+    put32(kEsp32aiFlagTied | kEsp32aiFlagReluFfn);
+    for (int v : {lay->vocab, lay->vocab, lay->dim, lay->layers, lay->heads, lay->ffn, lay->ple, 512, kGroup})
+      put32(static_cast<uint32_t>(v));
+  } else {
+    put32(kEsp32aiMagicV0);
+    for (int v : {lay->vocab, lay->dim, lay->layers, lay->heads, lay->ffn, lay->ple, 512, kGroup}) put32(static_cast<uint32_t>(v));
+  }
   putf(10000.0f);
   Filler f{o.seed ? o.seed : 1, {}};
   auto quant = [&](int rows, int cols) {
@@ -198,8 +209,8 @@ int dummy_ple(const DummyOptions& o) {
   }
   ones(D);
   if (Status st = write_file_atomic(o.output, b.data(), b.size()); !st.ok()) return report(st);
-  std::fprintf(stderr, "mcullm: wrote %s: dummy esp32-ai PLE layout %s (vocab %d, dim %d, %d layers, ffn %d, ple %d), %.2f MiB\n",
-               o.output.c_str(), lay->name, lay->vocab, D, L, F, P, b.size() / 1048576.0);
+  std::fprintf(stderr, "mcullm: wrote %s: dummy esp32-ai PLE layout %s (vocab %d, dim %d, %d layers, ffn %d%s, ple %d), %.2f MiB\n",
+               o.output.c_str(), lay->name, lay->vocab, D, L, F, relu ? " relu" : "", P, b.size() / 1048576.0);
   return 0;
 }
 
@@ -324,8 +335,8 @@ int dummy(const DummyOptions& o) {
   if (o.shape_given && writer->write != dummy_llama)
     return report(Status::Error(Code::kInvalidArgument, "--dim, --hidden, --layers, --heads, --kv-heads and --seq-len shape the "
                                 "llama dummy; --arch %s takes its shape from --layout", o.arch.c_str()));
-  if (o.ffn != "silu" && writer->write != dummy_llama)
-    return report(Status::Error(Code::kInvalidArgument, "--ffn needs --arch llama"));
+  if (o.ffn != "silu" && writer->write != dummy_llama && writer->write != dummy_ple)
+    return report(Status::Error(Code::kInvalidArgument, "--ffn needs --arch llama or esp32ai-ple"));
   if (o.untied_head && writer->write != dummy_qwen2 && writer->write != dummy_ple)
     return report(Status::Error(Code::kInvalidArgument, "--untied-head needs --arch qwen2"));
   return writer->write(o);
@@ -357,7 +368,7 @@ void add_dummy_command(CLI::App& app, int* exit_code) {
       cmd->add_option("--kv-heads", o->kv_heads, "llama: key/value heads")->check(CLI::Range(1, 256)),
       cmd->add_option("--seq-len", o->seq_len, "llama: context length")->check(CLI::Range(1, 1 << 20))};
   cmd->add_option("--seed", o->seed, "Weight seed");
-  cmd->add_option("--ffn", o->ffn, "llama: FFN activation, silu (SwiGLU, default) or relu (ReLU-gated: the sparse FFN runs)")
+  cmd->add_option("--ffn", o->ffn, "llama, esp32ai-ple: FFN activation, silu (SwiGLU, default) or relu (ReLU-gated: the sparse FFN runs)")
       ->check(CLI::IsMember({"silu", "relu"}));
   cmd->add_option("--chat-template", o->chat_template, "Store this text as tokenizer.chat_template (llama arch)");
   add_pretuned_options(cmd, &o->pretuned);

@@ -212,9 +212,12 @@ int eval(const EvalOptions& o) {
   std::fprintf(summary, "eval: tokens scored %lld, bytes %lld\n", t.tokens, t.bytes);
   std::fprintf(summary, "eval: nats/token %.4f, bits/byte %.4f, perplexity %.4f\n", nats_per_token, bits_per_byte, perplexity);
   std::fprintf(summary, "eval: time %.2f s (%.1f tokens per second)\n", t.seconds, tok_per_s);
-  if (unsigned long long neurons = 0, live = 0; model.ffn_counts(&neurons, &live) && neurons > 0)
-    std::fprintf(summary, "eval: ReLU FFN: %.2f%% of neurons skipped (%llu of %llu live over tokens and layers)\n",
-                 100.0 * static_cast<double>(neurons - live) / static_cast<double>(neurons), live, neurons);
+  if (FfnCounts c; model.ffn_counts(&c) && c.neurons > 0)
+    std::fprintf(summary,
+                 "eval: ReLU FFN: %.2f%% of neurons dead, %.2f%% skipped (up row and down weights not read; %llu of %llu "
+                 "live over tokens and layers)\n",
+                 100.0 * static_cast<double>(c.neurons - c.live) / static_cast<double>(c.neurons),
+                 100.0 * static_cast<double>(c.skipped) / static_cast<double>(c.neurons), c.live, c.neurons);
 
   if (o.json) {
     std::printf("{\"model\": %s, \"tokenizer\": %s, \"text\": %s, \"kernels\": %s, \"threads\": %d, \"context\": %d, "

@@ -258,10 +258,13 @@ int run(RunOptions o) {
     std::fprintf(stderr, "mcullm:        eval time  = %10.2f ms / %5d runs   (%8.3f ms per token, %10.2f tokens per second)\n",
                  gen_ms, gen_runs, gen_ms / gen_runs, 1000.0 * gen_runs / gen_ms);
   std::fprintf(stderr, "mcullm:       total time  = %10.2f ms / %5d tokens\n", total_ms + load_ms, result.n_prompt + result.n_sampled);
-  if (unsigned long long neurons = 0, live = 0; s.dec.decoder->ffn_counts(&neurons, &live) && neurons > 0)
-    std::fprintf(stderr, "mcullm: ReLU FFN          = %.2f%% of neurons live (%llu of %llu over tokens and layers), %s\n",
-                 100.0 * static_cast<double>(live) / static_cast<double>(neurons), live, neurons,
-                 o.m.dense_ffn ? "dense (--dense-ffn)" : "sparse where the model allows it");
+  if (FfnCounts c; s.dec.decoder->ffn_counts(&c) && c.neurons > 0)
+    std::fprintf(stderr,
+                 "mcullm: ReLU FFN          = %.2f%% of neurons live (%llu of %llu over tokens and layers), %.2f%% skipped "
+                 "(up row and down weights not read)%s\n",
+                 100.0 * static_cast<double>(c.live) / static_cast<double>(c.neurons), c.live, c.neurons,
+                 100.0 * static_cast<double>(c.skipped) / static_cast<double>(c.neurons),
+                 o.m.dense_ffn ? ", dense (--dense-ffn)" : "");
   print_memory(s.lm->tables, work);
   if (result.context_full) std::fprintf(stderr, "mcullm: stopped: the context of %d tokens is full\n", ctx_len);
   if (o.fingerprint)

@@ -137,12 +137,13 @@ void attn_values_q8_ref(const float* att, const int8_t* values, const float* vsc
 bool matmat_tiled_none(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 
 // ---- The sparse ReLU FFN's down product (model/sparse_ffn.h) ----
-// A q8_0 / q4_0 / q4g64 down matrix [rows, cols] stored by column, built once from the row-major
+// A q8_0 / q4_0 / q4g64 / q4e down matrix [rows, cols] stored by column, built once from the row-major
 // matrix (build_down_cols, model/sparse_ffn.h): column j's integer weights (the block codes, the
 // q4 offset of 8 still in) at w + j * col_bytes, in chunks of 32 rows: q8_0: 32 int8 (row 32c + i at
-// byte 32c + i); q4_0 / q4g64: 16 bytes, row 32c + i in the low nibble of byte 16c + i and row
+// byte 32c + i); q4_0 / q4g64 / q4e: 16 bytes, row 32c + i in the low nibble of byte 16c + i and row
 // 32c + 16 + i in its high nibble. scales[b * rows + r] = row r's block b scale as f32 (f16_to_f32 of
-// the stored d, exact). rows % 32 == 0 and cols % block == 0.
+// the stored d, exact). rows % 32 == 0; cols % block == 0 except for q4e, whose block is the tensor's
+// group (any size; the last group may be shorter).
 struct DownCols {
   DType type = DType::kF32;  // kF32: not built
   int rows = 0, cols = 0, block = 0;
@@ -157,6 +158,9 @@ struct DownCols {
 // (build_down_cols refuses a matrix with a non-finite scale), and adding +-0 to a lane that starts at
 // +0 never changes it (a round-to-nearest sum is -0 only when both terms are). So y[r] has the bits
 // of matvec_<type>(row-major, xq, xs) for r in [r0, r1); r0 and r1 multiples of 32 (r1 may be rows).
+// q4e follows its own order (the contract above, int8 activations, xs[0] the one scale): per row one
+// accumulator from +0, acc += (float)isum_g * d_g in increasing group order, y = acc * xs[0]; a group
+// with no listed column is skipped by the same argument (acc starts at +0, so it is never -0).
 void matvec_down_cols_ref(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live,
                           float* y, int r0, int r1);
 
@@ -222,7 +226,7 @@ struct KernelSet {
   bool (*matmat_tiled)(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1) = matmat_tiled_none;
 
   // The sparse ReLU FFN's down product over the live columns of a column-stored block matrix
-  // (DownCols above): the row-major block matvec's bits.
+  // (DownCols above): the row-major block matvec's bits (q4e: matvec_q4e_q8's).
   void (*matvec_down_cols)(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live,
                            float* y, int r0, int r1) = matvec_down_cols_ref;
 };

@@ -81,11 +81,15 @@ Status bitllama2c_greedy_confidence(const BitLlama2cModel& model, int steps, dou
 
 namespace {
 
-// A loaded PLE model: its arch, options and the shared config summary the commands print.
-void set_ple(LoadedModel* m, const LoadOptions& opt) {
+// A loaded PLE model: its arch, options and the shared config summary the commands print; a ReLU
+// FFN's column-stored down matrices unless it runs dense (or with f32 activations, which the column
+// kernel does not take).
+Status set_ple(LoadedModel* m, const LoadOptions& opt) {
   m->arch = arch_info("ple");
   m->f32_activations = opt.f32_activations;
   m->model.cfg = m->ple.cfg.base();
+  if (opt.dense_ffn || opt.f32_activations) return Status::Ok();
+  return ple_build_sparse_ffn(&m->ple, m->tables);
 }
 
 Status load_bitllama2c(LoadedModel* m, const LoadOptions& opt) {
@@ -136,8 +140,7 @@ Status read_gguf_model(LoadedModel* m, const LoadOptions& opt) {
       return Status::Ok();
     case ArchFamily::kPle:
       MC_TRY(ple_from_gguf(m->gguf, m->tables, &m->ple));
-      set_ple(m, opt);
-      return Status::Ok();
+      return set_ple(m, opt);
     case ArchFamily::kTransformer: break;
   }
   return transformer_from_gguf(m->gguf, m->tables, &m->model);  // the spec from the row (format/transformer_gguf.h)
@@ -195,7 +198,7 @@ Status load_model(const std::string& path, const LoadOptions& opt, std::unique_p
     st = esp32ai_load(data, size, m->tables, &m->ple);
     if (st.ok()) {
       m->format = m->ple.cfg.version == 0 ? "esp32-ai v0" : "esp32-ai v1";
-      set_ple(m.get(), opt);
+      st = set_ple(m.get(), opt);
     }
   } else if (bitllama2c_is_ternary(data, size)) {
     st = load_bitllama2c(m.get(), opt);
@@ -263,6 +266,7 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
   if (m.is(ArchFamily::kPle)) {
     auto ple = std::make_shared<PleContext>();
     MC_TRY(ple->init(&m.ple, ctx_len, out->work, pool, kernels, m.f32_activations, m.kv));
+    ple->set_sparse_ffn(!m.dense_ffn, m.sparse_max_live);
     out->decoder = ple;
     return Status::Ok();
   }

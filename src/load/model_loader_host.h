@@ -39,7 +39,7 @@ struct LoadedModel {
   PleModel ple;                             // arch "ple" (esp32-ai format v0 / v1)
   bool f32_activations = false;             // arch "ple": f32 matvec inputs, as esp32-ai's C core
   KvType kv = KvType::kF32;                 // the KV cache make_decoder gives every architecture
-  bool dense_ffn = false;                   // llama family ReLU FFN: dense even where the sparse one applies
+  bool dense_ffn = false;                   // llama family / PLE ReLU FFN: dense even where the sparse one applies
   int sparse_max_live = kSparseFfnMaxLivePermille;  // quantized down: sparse for tokens with at most this share live
   VocabHead head_groups;                    // the head's groups when the GGUF stores them (mcullm head --write)
   bool has_head_groups = false;

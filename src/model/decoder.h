@@ -8,6 +8,12 @@
 
 namespace mcullm {
 
+// A ReLU FFN's neurons, live ones (gate > 0) and skipped ones (up row and down weights not read:
+// dead neurons of the tokens the gate-first sparse FFN ran; 0 where it ran dense).
+struct FfnCounts {
+  unsigned long long neurons = 0, live = 0, skipped = 0;
+};
+
 class Decoder {
  public:
   // Feeds `token` at `pos` (positions in order from 0; a smaller pos rewinds the cache) and
@@ -27,10 +33,9 @@ class Decoder {
   }
   // Tokens one prefill() call takes at most.
   virtual int max_batch() const { return 1; }
-  // A ReLU FFN's counts since init, over tokens and layers: neurons and live ones (gate > 0);
-  // false for a model without one.
-  virtual bool ffn_counts(unsigned long long* neurons, unsigned long long* live) const {
-    (void)neurons, (void)live;
+  // A ReLU FFN's counts since init, over tokens and layers (FfnCounts); false for a model without one.
+  virtual bool ffn_counts(FfnCounts* counts) const {
+    (void)counts;
     return false;
   }
   // The head forward() and prefill() compute from now on (model/vocab_head.h): the groups must be the

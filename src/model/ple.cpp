@@ -91,6 +91,12 @@ Status PleModel::check_shapes() const {
   return Status::Ok();
 }
 
+Status ple_build_sparse_ffn(PleModel* m, Arena& arena) {
+  if (!m->cfg.relu_ffn) return Status::Ok();
+  for (int l = 0; l < m->cfg.n_layers; ++l) MC_TRY(build_down_cols(m->layers[l].down, arena, &m->layers[l].down_cols));
+  return Status::Ok();
+}
+
 Status PleContext::init(const PleModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
                         bool f32_activations, KvType kv) {
   MC_TRY(model->check_shapes());
@@ -108,7 +114,15 @@ Status PleContext::init(const PleModel* model, int ctx_len, Arena& arena, Thread
   MC_TRY(arena.alloc_array(LP, TensorClass::kActivations, &ple_));
   MC_TRY(arena.alloc_array(LP, TensorClass::kActivations, &row_));
   MC_TRY(arena.alloc_array(widest, TensorClass::kActivations, &act_q_));
-  neurons_ = live_ = 0;
+  ffn_h_ = nullptr;
+  ffn_live_ = nullptr;
+  bool any_cols = false;  // a layer whose down matrix could not be column-stored runs dense
+  for (int l = 0; l < c.n_layers; ++l) any_cols = any_cols || model->layers[l].down_cols.w;
+  if (c.relu_ffn && any_cols) {
+    MC_TRY(arena.alloc_array(c.ffn, TensorClass::kActivations, &ffn_h_));
+    MC_TRY(arena.alloc_array(c.ffn, TensorClass::kActivations, &ffn_live_));
+  }
+  ffn_ = FfnCounts();
   return Status::Ok();
 }
 
@@ -116,10 +130,9 @@ Status PleContext::set_head(const HeadChoice& c, Arena& arena) {
   return apply_head_choice(c, model_->output, arena, &head_rows_, &head_);
 }
 
-bool PleContext::ffn_counts(unsigned long long* neurons, unsigned long long* live) const {
+bool PleContext::ffn_counts(FfnCounts* counts) const {
   if (!model_->cfg.relu_ffn) return false;
-  *neurons = neurons_;
-  *live = live_;
+  *counts = ffn_;
   return true;
 }
 
@@ -181,21 +194,35 @@ Status PleContext::forward(int token, int pos, const float** logits) {
     for (int i = 0; i < D; ++i) s_.x[i] += s_.xb[i];
 
     rmsnorm(k, s_.xb, s_.x, Ly.ffn_norm, D, c.norm_eps);
-    {
+    if (c.relu_ffn && sparse_on_ && !f32_act_ && Ly.down_cols.w && ffn_h_) {
+      // Gate first: x quantized once (as run() does) for gate and up; the FFN output lands in xb.
+      ActVec act;
+      act.f = s_.xb;
+      q4e_quantize_activations(s_.xb, D, act_q_, &act_scale_);
+      act.q = act_q_;
+      act.scales = &act_scale_;
+      act.block = D;
+      const ReluFfnQ f{Ly.gate, Ly.up, Ly.down_cols, Ly.down, sparse_max_live_};
+      // act_q_ / act_scale_ hold x until the gate and up rows are done; h's go to the same buffers after.
+      const FfnScratchQ sc{s_.hb, s_.hb2, ffn_h_, act_q_, &act_scale_, ffn_live_};
+      FfnStats st;
+      ffn_relu_sparse_q(*pool_, k, f, act, sc, s_.xb, &st);
+      ffn_.neurons += static_cast<unsigned long long>(st.neurons);
+      ffn_.live += static_cast<unsigned long long>(st.live);
+      ffn_.skipped += static_cast<unsigned long long>(st.skipped);
+    } else {
       const MatRef* mats[2] = {&Ly.gate, &Ly.up};
       float* outs[2] = {s_.hb, s_.hb2};
       run(mats, outs, 2, s_.xb, D);
-    }
-    if (c.relu_ffn) {
-      live_ += static_cast<unsigned long long>(relu_mul(s_.hb, s_.hb2, s_.hb, F));
-      neurons_ += static_cast<unsigned long long>(F);
-    } else {
-      k.silu_mul(s_.hb, s_.hb2, F);
-    }
-    {
-      const MatRef* mats[1] = {&Ly.down};
-      float* outs[1] = {s_.xb};
-      run(mats, outs, 1, s_.hb, F);
+      if (c.relu_ffn) {
+        ffn_.live += static_cast<unsigned long long>(relu_mul(s_.hb, s_.hb2, s_.hb, F));
+        ffn_.neurons += static_cast<unsigned long long>(F);
+      } else {
+        k.silu_mul(s_.hb, s_.hb2, F);
+      }
+      const MatRef* down[1] = {&Ly.down};
+      float* dout[1] = {s_.xb};
+      run(down, dout, 1, s_.hb, F);
     }
     for (int i = 0; i < D; ++i) s_.x[i] += s_.xb[i];
 

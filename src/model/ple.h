@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "model/decoder.h"
+#include "model/sparse_ffn.h"
 #include "model/transformer.h"
 #include "mcullm/status.h"
 
@@ -51,6 +52,7 @@ struct PleLayer {
   MatRef attn_proj;                  // [dim, dim]
   MatRef gate, up;                   // [ffn, dim]
   MatRef down;                       // [dim, ffn]
+  DownCols down_cols;                // ReLU FFN: down stored by column (ple_build_sparse_ffn); built: the sparse FFN runs
   MatRef ple_gate;                   // [ple_dim, dim]
   MatRef ple_proj;                   // [dim, ple_dim]
 };
@@ -70,6 +72,11 @@ struct PleModel {
   Status check_shapes() const;
 };
 
+// A ReLU FFN (cfg.relu_ffn): each layer's column-stored q4e down matrix (build_down_cols) in `arena`,
+// which lets PleContext run the FFN gate first (model/sparse_ffn.h); a no-op for SwiGLU models, and
+// a layer whose down matrix cannot be column-stored (rows % 32, a non-finite scale) stays dense.
+Status ple_build_sparse_ffn(PleModel* m, Arena& arena);
+
 class PleContext final : public Decoder {
  public:
   Status init(const PleModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
@@ -82,10 +89,15 @@ class PleContext final : public Decoder {
   const float* head_input() const { return s_.x; }
   const PleModel& model() const { return *model_; }
   bool f32_activations() const { return f32_act_; }
-  // A ReLU FFN (cfg.relu_ffn): neurons and live ones since init. Run dense: the q4e down matrix has
-  // no column kernel (model/sparse_ffn.h covers q8_0 / q4_0 / q4g64), so every up row and down
-  // column is read; the counts say what a sparse FFN would skip.
-  bool ffn_counts(unsigned long long* neurons, unsigned long long* live) const override;
+  // A ReLU FFN (cfg.relu_ffn): its counts since init. Gate first (ffn_relu_sparse_q) in the layers
+  // with down_cols, with int8 activations and set_sparse_ffn on; dense elsewhere (f32 activations:
+  // the column kernel has the int8 order only). Either way the same bits.
+  bool ffn_counts(FfnCounts* counts) const override;
+  // As TransformerRunner::set_sparse_ffn: off runs the ReLU FFN dense; max_live_permille as ReluFfnQ.
+  void set_sparse_ffn(bool on, int max_live_permille = kSparseFfnMaxLivePermille) {
+    sparse_on_ = on;
+    sparse_max_live_ = max_live_permille;
+  }
 
  private:
   // Matrices reading the same input x (n values): int8 quantization (one scale) unless f32.
@@ -104,7 +116,11 @@ class PleContext final : public Decoder {
   float act_scale_ = 0.0f;
   HeadChoice head_;
   float* head_rows_ = nullptr;  // grouped head: head_scratch_floats (model/vocab_head.h)
-  unsigned long long neurons_ = 0, live_ = 0;
+  FfnCounts ffn_;
+  bool sparse_on_ = true;
+  int sparse_max_live_ = kSparseFfnMaxLivePermille;
+  float* ffn_h_ = nullptr;       // sparse FFN scratch: [ffn] h, [ffn] live neurons
+  int32_t* ffn_live_ = nullptr;
 };
 
 }  // namespace mcullm

@@ -4,6 +4,7 @@
 #include "model/transformer.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"
+#include "quant/q4e.h"
 
 namespace mcullm {
 
@@ -46,6 +47,7 @@ void ffn_relu_sparse(const KernelSet& k, const ReluFfn& f, const ActVec& x, floa
   for (int d = 0; d < dim; ++d) y[d] = fold_lanes16(lanes + d * kF32Lanes);
   stats->neurons = ffn;
   stats->live = live;
+  stats->skipped = ffn - live;
   stats->bytes_read = static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(live) * (f.up.row_bytes + static_cast<size_t>(dim) * 4);
 }
 
@@ -83,21 +85,28 @@ void down_task(void* ctx, int ith, int nth) {
 }
 
 // Block size and integer weight of element i of a row-major block row.
-int block_of(DType t) { return t == DType::kQ4G64 ? 64 : 32; }
-int weight_at(DType t, const uint8_t* row, int i, uint16_t* d) {
+int block_of(const MatRef& m) { return m.type == DType::kQ4E ? m.group : m.type == DType::kQ4G64 ? 64 : 32; }
+// Integer weight of element (r, i) and the scale of its block as f32.
+int weight_at(const MatRef& m, int r, int i, float* d) {
+  const uint8_t* row = m.row(r);
+  const DType t = m.type;
+  if (t == DType::kQ4E) {
+    *d = q4e_scale(m, r, i / m.group);
+    return q4e_weight(m, r, i);
+  }
   if (t == DType::kQ8_0) {
     const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[i / 32];
-    *d = b.d;
+    *d = f16_to_f32(b.d);
     return b.qs[i % 32];
   }
   if (t == DType::kQ4_0) {
     const BlockQ4_0& b = reinterpret_cast<const BlockQ4_0*>(row)[i / 32];
-    *d = b.d;
+    *d = f16_to_f32(b.d);
     const int j = i % 32;
     return (j < 16 ? (b.qs[j] & 0x0F) : (b.qs[j - 16] >> 4)) - 8;
   }
   const BlockQ4G64& b = reinterpret_cast<const BlockQ4G64*>(row)[i / 64];
-  *d = b.d;
+  *d = f16_to_f32(b.d);
   const int j = i % 64;
   return (j < 32 ? (b.qs[j] & 0x0F) : (b.qs[j - 32] >> 4)) - 8;
 }
@@ -107,15 +116,15 @@ int weight_at(DType t, const uint8_t* row, int i, uint16_t* d) {
 Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
   *out = DownCols();
   const DType t = down.type;
-  if (t != DType::kQ8_0 && t != DType::kQ4_0 && t != DType::kQ4G64) return Status::Ok();
-  const int rows = down.rows, cols = down.cols, block = block_of(t);
-  if (rows <= 0 || cols <= 0 || rows % 32 != 0 || cols % block != 0) return Status::Ok();
-  const int nb = cols / block;
+  if (t != DType::kQ8_0 && t != DType::kQ4_0 && t != DType::kQ4G64 && t != DType::kQ4E) return Status::Ok();
+  const int rows = down.rows, cols = down.cols, block = block_of(down);
+  if (rows <= 0 || cols <= 0 || block <= 0 || rows % 32 != 0 || (t != DType::kQ4E && cols % block != 0))
+    return Status::Ok();
+  const int nb = (cols + block - 1) / block;  // q4e: its last group may be shorter
   for (int r = 0; r < rows; ++r)
     for (int b = 0; b < nb; ++b) {
-      uint16_t d = 0;
-      weight_at(t, down.row(r), b * block, &d);
-      const float f = f16_to_f32(d);
+      float f = 0.0f;
+      weight_at(down, r, b * block, &f);
       if (!(f - f == 0.0f)) return Status::Ok();  // inf or nan: 0 * d would not be +-0
     }
   const size_t col_bytes = t == DType::kQ8_0 ? static_cast<size_t>(rows) : static_cast<size_t>(rows) / 2;
@@ -124,10 +133,9 @@ Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
   MC_TRY(arena.alloc_array(col_bytes * static_cast<size_t>(cols), TensorClass::kFfn, &w));
   MC_TRY(arena.alloc_array(static_cast<size_t>(nb) * static_cast<size_t>(rows), TensorClass::kFfn, &scales));
   for (int r = 0; r < rows; ++r) {
-    const uint8_t* row = down.row(r);
     for (int j = 0; j < cols; ++j) {
-      uint16_t d = 0;
-      const int v = weight_at(t, row, j, &d);
+      float d = 0.0f;
+      const int v = weight_at(down, r, j, &d);
       uint8_t* col = w + static_cast<size_t>(j) * col_bytes;
       if (t == DType::kQ8_0) {
         col[r] = static_cast<uint8_t>(static_cast<int8_t>(v));
@@ -136,7 +144,7 @@ Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
         const uint8_t code = static_cast<uint8_t>(v + 8);
         byte = (r % 32) < 16 ? static_cast<uint8_t>((byte & 0xF0) | code) : static_cast<uint8_t>((byte & 0x0F) | (code << 4));
       }
-      if (j % block == 0) scales[static_cast<size_t>(j / block) * rows + r] = f16_to_f32(d);
+      if (j % block == 0) scales[static_cast<size_t>(j / block) * rows + r] = d;
     }
   }
   out->type = t;
@@ -148,6 +156,26 @@ Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
   out->scales = scales;
   return Status::Ok();
 }
+
+namespace {
+// h quantized as the dense path quantizes the down matrix's input: per block, or (q4e) with one
+// scale for the whole vector (q4e_quantize_activations). Dead neurons are zeros (+-0), which change
+// neither a block's scale nor the one scale.
+ActVec quantize_h(const KernelSet& k, const DownCols& down, const FfnScratchQ& s, int ffn) {
+  ActVec hx;
+  hx.f = s.h;
+  hx.q = s.hq;
+  hx.scales = s.hs;
+  if (down.type == DType::kQ4E) {
+    q4e_quantize_activations(s.h, ffn, s.hq, s.hs);
+    hx.block = ffn;
+  } else {
+    k.quantize_blocks(s.h, ffn, down.block, s.hq, s.hs);
+    hx.block = down.block;
+  }
+  return hx;
+}
+}  // namespace
 
 void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, const ActVec& x, const FfnScratchQ& s,
                        float* y, FfnStats* stats) {
@@ -167,12 +195,7 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
     float* uo[1] = {s.u};
     run_matvecs(pool, k, up, uo, 1, x);
     relu_mul(s.g, s.u, s.h, ffn);
-    k.quantize_blocks(s.h, ffn, f.down.block, s.hq, s.hs);
-    ActVec hx;
-    hx.f = s.h;
-    hx.q = s.hq;
-    hx.scales = s.hs;
-    hx.block = f.down.block;
+    const ActVec hx = quantize_h(k, f.down, s, ffn);
     const MatRef* dn[1] = {&f.down_rows};
     run_matvecs(pool, k, dn, &y, 1, hx);
     stats->bytes_read = static_cast<size_t>(ffn) * (f.gate.row_bytes + f.up.row_bytes) +
@@ -183,7 +206,7 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
   pool.run_sized(up_task, &up, static_cast<size_t>(live) * static_cast<size_t>(dim));
   for (int i = 0; i < ffn; ++i) s.h[i] = 0.0f;
   for (int n = 0; n < live; ++n) s.h[s.live[n]] = s.g[s.live[n]] * s.u[s.live[n]];  // relu_mul's bits
-  k.quantize_blocks(s.h, ffn, f.down.block, s.hq, s.hs);
+  quantize_h(k, f.down, s, ffn);
   int n_cols = 0;
   for (int i = 0; i < ffn; ++i)
     if (s.hq[i] != 0) s.live[n_cols++] = i;
@@ -191,6 +214,7 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
   pool.run_sized(down_task, &down, static_cast<size_t>(n_cols) * static_cast<size_t>(f.down.rows));
   int blocks = 0;
   for (int n = 0; n < n_cols; ++n) blocks += n == 0 || s.live[n] / f.down.block != s.live[n - 1] / f.down.block;
+  stats->skipped = ffn - live;
   stats->bytes_read = static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(live) * f.up.row_bytes +
                       static_cast<size_t>(n_cols) * f.down.col_bytes +
                       static_cast<size_t>(blocks) * static_cast<size_t>(f.down.rows) * 2;  // f16 scales as stored

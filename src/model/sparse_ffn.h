@@ -15,6 +15,12 @@
 // block matvec's bits: a skipped column adds 0 to its block's int32 sum, a block with no column left
 // adds (float)0 * (d_w * d_x) = +-0 to a lane that is never -0 (every d_w finite: build_down_cols
 // checks). The gate and up products are the dense kernels' rows, so g, u and h are the dense bits.
+// q4e down matrices (the PLE / combo models, int8 activations): h is quantized with one scale as
+// the dense path does (q4e_quantize_activations; dead zeros do not change max |h|), and the dense
+// q4e matvec's order is one accumulator from +0 with acc += (float)isum_g * d_g per group: a skipped
+// column adds 0 to its group's int32 sum, a group with no column left adds +-0 to an accumulator that
+// is never -0, and y = acc * xs[0] follows. The same argument holds for odd groups that start
+// mid-byte and a shorter last group (only which columns belong to a group matters).
 #pragma once
 #include "core/arena.h"
 #include "core/thread_pool.h"
@@ -33,6 +39,7 @@ struct ReluFfn {
 struct FfnStats {
   int neurons = 0;
   int live = 0;
+  int skipped = 0;        // neurons whose up row and down weights were not read (0 when it ran dense)
   size_t bytes_read = 0;  // weight bytes of gate, up and down read
 };
 
@@ -47,9 +54,9 @@ void ffn_relu_dense(const KernelSet& k, const ReluFfn& f, const ActVec& x, float
 void ffn_relu_sparse(const KernelSet& k, const ReluFfn& f, const ActVec& x, float* g, float* u, float* h, float* y,
                      float* lanes, FfnStats* stats);
 
-// The column-stored copy of a q8_0 / q4_0 / q4g64 down matrix [rows, cols] (kernels.h DownCols) in
-// `arena`. Ok with out->type == kF32 (not built; the dense path runs) for other types, rows % 32 != 0,
-// cols % block != 0, or a block scale that is not finite.
+// The column-stored copy of a q8_0 / q4_0 / q4g64 / q4e down matrix [rows, cols] (kernels.h DownCols)
+// in `arena`. Ok with out->type == kF32 (not built; the dense path runs) for other types, rows % 32 != 0,
+// cols % block != 0 (not for q4e), or a block scale that is not finite.
 Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out);
 
 // Default of ReluFfnQ::max_live_permille: on Zen 3 (AVX2, 2 threads) a random-weight q4g64 ReLU dummy
@@ -59,7 +66,7 @@ constexpr int kSparseFfnMaxLivePermille = 250;
 struct ReluFfnQ {
   MatRef gate;    // [ffn, dim], any dense type (with x.q filled when quantized)
   MatRef up;      // [ffn, dim], same
-  DownCols down;  // [dim, ffn] q8_0 / q4_0 / q4g64, column-stored
+  DownCols down;  // [dim, ffn] q8_0 / q4_0 / q4g64 / q4e, column-stored
   MatRef down_rows;  // the same matrix row-major (the dense fallback)
   // Above this share of live neurons (per mille) the token runs dense after the gate (the same bits):
   // the column kernel does more integer work per weight than the row kernels, so it pays only when
@@ -71,11 +78,11 @@ struct FfnScratchQ {
   float* u;       // [ffn]
   float* h;       // [ffn]
   int8_t* hq;     // [ffn] h quantized (may be x.q: read only before h is quantized)
-  float* hs;      // [ffn / block]
+  float* hs;      // [ffn / block] (q4e: [1])
   int32_t* live;  // [ffn]
 };
 // Gate first with a quantized down matrix: g = gate . x (all rows, on the pool); when at most
-// max_live_permille of the neurons are live: up rows of live neurons only (g > 0), h = relu(g) * u with dead neurons +0, h quantized per block (k.quantize_blocks),
+// max_live_permille of the neurons are live: up rows of live neurons only (g > 0), h = relu(g) * u with dead neurons +0, h quantized per block (k.quantize_blocks; q4e: one scale),
 // y = down . h from the non-zero columns only (k.matvec_down_cols, rows split in 32-row chunks):
 // y has the bits of the dense path's matvec of the row-major down matrix. Else the dense rest: up for
 // every row, relu_mul, h quantized, the row-major down matvec (the same bits by construction).

@@ -137,10 +137,9 @@ Status TransformerRunner::enable_batch(int cap, Arena& arena) {
   return tl_lut_buffer_for_layers(held, end_ - first_, cap, arena, &lut_);
 }
 
-bool TransformerRunner::ffn_counts(unsigned long long* neurons, unsigned long long* live) const {
+bool TransformerRunner::ffn_counts(FfnCounts* counts) const {
   if (model_->spec.act != FfnAct::kRelu) return false;
-  *neurons = neurons_;
-  *live = live_;
+  *counts = ffn_;
   return true;
 }
 
@@ -171,8 +170,8 @@ void TransformerRunner::activate(float* g, const float* u) {
   switch (model_->spec.act) {
     case FfnAct::kSilu: kernels_->silu_mul(g, u, hidden); return;
     case FfnAct::kRelu:
-      neurons_ += static_cast<unsigned long long>(hidden);
-      live_ += static_cast<unsigned long long>(relu_mul(g, u, g, hidden));
+      ffn_.neurons += static_cast<unsigned long long>(hidden);
+      ffn_.live += static_cast<unsigned long long>(relu_mul(g, u, g, hidden));
       return;
     case FfnAct::kReluSqr:
       for (int i = 0; i < hidden; ++i) {
@@ -206,8 +205,9 @@ bool TransformerRunner::sparse_ffn(const TransformerLayer& L) {
     const FfnScratchQ sc{b_.hb, b_.hb2, ffn_h_, b_.act_q, b_.act_scales, ffn_live_};
     ffn_relu_sparse_q(*pool_, *kernels_, f, act, sc, ffn_y_, &st);
   }
-  neurons_ += static_cast<unsigned long long>(st.neurons);
-  live_ += static_cast<unsigned long long>(st.live);
+  ffn_.neurons += static_cast<unsigned long long>(st.neurons);
+  ffn_.live += static_cast<unsigned long long>(st.live);
+  ffn_.skipped += static_cast<unsigned long long>(st.skipped);
   for (int i = 0; i < dim; ++i) b_.x[i] += ffn_y_[i];
   return true;
 }

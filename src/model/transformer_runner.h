@@ -116,8 +116,8 @@ class TransformerRunner {
   bool has_head() const { return master_ && model_->has_head; }
   int max_batch() const { return b_.cap; }
   int ctx_len() const { return s_.ctx_len; }
-  // A ReLU FFN's neurons and live ones since init (false without one).
-  bool ffn_counts(unsigned long long* neurons, unsigned long long* live) const;
+  // A ReLU FFN's counts since init (false without one).
+  bool ffn_counts(FfnCounts* counts) const;
   // false: the ReLU FFN runs dense even where w2_t / w2_cols is set (for tests of sparse == dense).
   // max_live_permille: a quantized down matrix's sparse path runs only for tokens with at most this
   // share of live neurons (ReluFfnQ; 1000: always), else the dense path after the gate.
@@ -155,7 +155,7 @@ class TransformerRunner {
   int32_t* ffn_live_ = nullptr;  // quantized sparse FFN: [hidden] live neurons, then non-zero columns
   bool sparse_on_ = true;
   int sparse_max_live_ = kSparseFfnMaxLivePermille;
-  unsigned long long neurons_ = 0, live_ = 0;
+  FfnCounts ffn_;
   HeadChoice head_;
   float* head_rows_ = nullptr;  // grouped head: head_scratch_floats (model/vocab_head.h)
 };
@@ -173,9 +173,7 @@ class TransformerContext final : public Decoder {
   int max_batch() const override { return r_.max_batch(); }
   int vocab_size() const override { return r_.model().cfg.vocab_size; }
   int ctx_len() const override { return r_.ctx_len(); }
-  bool ffn_counts(unsigned long long* neurons, unsigned long long* live) const override {
-    return r_.ffn_counts(neurons, live);
-  }
+  bool ffn_counts(FfnCounts* counts) const override { return r_.ffn_counts(counts); }
   Status set_head(const HeadChoice& c, Arena& arena) override { return r_.set_head(c, arena); }
   const TransformerModel& model() const { return r_.model(); }
   void set_sparse_ffn(bool on, int max_live_permille = kSparseFfnMaxLivePermille) {

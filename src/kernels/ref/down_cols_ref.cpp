@@ -15,6 +15,20 @@ inline int down_cols_weight(DType type, const uint8_t* col, int r) {
 
 void matvec_down_cols_ref(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live,
                           float* y, int r0, int r1) {
+  if (w.type == DType::kQ4E) {  // one accumulator, groups in increasing order, one scale at the end
+    for (int r = r0; r < r1; ++r) {
+      float acc = 0.0f;
+      for (int k = 0; k < n_live;) {
+        const int g = live[k] / w.block;
+        int32_t isum = 0;
+        for (; k < n_live && live[k] / w.block == g; ++k)
+          isum += down_cols_weight(w.type, w.w + static_cast<size_t>(live[k]) * w.col_bytes, r) * xq[live[k]];
+        acc += static_cast<float>(isum) * w.scales[static_cast<size_t>(g) * w.rows + r];
+      }
+      y[r] = acc * xs[0];
+    }
+    return;
+  }
   for (int r = r0; r < r1; ++r) {
     float acc[kBlockLanes] = {};
     for (int k = 0; k < n_live;) {
