@@ -161,6 +161,30 @@ TEST(ClusterInproc, SixNodesGiveTheTokensAndFingerprintOfOneProcess) {
   EXPECT_EQ(got.fingerprint, want.fingerprint);
 }
 
+// MasterOptions::split (what `cluster --split plan` sets) cuts the layers however it likes: a very
+// uneven split gives the same tokens and fingerprint; a split over max_layers is no room.
+TEST(ClusterInproc, AnUnevenSplitGivesTheTokensAndFingerprintOfOneProcess) {
+  Rig rig;
+  MasterOptions mo;
+  mo.split = [](int nodes, std::vector<SliceRange>* out) {
+    *out = {{0, 1, false}, {1, 2, false}, {2, 12, false}};
+    return nodes == 3 ? Status::Ok() : Status::Error(Code::kOutOfRange, "three nodes only");
+  };
+  ASSERT_TRUE(rig.start(3, mo).ok());
+  EXPECT_NE(rig.master->plan_text().find("layers 2:12)"), std::string::npos) << rig.master->plan_text();
+  const Output want = reference(7, 30);
+  const Output got = through(rig, 7, 30);
+  ASSERT_TRUE(got.status.ok()) << got.status.message();
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.fingerprint, want.fingerprint);
+
+  Rig capped;
+  mo.max_layers = 6;
+  const Status st = capped.start(3, mo);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::string(st.message()).find("do not fit"), std::string::npos) << st.message();
+}
+
 TEST(ClusterInproc, F16AndInt8HiddenStatesEqualTheRoundedOneProcessChain) {
   for (HiddenEncoding e : {HiddenEncoding::kF16, HiddenEncoding::kInt8}) {
     SCOPED_TRACE(hidden_encoding_name(e));

@@ -229,9 +229,21 @@ Status ClusterMaster::hello(Link& l, const SliceRange& r) {
   return Status::Ok();
 }
 
-Status ClusterMaster::assign(const std::vector<Link*>& links) {
-  std::vector<SliceRange> plan;
-  MC_TRY(even_plan(source_->config().n_layers, static_cast<int>(links.size()), opt_.max_layers, &plan));
+Status ClusterMaster::plan_layers(int nodes, std::vector<SliceRange>* plan) const {
+  const int n_layers = source_->config().n_layers;
+  if (!opt_.split) return even_plan(n_layers, nodes, opt_.max_layers, plan);
+  MC_TRY(opt_.split(nodes, plan));
+  MC_TRY(check_layer_split(plan->data(), static_cast<int>(plan->size()), n_layers, Code::kInvalidArgument));
+  if (static_cast<int>(plan->size()) > nodes)
+    return Status::Error(Code::kInvalidArgument, "the split has %zu ranges for %d nodes", plan->size(), nodes);
+  for (const SliceRange& r : *plan)
+    if (opt_.max_layers > 0 && r.end - r.first > opt_.max_layers)
+      return Status::Error(Code::kOutOfRange, "the split gives layers %s to one node, more than %d layers (--max-layers): %d layers do not fit",
+                           range_text(r).c_str(), opt_.max_layers, n_layers);
+  return Status::Ok();
+}
+
+Status ClusterMaster::assign(const std::vector<Link*>& links, const std::vector<SliceRange>& plan) {
   for (size_t i = 0; i < plan.size(); ++i) MC_TRY(hello(*links[i], plan[i]));
   std::vector<Link*> chain(links.begin(), links.begin() + static_cast<long>(plan.size()));
   std::lock_guard<std::mutex> lk(mu_);
@@ -252,7 +264,9 @@ Status ClusterMaster::start(const std::vector<NodeEndpoint>& nodes) {
       return Status::Error(st.code(), "node %d (%s): %s", l->index + 1, l->ep.name.c_str(), st.message());
     all.push_back(l.get());
   }
-  MC_TRY(assign(all));
+  std::vector<SliceRange> plan;
+  MC_TRY(plan_layers(static_cast<int>(all.size()), &plan));
+  MC_TRY(assign(all, plan));
   heartbeat_ = std::thread(&ClusterMaster::heartbeat_loop, this);
   return Status::Ok();
 }
@@ -308,7 +322,7 @@ Status ClusterMaster::recover(uint64_t seen_epoch) {
       }
     }
     std::vector<SliceRange> plan;
-    Status fits = even_plan(source_->config().n_layers, static_cast<int>(alive.size()), opt_.max_layers, &plan);
+    Status fits = plan_layers(static_cast<int>(alive.size()), &plan);
     if (!fits.ok()) {
       const Status back = opt_.rejoin_ms > 0 ? try_rejoin() : Status::Ok();
       if (opt_.rejoin_ms > 0 && back.ok()) continue;
@@ -317,7 +331,7 @@ Status ClusterMaster::recover(uint64_t seen_epoch) {
                            alive.size() == 1 ? "" : "s", fits.message());
     }
     opt_.log("re-planning the layers onto " + std::to_string(alive.size()) + " node" + (alive.size() == 1 ? "" : "s"));
-    if (Status st = assign(alive); !st.ok()) continue;  // another node failed meanwhile: plan again
+    if (Status st = assign(alive, plan); !st.ok()) continue;  // another node failed meanwhile: plan again
     ++replans_;
     opt_.log("new plan: " + plan_text());
     return Status::Ok();

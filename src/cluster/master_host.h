@@ -47,6 +47,9 @@ struct MasterOptions {
   int heartbeat_ms = 500;
   int max_layers = 0;        // layers one node holds at most (the capacity rule); 0 = any
   int rejoin_ms = 0;         // with no room left: how long to wait for a failed node to come back
+  // The layer ranges of `nodes` nodes, in chain order (at start and at every re-plan); empty: even_plan.
+  // Either way a range over max_layers is no room.
+  std::function<Status(int nodes, std::vector<SliceRange>* out)> split;
   std::function<void(const std::string&)> log;  // messages (default: stderr)
 };
 
@@ -99,7 +102,9 @@ class ClusterMaster {
   // Waits for the next frame of `key` on l (frames of other positions are stale and dropped).
   Status await(Link& l, uint32_t key, FrameType type, uint32_t pos, int frames, std::vector<RxFrame>* out);
   Status hello(Link& l, const SliceRange& r);
-  Status assign(const std::vector<Link*>& links);
+  // The ranges of opt_.split (or even_plan) for `nodes` nodes, each within max_layers.
+  Status plan_layers(int nodes, std::vector<SliceRange>* plan) const;
+  Status assign(const std::vector<Link*>& links, const std::vector<SliceRange>& plan);
   Status recover(uint64_t seen_epoch);
   Status try_rejoin();
   // Embeds `token`, runs it through every node; with logits non-null applies the head too.
