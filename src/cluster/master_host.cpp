@@ -1,5 +1,6 @@
 #include "cluster/master_host.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -42,6 +43,7 @@ ClusterMaster::~ClusterMaster() {
   }
   cv_.notify_all();
   if (heartbeat_.joinable()) heartbeat_.join();
+  if (rejoin_.joinable()) rejoin_.join();
   for (auto& l : links_)
     if (l->t) l->t->close();
   for (auto& l : links_)
@@ -223,6 +225,10 @@ Status ClusterMaster::hello(Link& l, const SliceRange& r) {
   } else if ((in.capabilities & capability_bit(opt_.encoding)) == 0)
     why = std::string("does not take ") + hidden_encoding_name(opt_.encoding) + " hidden states";
   if (!why.empty()) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      l.refused = true;
+    }
     fail(l, why);
     return Status::Error(Code::kCorrupt, "%s: %s", who(l).c_str(), why.c_str());
   }
@@ -268,6 +274,7 @@ Status ClusterMaster::start(const std::vector<NodeEndpoint>& nodes) {
   MC_TRY(plan_layers(static_cast<int>(all.size()), &plan));
   MC_TRY(assign(all, plan));
   heartbeat_ = std::thread(&ClusterMaster::heartbeat_loop, this);
+  if (opt_.readmit || opt_.rejoin_ms > 0) rejoin_ = std::thread(&ClusterMaster::rejoin_loop, this);
   return Status::Ok();
 }
 
@@ -278,29 +285,84 @@ std::string ClusterMaster::plan_text() {
   return s;
 }
 
-Status ClusterMaster::try_rejoin() {
-  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(opt_.rejoin_ms);
-  std::vector<std::string> refused(links_.size());
-  while (Clock::now() < deadline) {
-    for (auto& l : links_) {
-      bool alive;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        alive = l->alive;
-      }
-      if (alive || !connect_link(*l).ok()) continue;
-      opt_.log(who(*l) + ": reconnected, checking its slice");
-      const Status st = hello(*l, l->range);
-      if (st.ok()) {
-        opt_.log(who(*l) + ": admitted again");
-        return Status::Ok();
-      }
-      if (st.code() == Code::kCorrupt) return st;  // another slice: waiting longer will not change it
-
+void ClusterMaster::rejoin_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stopping_) {
+    const Clock::time_point next = Clock::now() + std::chrono::milliseconds(opt_.heartbeat_ms);
+    while (!stopping_ && cv_.wait_until(lk, next) == std::cv_status::no_timeout) {
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (stopping_) break;
+    // Failed nodes no step can be using: out of the plan, or the plan being remade.
+    std::vector<Link*> gone;
+    for (auto& l : links_)
+      if (!l->alive && !l->refused && (recovering_ || std::find(plan_.begin(), plan_.end(), l.get()) == plan_.end()))
+        gone.push_back(l.get());
+    lk.unlock();
+    for (Link* l : gone) {
+      if (!connect_link(*l).ok()) continue;  // not back (yet)
+      // Its slice is checked now, so that a token boundary waits for no node that answers nothing
+      // (a stopped process still accepts connections) and takes no node with other weights.
+      if (!hello(*l, l->range).ok()) continue;  // failed again (refused: for good), with the reason logged
+      opt_.log(who(*l) + ": reconnected, its slice checks out: re-admitted at the next token boundary");
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        l->back = true;
+        readmit_pending_ = true;
+      }
+      cv_.notify_all();
+    }
+    lk.lock();
   }
-  return Status::Error(Code::kIo, "no failed node came back with the right slice within %d ms", opt_.rejoin_ms);
+}
+
+Status ClusterMaster::replan_live() {
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(opt_.rejoin_ms);
+  for (;;) {
+    std::vector<Link*> alive, returned;
+    std::string failures;
+    bool can_return = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      readmit_pending_ = false;
+      for (auto& l : links_) {
+        if (l->alive) {
+          alive.push_back(l.get());
+          if (l->back) returned.push_back(l.get());
+        } else {
+          failures += (failures.empty() ? "" : "; ") + who(*l) + ": " + l->failure;
+          can_return = can_return || !l->refused;
+        }
+      }
+    }
+    std::vector<SliceRange> plan;
+    Status fits = plan_layers(static_cast<int>(alive.size()), &plan);
+    if (!fits.ok()) {
+      if (opt_.rejoin_ms > 0 && can_return) {
+        // Until a failed node is back (the rejoin thread checked its slice), none can come back any
+        // more (all refused), or the deadline.
+        std::unique_lock<std::mutex> lk(mu_);
+        const bool woke = cv_.wait_until(lk, deadline, [&] {
+          if (readmit_pending_ || stopping_) return true;
+          for (auto& l : links_)
+            if (!l->alive && !l->refused) return false;
+          return true;
+        });
+        if (woke && !stopping_) continue;
+      }
+      return Status::Error(Code::kIo, "%s; the %zu node%s left cannot take over: %s", failures.c_str(), alive.size(),
+                           alive.size() == 1 ? "" : "s", fits.message());
+    }
+    opt_.log("re-planning the layers onto " + std::to_string(alive.size()) + " node" + (alive.size() == 1 ? "" : "s"));
+    if (Status st = assign(alive, plan); !st.ok()) continue;  // another node failed meanwhile (or was refused): plan again
+    for (Link* l : returned) {
+      opt_.log(who(*l) + ": admitted again");
+      std::lock_guard<std::mutex> lk(mu_);
+      l->back = false;
+    }
+    ++replans_;
+    opt_.log("new plan: " + plan_text());
+    return Status::Ok();
+  }
 }
 
 Status ClusterMaster::recover(uint64_t seen_epoch) {
@@ -308,34 +370,29 @@ Status ClusterMaster::recover(uint64_t seen_epoch) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (epoch_ != seen_epoch) return Status::Ok();  // another stream re-planned already
+    recovering_ = true;
   }
-  for (;;) {
-    std::vector<Link*> alive;
-    std::string failures;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      for (auto& l : links_) {
-        if (l->alive)
-          alive.push_back(l.get());
-        else
-          failures += (failures.empty() ? "" : "; ") + who(*l) + ": " + l->failure;
-      }
-    }
-    std::vector<SliceRange> plan;
-    Status fits = plan_layers(static_cast<int>(alive.size()), &plan);
-    if (!fits.ok()) {
-      const Status back = opt_.rejoin_ms > 0 ? try_rejoin() : Status::Ok();
-      if (opt_.rejoin_ms > 0 && back.ok()) continue;
-      if (back.code() == Code::kCorrupt) return Status::Error(Code::kIo, "%s", back.message());
-      return Status::Error(Code::kIo, "%s; the %zu node%s left cannot take over: %s", failures.c_str(), alive.size(),
-                           alive.size() == 1 ? "" : "s", fits.message());
-    }
-    opt_.log("re-planning the layers onto " + std::to_string(alive.size()) + " node" + (alive.size() == 1 ? "" : "s"));
-    if (Status st = assign(alive, plan); !st.ok()) continue;  // another node failed meanwhile: plan again
-    ++replans_;
-    opt_.log("new plan: " + plan_text());
-    return Status::Ok();
+  const Status st = replan_live();
+  std::lock_guard<std::mutex> lk(mu_);
+  recovering_ = false;
+  return st;
+}
+
+Status ClusterMaster::readmit() {
+  std::unique_lock<std::shared_mutex> ex(step_mu_);  // every step in flight is done: a token boundary
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    bool back = false;
+    for (auto& l : links_) back = back || (l->alive && l->back);
+    readmit_pending_ = false;
+    if (!back) return Status::Ok();  // another stream took it in already, or it failed again
+    recovering_ = true;
   }
+  opt_.log("a failed node is back: re-planning at this token boundary");
+  const Status st = replan_live();
+  std::lock_guard<std::mutex> lk(mu_);
+  recovering_ = false;
+  return st;
 }
 
 Status ClusterMaster::open_stream(std::unique_ptr<ClusterStream>* out) {
@@ -429,6 +486,12 @@ Status ClusterStream::forward(int token, int pos, const float** logits) {
   if (pos < 0 || pos > static_cast<int>(tokens_.size()) || pos >= ctx_len())
     return Status::Error(Code::kOutOfRange, "position %d: positions come in order from 0 inside the context of %d", pos, ctx_len());
   tokens_.resize(static_cast<size_t>(pos));
+  bool back;
+  {
+    std::lock_guard<std::mutex> lk(m.mu_);
+    back = m.readmit_pending_;
+  }
+  if (back) MC_TRY(m.readmit());
   Status last;
   for (int attempt = 0; attempt <= static_cast<int>(m.links_.size()); ++attempt) {
     uint64_t epoch;

@@ -14,6 +14,12 @@
 // failed node to come back (a restarted node is admitted once its slice hash checks out; one with
 // another slice is refused, and the master gives up saying so); else the stream fails with the
 // reason. Never a hang: every wait has a deadline.
+//
+// Re-admission. A thread tries, every heartbeat period, to reconnect each failed node. One that
+// answers is re-admitted at the next token boundary (the next forward() of any stream, once every
+// step in flight is done): the layers are planned onto every live node again, each checked by hash,
+// and every stream replays its tokens into the new chain, so the output stays the same. A node
+// that comes back with another slice is refused, left out and not tried again.
 #pragma once
 #include <stdint.h>
 
@@ -47,6 +53,7 @@ struct MasterOptions {
   int heartbeat_ms = 500;
   int max_layers = 0;        // layers one node holds at most (the capacity rule); 0 = any
   int rejoin_ms = 0;         // with no room left: how long to wait for a failed node to come back
+  bool readmit = true;       // reconnect failed nodes and take them back at the next token boundary
   // The layer ranges of `nodes` nodes, in chain order (at start and at every re-plan); empty: even_plan.
   // Either way a range over max_layers is no room.
   std::function<Status(int nodes, std::vector<SliceRange>* out)> split;
@@ -88,6 +95,8 @@ class ClusterMaster {
     bool alive = false;
     std::string failure;
     SliceRange range;
+    bool refused = false;  // came back with another slice: not tried again
+    bool back = false;     // came back with its slice, not yet in a plan
     std::map<uint32_t, std::deque<RxFrame>> inbox;  // by stream (control frames under kControl)
     std::chrono::steady_clock::time_point last_seen;
   };
@@ -96,6 +105,8 @@ class ClusterMaster {
   Status connect_link(Link& l);
   void rx_loop(Link* l);
   void heartbeat_loop();
+  // Reconnects failed nodes not in use (readmit / rejoin_ms); one that answers sets readmit_pending_.
+  void rejoin_loop();
   void fail(Link& l, const std::string& why);
   std::string who(const Link& l) const;
   Status send(Link& l, const FrameHeader& h, const uint8_t* payload);
@@ -106,7 +117,10 @@ class ClusterMaster {
   Status plan_layers(int nodes, std::vector<SliceRange>* plan) const;
   Status assign(const std::vector<Link*>& links, const std::vector<SliceRange>& plan);
   Status recover(uint64_t seen_epoch);
-  Status try_rejoin();
+  // At a token boundary: re-plans onto every live node when a failed one came back.
+  Status readmit();
+  // Plans onto every live node, checks each by hash, bumps the epoch (with step_mu_ held alone).
+  Status replan_live();
   // Embeds `token`, runs it through every node; with logits non-null applies the head too.
   Status run_chain(ClusterStream& s, int token, int pos, const float** logits);
   // Frees the stream's KV caches on the nodes (reset frames).
@@ -126,7 +140,9 @@ class ClusterMaster {
   int replans_ = 0;
   uint32_t next_stream_ = 0;
   bool stopping_ = false;
-  std::thread heartbeat_;
+  bool recovering_ = false;       // a re-plan holds step_mu_ alone: no step uses any link
+  bool readmit_pending_ = false;  // a failed node reconnected and waits for the next token boundary
+  std::thread heartbeat_, rejoin_;
 };
 
 // One sequence generated through the cluster, as a Decoder (model/generate.h drives it). It must
