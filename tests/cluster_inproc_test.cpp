@@ -335,6 +335,36 @@ TEST(ClusterInproc, ANodeThatComesBackIsReadmittedAtTheNextTokenBoundary) {
   EXPECT_EQ(got.fingerprint, want.fingerprint);
 }
 
+// A node busy with a long frame is not failed: its reader thread answers heartbeats while it
+// computes. The "slow" hook makes node 2's 4th hidden state take until it has answered 200
+// heartbeats (one every 15 ms at most: over 2.9 s), twice the 1.5 s of silence after which the
+// master fails a node. Node 4 in the same run goes silent ("hang": no heartbeats either, as a
+// stopped process) and is still failed and re-planned around. No clock is read by the test.
+TEST(ClusterInproc, ABusyNodeAnswersHeartbeatsAndIsNotFailedASilentOneIs) {
+  Rig rig;
+  MasterOptions mo;
+  mo.timeout_ms = 1500;
+  mo.heartbeat_ms = 15;
+  NodeOptions slow, silent;
+  slow.fault = "slow";
+  slow.fault_after = 3;
+  slow.slow_beats = 200;
+  silent.fault = "hang";
+  silent.fault_after = 12;
+  ASSERT_TRUE(rig.start(4, mo, {NodeOptions(), slow, NodeOptions(), silent}).ok());
+  const Output got = through(rig, 5, 30);
+  ASSERT_TRUE(got.status.ok()) << got.status.message() << "\n" << rig.log_text();
+  const Output want = reference(5, 30);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.fingerprint, want.fingerprint);
+  EXPECT_GE(rig.nodes[1]->server->heartbeats_answered(), 200);
+  const std::string log = rig.log_text();
+  EXPECT_EQ(rig.master->replans(), 1) << log;
+  EXPECT_EQ(log.find("node 2 (inproc 2, layers 3:6):"), std::string::npos) << "the busy node was failed:\n" << log;
+  EXPECT_NE(log.find("node 4 (inproc 4, layers 9:12):"), std::string::npos) << log;
+  EXPECT_TRUE(log.find("no heartbeat") != std::string::npos || log.find("did not answer") != std::string::npos) << log;
+}
+
 TEST(ClusterInproc, NoRoomLeftIsAClearErrorNotAHang) {
   Rig rig;
   MasterOptions mo;  // the default 5 s timeout: the failing node closes its link, no timing involved

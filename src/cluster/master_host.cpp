@@ -116,7 +116,10 @@ void ClusterMaster::rx_loop(Link* l) {
 void ClusterMaster::heartbeat_loop() {
   std::unique_lock<std::mutex> lk(mu_);
   while (!stopping_) {
-    cv_.wait_for(lk, std::chrono::milliseconds(opt_.heartbeat_ms));
+    // One round a period: cv_ wakes on every frame received, which must not become a heartbeat storm.
+    const Clock::time_point next = Clock::now() + std::chrono::milliseconds(opt_.heartbeat_ms);
+    while (!stopping_ && cv_.wait_until(lk, next) == std::cv_status::no_timeout) {
+    }
     if (stopping_) break;
     std::vector<Link*> beat, late;
     const Clock::time_point now = Clock::now();
@@ -148,7 +151,11 @@ Status ClusterMaster::send(Link& l, const FrameHeader& hdr, const uint8_t* paylo
 
 Status ClusterMaster::await(Link& l, uint32_t key, FrameType type, uint32_t pos, int frames, std::vector<RxFrame>* out) {
   out->clear();
-  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(opt_.timeout_ms);
+  // A node is waited for while it shows it is alive: it fails when nothing at all (not even a
+  // heartbeat answer, which a node computing a long frame still sends) came for timeout_ms, or after
+  // busy_ms in all.
+  const Clock::time_point started = Clock::now();
+  const Clock::time_point hard = started + std::chrono::milliseconds(std::max(opt_.timeout_ms, opt_.busy_ms));
   std::unique_lock<std::mutex> lk(mu_);
   while (static_cast<int>(out->size()) < frames) {
     auto& q = l.inbox[key];
@@ -161,11 +168,15 @@ Status ClusterMaster::await(Link& l, uint32_t key, FrameType type, uint32_t pos,
     if (static_cast<int>(out->size()) == frames) break;
     if (!l.alive) return Status::Error(Code::kIo, "%s failed: %s", who(l).c_str(), l.failure.c_str());
     if (stopping_) return Status::Error(Code::kIo, "the master is stopping");
-    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && q.empty()) {
+    auto quiet = [&] { return std::max(l.last_seen, started) + std::chrono::milliseconds(opt_.timeout_ms); };
+    cv_.wait_until(lk, std::min(quiet(), hard));
+    if (q.empty() && Clock::now() >= std::min(quiet(), hard)) {  // (last_seen may have moved meanwhile)
+      const bool busy = quiet() > hard;
       lk.unlock();
-      const std::string why = std::string("did not answer ") + frame_type_name(type) +
-                              (key != kControl ? " (stream " + std::to_string(key) + ", position " + std::to_string(pos) + ")" : "") +
-                              " within " + std::to_string(opt_.timeout_ms) + " ms";
+      const std::string what = std::string(frame_type_name(type)) +
+                               (key != kControl ? " (stream " + std::to_string(key) + ", position " + std::to_string(pos) + ")" : "");
+      const std::string why = busy ? "answered heartbeats but no " + what + " within " + std::to_string(std::max(opt_.timeout_ms, opt_.busy_ms)) + " ms"
+                                   : "did not answer " + what + " within " + std::to_string(opt_.timeout_ms) + " ms";
       fail(l, why);
       return Status::Error(Code::kIo, "%s failed: %s", who(l).c_str(), why.c_str());
     }

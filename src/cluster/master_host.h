@@ -49,7 +49,8 @@ struct NodeEndpoint {
 struct MasterOptions {
   HiddenEncoding encoding = HiddenEncoding::kF32;
   int ctx_len = 0;           // 0 = the model's
-  int timeout_ms = 5000;     // a hidden state, a hello, heartbeats
+  int timeout_ms = 5000;     // silence (not even a heartbeat answer) after which a node is failed
+  int busy_ms = 600000;      // one answer (a hidden state, a hello) from a node still answering heartbeats
   int heartbeat_ms = 500;
   int max_layers = 0;        // layers one node holds at most (the capacity rule); 0 = any
   int rejoin_ms = 0;         // with no room left: how long to wait for a failed node to come back
