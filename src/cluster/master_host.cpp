@@ -306,19 +306,26 @@ void ClusterMaster::rejoin_loop() {
     // Failed nodes no step can be using: out of the plan, or the plan being remade.
     std::vector<Link*> gone;
     for (auto& l : links_)
-      if (!l->alive && !l->refused && (recovering_ || std::find(plan_.begin(), plan_.end(), l.get()) == plan_.end()))
+      if (!l->alive && !l->refused && (recovering_ || std::find(plan_.begin(), plan_.end(), l.get()) == plan_.end())) {
+        l->checking = true;
         gone.push_back(l.get());
+      }
     lk.unlock();
     for (Link* l : gone) {
-      if (!connect_link(*l).ok()) continue;  // not back (yet)
-      // Its slice is checked now, so that a token boundary waits for no node that answers nothing
-      // (a stopped process still accepts connections) and takes no node with other weights.
-      if (!hello(*l, l->range).ok()) continue;  // failed again (refused: for good), with the reason logged
-      opt_.log(who(*l) + ": reconnected, its slice checks out: re-admitted at the next token boundary");
+      SliceRange last;
       {
         std::lock_guard<std::mutex> g(mu_);
-        l->back = true;
-        readmit_pending_ = true;
+        last = l->range;
+      }
+      // Its slice is checked now, so that a token boundary waits for no node that answers nothing
+      // (a stopped process still accepts connections) and takes no node with other weights.
+      const bool ok = connect_link(*l).ok() && hello(*l, last).ok();  // else not back yet, or failed again (logged)
+      if (ok) opt_.log(who(*l) + ": reconnected, its slice checks out: re-admitted at the next token boundary");
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        l->checking = false;
+        l->back = l->back || ok;
+        readmit_pending_ = readmit_pending_ || ok;
       }
       cv_.notify_all();
     }
@@ -336,12 +343,12 @@ Status ClusterMaster::replan_live() {
       std::lock_guard<std::mutex> lk(mu_);
       readmit_pending_ = false;
       for (auto& l : links_) {
-        if (l->alive) {
+        if (l->alive && !l->checking) {
           alive.push_back(l.get());
           if (l->back) returned.push_back(l.get());
         } else {
-          failures += (failures.empty() ? "" : "; ") + who(*l) + ": " + l->failure;
-          can_return = can_return || !l->refused;
+          if (!l->alive) failures += (failures.empty() ? "" : "; ") + who(*l) + ": " + l->failure;
+          can_return = can_return || !l->refused;  // (a checking one may be back in a moment)
         }
       }
     }
@@ -355,7 +362,7 @@ Status ClusterMaster::replan_live() {
         const bool woke = cv_.wait_until(lk, deadline, [&] {
           if (readmit_pending_ || stopping_) return true;
           for (auto& l : links_)
-            if (!l->alive && !l->refused) return false;
+            if ((!l->alive || l->checking) && !l->refused) return false;
           return true;
         });
         if (woke && !stopping_) continue;
@@ -394,7 +401,7 @@ Status ClusterMaster::readmit() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     bool back = false;
-    for (auto& l : links_) back = back || (l->alive && l->back);
+    for (auto& l : links_) back = back || (l->alive && !l->checking && l->back);
     readmit_pending_ = false;
     if (!back) return Status::Ok();  // another stream took it in already, or it failed again
     recovering_ = true;

@@ -98,6 +98,7 @@ class ClusterMaster {
     SliceRange range;
     bool refused = false;  // came back with another slice: not tried again
     bool back = false;     // came back with its slice, not yet in a plan
+    bool checking = false; // reconnected, its hello not yet answered: in no plan meanwhile
     std::map<uint32_t, std::deque<RxFrame>> inbox;  // by stream (control frames under kControl)
     std::chrono::steady_clock::time_point last_seen;
   };
