@@ -5,7 +5,8 @@
 // node in layer order (relaying each node's answer to the next as it came) and applies the head.
 //
 // Faults. A node is failed, with the reason in words, when its link closes (a process that died),
-// when it does not answer a hidden state or heartbeats within the timeout (hung, stopped), when it
+// when nothing, not even a heartbeat answer, comes from it for the timeout (hung, stopped; a node
+// computing a long frame still answers heartbeats and is waited for, up to busy_ms), when it
 // sends a corrupt frame or an error frame, or when its hello carries another slice hash than the
 // master computes for that range from its own copy of the model. Then, if the nodes left can hold
 // every layer (max_layers each), the master re-plans the layers onto them, checks each node's new
