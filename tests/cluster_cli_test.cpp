@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "cluster_process.h"
+#include "plan/board_profile_host.h"
 #include "test_support.h"
 
 namespace mcullm {
@@ -90,6 +91,50 @@ TEST_F(ClusterCli, Qwen2ThroughSixNodesMatchesOneProcess) {
   ASSERT_EQ(k.wait(kWaitMs), 0) << k.err();
   EXPECT_EQ(fingerprint_line(k.out()), want) << k.err();
   EXPECT_NE(k.err().find("re-planning the layers onto 5 nodes"), std::string::npos) << k.err();
+}
+
+// --split plan (the default) runs the partition planner's cuts, the ones `mcullm plan --cluster 5`
+// prints for the board (uneven here: 2, 2, 2, 3, 3 layers, where an even split gives 3, 3, 2, 2, 2);
+// both give `mcullm run`'s fingerprint.
+TEST_F(ClusterCli, PlannersUnevenSplitGivesTheFingerprintOfOneProcess) {
+  const auto planned = test::run_cli({"plan", "--cluster", "5", "-m", *model_});
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  std::vector<std::string> ranges;  // "[a,b)" rows of the planner's table -> "layers a:b"
+  for (size_t at = planned.out.find("\nnode"); at != std::string::npos; at = planned.out.find("\nnode", at + 1)) {
+    const size_t open = planned.out.find('[', at), comma = planned.out.find(',', open), close = planned.out.find(')', comma);
+    ranges.push_back("layers " + planned.out.substr(open + 1, comma - open - 1) + ":" + planned.out.substr(comma + 1, close - comma - 1));
+  }
+  ASSERT_EQ(ranges.size(), 5u) << planned.out;
+  const auto r = master({"--local", "5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fingerprint_line(r.out), *want_) << r.err;
+  const size_t plan_line = r.err.find("mcullm cluster: plan: ");
+  ASSERT_NE(plan_line, std::string::npos) << r.err;
+  const std::string line = r.err.substr(plan_line, r.err.find('\n', plan_line) - plan_line);
+  for (const std::string& want : ranges) EXPECT_NE(line.find(want + ")"), std::string::npos) << want << " in " << line;
+  EXPECT_NE(line.find("layers 6:9)"), std::string::npos) << "an uneven split: " << line;
+  const auto even = master({"--local", "5", "--split", "even"});
+  ASSERT_EQ(even.exit_code, 0) << even.err;
+  EXPECT_EQ(fingerprint_line(even.out), *want_) << even.err;
+  EXPECT_NE(even.err.find("layers 0:3)"), std::string::npos) << even.err;
+  // A board too small for the model (flash for one layer a node): with --split plan an error, by
+  // default an even split with a note.
+  BoardProfile small;
+  ASSERT_TRUE(board_preset("esp32s3-psram80", &small).ok());
+  small.name = "one-layer-flash";
+  small.tiers[2].capacity_bytes = 200000;
+  const std::string board = *dir_ + "/one-layer-flash.json";
+  const std::string json = board_profile_to_json(small);
+  test::write_file(board, std::vector<uint8_t>(json.begin(), json.end()));
+  const auto refused = master({"--local", "5", "--split", "plan", "--board", board});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("--split plan: 5 nodes on one-layer-flash"), std::string::npos) << refused.err;
+  EXPECT_EQ(fingerprint_line(refused.out), "");
+  const auto fallback = master({"--local", "5", "--board", board});
+  ASSERT_EQ(fallback.exit_code, 0) << fallback.err;
+  EXPECT_EQ(fingerprint_line(fallback.out), *want_) << fallback.err;
+  EXPECT_NE(fallback.err.find("splitting evenly"), std::string::npos) << fallback.err;
+  EXPECT_NE(fallback.err.find("layers 0:3)"), std::string::npos) << fallback.err;
 }
 
 TEST_F(ClusterCli, RateLimitedPseudoTerminalLinksMatchOneProcess) {

@@ -25,6 +25,7 @@
 #include "cluster/rounded_chain_host.h"
 #include "cluster/transport_host.h"
 #include "model/generate.h"
+#include "plan/cluster_plan_host.h"
 #include "session.h"
 
 extern char** environ;
@@ -37,14 +38,55 @@ using Clock = std::chrono::steady_clock;
 
 struct ClusterOptions {
   ModelOptions m;  // -m, -z, -c, -t, --kernels, --kv
-  std::string prompt, prompt_ids, nodes, hidden = "f32", link = "tcp";
+  std::string prompt, prompt_ids, nodes, hidden = "f32", link = "tcp", split = "plan", board = "esp32s3-psram80";
   std::vector<std::string> node_faults;
   int local = 0, streams = 1, n_predict = 256, node_threads = 1, timeout_ms = 5000,
       heartbeat_ms = 500, max_layers = 0, rejoin_ms = 0, top_k = 40, bench = 0;
   int64_t seed = -1;
   uint64_t rate = 0;
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f;
-  bool fingerprint = false, quiet = false, simulate = false, no_bos = false, prompt_ids_given = false;
+  bool fingerprint = false, quiet = false, simulate = false, no_bos = false, prompt_ids_given = false, split_given = false;
+};
+
+// --split: how the layers are cut over `nodes` nodes, at start and at every re-plan.
+//  plan (the default): the partition planner's split for --board (plan/cluster_plan_host.h), the one
+//    `mcullm convert --image --nodes N --board B` cuts the board images by, so that a PC cluster runs
+//    (and its fingerprint checks) the split the boards will run. The output does not depend on the
+//    split (every split is bit-exact), only the work per node does.
+//  even: even_plan, the fastest for PC nodes, whose layers all cost the same.
+// Without --split given, a split the planner cannot make (a model too big for the board, or a range
+// over --max-layers) falls back to even with a note: PC nodes are not boards. --split plan makes it an error.
+struct LayerSplitter {
+  const ClusterOptions* o = nullptr;
+  const LoadedModel* model = nullptr;
+  BoardProfile board;
+  int n_layers = 0;
+  std::function<void(const std::string&)> note;
+
+  // The ranges; *table (if given) gets the planner's table when the planner made the split.
+  Status split(int nodes, std::vector<SliceRange>* out, std::string* table = nullptr) const {
+    if (o->split == "even") return cluster::even_plan(n_layers, nodes, o->max_layers, out);
+    ClusterModel cm;
+    ::mcullm::ClusterOptions co;  // the planner's (this file's ClusterOptions are the command's)
+    ClusterPlan p;
+    Status st = plan_board_split(*model, board, nodes, &cm, &co, &p);
+    if (st.ok()) {
+      *out = plan_node_ranges(p);
+      for (const SliceRange& r : *out)
+        if (o->max_layers > 0 && r.end - r.first > o->max_layers && st.ok())
+          st = Status::Error(Code::kOutOfRange, "its split gives layers %d:%d to one node, more than --max-layers %d", r.first, r.end,
+                             o->max_layers);
+    }
+    if (st.ok()) {
+      if (table) *table = format_cluster_plan(cm, board, board, co, p);
+      return st;
+    }
+    if (o->split_given)
+      return Status::Error(st.code(), "--split plan: %d node%s on %s: %s", nodes, nodes == 1 ? "" : "s", board.name.c_str(), st.message());
+    note("the planner has no split of " + std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s") + " on " + board.name + " (" +
+         st.message() + "): splitting evenly (PC nodes are not boards; --split plan makes this an error)");
+    return cluster::even_plan(n_layers, nodes, o->max_layers, out);
+  }
 };
 
 // Node processes started by --local; killed (if still there) and reaped when this goes away.
@@ -122,11 +164,9 @@ Status parse_fault(const std::string& text, FaultSpec* f) {
   return Status::Ok();
 }
 
-Status local_endpoints(const ClusterOptions& o, const LlamaConfig& cfg, LocalNodes* nodes, std::vector<cluster::NodeEndpoint>* eps) {
-  std::vector<SliceRange> plan;
-  MC_TRY(cluster::even_plan(cfg.n_layers, o.local, o.max_layers, &plan));
-  if (static_cast<int>(plan.size()) < o.local)
-    return Status::Error(Code::kInvalidArgument, "--local %d: the model has only %d layers", o.local, cfg.n_layers);
+// Starts --local N nodes, node i on layers plan[i] (the master's hello confirms or changes them).
+Status local_endpoints(const ClusterOptions& o, const std::vector<SliceRange>& plan, LocalNodes* nodes,
+                       std::vector<cluster::NodeEndpoint>* eps) {
   std::vector<FaultSpec> faults;
   for (const std::string& t : o.node_faults) {
     faults.emplace_back();
@@ -326,15 +366,29 @@ int cluster_main(ClusterOptions o) {
   }
 
   HostThreadPool pool(o.m.threads, kHostMinParallelWork);
+  LayerSplitter splitter;  // before the master, which re-plans with it
   LocalNodes local;
   std::unique_ptr<cluster::ClusterMaster> master;
   std::vector<std::unique_ptr<cluster::ClusterStream>> cstreams;
   std::vector<std::unique_ptr<cluster::RoundedChain>> sims;
   std::vector<StreamRun> runs(static_cast<size_t>(o.streams));
   const Clock::time_point t_start = Clock::now();
+  splitter.o = &o;
+  splitter.model = &source->loaded();
+  splitter.n_layers = cfg.n_layers;
+  splitter.note = [](const std::string& m) { std::fprintf(stderr, "mcullm cluster: %s\n", m.c_str()); };
+  if (o.split != "even")
+    if (Status st = load_board_profile(o.board, &splitter.board); !st.ok()) return report(st);
+  // The first split (--local's nodes start on it; --simulate computes with it); the master re-plans with the same splitter.
+  std::vector<SliceRange> plan;
+  if (o.local > cfg.n_layers)
+    return report(Status::Error(Code::kInvalidArgument, "--local %d: the model has only %d layers", o.local, cfg.n_layers));
+  if (o.simulate || o.local > 0) {
+    std::string table;
+    if (Status st = splitter.split(o.local > 0 ? o.local : 6, &plan, &table); !st.ok()) return report(st);
+    if (!o.quiet && !table.empty()) std::fprintf(stderr, "%s", table.c_str());
+  }
   if (o.simulate) {
-    std::vector<SliceRange> plan;
-    if (Status st = cluster::even_plan(cfg.n_layers, o.local > 0 ? o.local : 6, o.max_layers, &plan); !st.ok()) return report(st);
     for (StreamRun& r : runs) {
       sims.push_back(std::make_unique<cluster::RoundedChain>());
       if (Status st = sims.back()->init(source.get(), plan, enc, ctx_len, &pool, kernels); !st.ok()) return report(st);
@@ -342,7 +396,7 @@ int cluster_main(ClusterOptions o) {
     }
   } else {
     std::vector<cluster::NodeEndpoint> eps;
-    Status st = o.local > 0 ? local_endpoints(o, cfg, &local, &eps) : remote_endpoints(o.nodes, &eps);
+    Status st = o.local > 0 ? local_endpoints(o, plan, &local, &eps) : remote_endpoints(o.nodes, &eps);
     if (!st.ok()) return report(st);
     cluster::MasterOptions mo;
     mo.encoding = enc;
@@ -351,6 +405,7 @@ int cluster_main(ClusterOptions o) {
     mo.heartbeat_ms = o.heartbeat_ms;
     mo.max_layers = o.max_layers;
     mo.rejoin_ms = o.rejoin_ms;
+    mo.split = [&splitter](int nodes, std::vector<SliceRange>* out) { return splitter.split(nodes, out); };
     master = std::make_unique<cluster::ClusterMaster>(source.get(), &pool, kernels, mo);
     if (st = master->start(eps); !st.ok()) return report(st);
     std::fprintf(stderr, "mcullm cluster: plan: %s\n", master->plan_text().c_str());
@@ -433,7 +488,14 @@ void add_cluster_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("-q,--quiet", o->quiet, "Do not print the generated text");
   cmd->add_option("--hidden", o->hidden, "Hidden state on the links: f32 (bit-identical to one process), f16 or int8")
       ->check(CLI::IsMember({"f32", "f16", "int8"}));
-  cmd->add_option("--local", o->local, "Start N local node processes (layers split evenly)")->check(CLI::Range(0, 256));
+  cmd->add_option("--local", o->local, "Start N local node processes (layers split as --split says)")->check(CLI::Range(0, 256));
+  CLI::Option* split = cmd->add_option("--split", o->split,
+                  "How the layers are cut over the nodes, at start and at every re-plan: plan (the partition planner's split for "
+                  "--board, as `convert --image --nodes N` cuts board images; the default, falling back to even with a note when "
+                  "the planner has no split) or even")
+      ->check(CLI::IsMember({"plan", "even"}));
+  cmd->add_option("--board", o->board, std::string("--split plan: the board profile the planner splits for (") + board_preset_names() +
+                  " or a JSON profile file)");
   cmd->add_option("--link", o->link, "--local: tcp (127.0.0.1) or pty (a pseudo-terminal per node, paced by --rate)")
       ->check(CLI::IsMember({"tcp", "pty"}));
   cmd->add_option("--rate", o->rate, "--link pty: bits per second each way (0: unpaced)");
@@ -449,8 +511,9 @@ void add_cluster_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--bench", o->bench, "Speed: ROUNDS of one process vs the cluster with 1 .. --streams streams (medians, ratios)")
       ->check(CLI::Range(0, 1000));
   cmd->add_option("--node-fault", o->node_faults, "Test hook for --local: NODE:KIND:AFTER (kind kill, stop, flip, exit), see `mcullm node --fault`");
-  cmd->callback([o, exit_code, prompt_ids] {
+  cmd->callback([o, exit_code, prompt_ids, split] {
     o->prompt_ids_given = prompt_ids->count() > 0;
+    o->split_given = split->count() > 0;
     *exit_code = cluster_main(*o);
   });
 }

@@ -46,14 +46,13 @@ int convert_cluster_images(const ConvertOptions& o, const LoadedModel& lm, Board
   BoardProfile board;
   if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);
   ClusterModel cm;
-  if (Status st = cluster_model_from_loaded(lm, 0, 4, 0, 0, &cm); !st.ok()) return report(st);
   ClusterOptions co;
-  co.nodes = o.nodes;
   ClusterPlan plan;
-  if (Status st = plan_cluster(cm, board, board, co, &plan); !st.ok()) return report(st.prefix("--nodes %d on %s: ", o.nodes, o.board.c_str()));
+  if (Status st = plan_board_split(lm, board, o.nodes, &cm, &co, &plan); !st.ok())
+    return report(st.prefix("--nodes %d on %s: ", o.nodes, o.board.c_str()));
   std::fputs(format_cluster_plan(cm, board, board, co, plan).c_str(), stdout);
   opt.sliced = true;
-  for (size_t i = 1; i < plan.stages.size(); ++i) opt.node_plan.push_back(SliceRange{plan.stages[i].first, plan.stages[i].end, false});
+  opt.node_plan = plan_node_ranges(plan);
   for (size_t i = 0; i < plan.stages.size(); ++i) {
     const StagePlan& sp = plan.stages[i];
     const bool master = i == 0;

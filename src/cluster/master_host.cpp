@@ -1,5 +1,6 @@
 #include "cluster/master_host.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -42,6 +43,7 @@ ClusterMaster::~ClusterMaster() {
   }
   cv_.notify_all();
   if (heartbeat_.joinable()) heartbeat_.join();
+  if (rejoin_.joinable()) rejoin_.join();
   for (auto& l : links_)
     if (l->t) l->t->close();
   for (auto& l : links_)
@@ -114,7 +116,10 @@ void ClusterMaster::rx_loop(Link* l) {
 void ClusterMaster::heartbeat_loop() {
   std::unique_lock<std::mutex> lk(mu_);
   while (!stopping_) {
-    cv_.wait_for(lk, std::chrono::milliseconds(opt_.heartbeat_ms));
+    // One round a period: cv_ wakes on every frame received, which must not become a heartbeat storm.
+    const Clock::time_point next = Clock::now() + std::chrono::milliseconds(opt_.heartbeat_ms);
+    while (!stopping_ && cv_.wait_until(lk, next) == std::cv_status::no_timeout) {
+    }
     if (stopping_) break;
     std::vector<Link*> beat, late;
     const Clock::time_point now = Clock::now();
@@ -146,7 +151,11 @@ Status ClusterMaster::send(Link& l, const FrameHeader& hdr, const uint8_t* paylo
 
 Status ClusterMaster::await(Link& l, uint32_t key, FrameType type, uint32_t pos, int frames, std::vector<RxFrame>* out) {
   out->clear();
-  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(opt_.timeout_ms);
+  // A node is waited for while it shows it is alive: it fails when nothing at all (not even a
+  // heartbeat answer, which a node computing a long frame still sends) came for timeout_ms, or after
+  // busy_ms in all.
+  const Clock::time_point started = Clock::now();
+  const Clock::time_point hard = started + std::chrono::milliseconds(std::max(opt_.timeout_ms, opt_.busy_ms));
   std::unique_lock<std::mutex> lk(mu_);
   while (static_cast<int>(out->size()) < frames) {
     auto& q = l.inbox[key];
@@ -159,11 +168,15 @@ Status ClusterMaster::await(Link& l, uint32_t key, FrameType type, uint32_t pos,
     if (static_cast<int>(out->size()) == frames) break;
     if (!l.alive) return Status::Error(Code::kIo, "%s failed: %s", who(l).c_str(), l.failure.c_str());
     if (stopping_) return Status::Error(Code::kIo, "the master is stopping");
-    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && q.empty()) {
+    auto quiet = [&] { return std::max(l.last_seen, started) + std::chrono::milliseconds(opt_.timeout_ms); };
+    cv_.wait_until(lk, std::min(quiet(), hard));
+    if (q.empty() && Clock::now() >= std::min(quiet(), hard)) {  // (last_seen may have moved meanwhile)
+      const bool busy = quiet() > hard;
       lk.unlock();
-      const std::string why = std::string("did not answer ") + frame_type_name(type) +
-                              (key != kControl ? " (stream " + std::to_string(key) + ", position " + std::to_string(pos) + ")" : "") +
-                              " within " + std::to_string(opt_.timeout_ms) + " ms";
+      const std::string what = std::string(frame_type_name(type)) +
+                               (key != kControl ? " (stream " + std::to_string(key) + ", position " + std::to_string(pos) + ")" : "");
+      const std::string why = busy ? "answered heartbeats but no " + what + " within " + std::to_string(std::max(opt_.timeout_ms, opt_.busy_ms)) + " ms"
+                                   : "did not answer " + what + " within " + std::to_string(opt_.timeout_ms) + " ms";
       fail(l, why);
       return Status::Error(Code::kIo, "%s failed: %s", who(l).c_str(), why.c_str());
     }
@@ -223,15 +236,31 @@ Status ClusterMaster::hello(Link& l, const SliceRange& r) {
   } else if ((in.capabilities & capability_bit(opt_.encoding)) == 0)
     why = std::string("does not take ") + hidden_encoding_name(opt_.encoding) + " hidden states";
   if (!why.empty()) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      l.refused = true;
+    }
     fail(l, why);
     return Status::Error(Code::kCorrupt, "%s: %s", who(l).c_str(), why.c_str());
   }
   return Status::Ok();
 }
 
-Status ClusterMaster::assign(const std::vector<Link*>& links) {
-  std::vector<SliceRange> plan;
-  MC_TRY(even_plan(source_->config().n_layers, static_cast<int>(links.size()), opt_.max_layers, &plan));
+Status ClusterMaster::plan_layers(int nodes, std::vector<SliceRange>* plan) const {
+  const int n_layers = source_->config().n_layers;
+  if (!opt_.split) return even_plan(n_layers, nodes, opt_.max_layers, plan);
+  MC_TRY(opt_.split(nodes, plan));
+  MC_TRY(check_layer_split(plan->data(), static_cast<int>(plan->size()), n_layers, Code::kInvalidArgument));
+  if (static_cast<int>(plan->size()) > nodes)
+    return Status::Error(Code::kInvalidArgument, "the split has %zu ranges for %d nodes", plan->size(), nodes);
+  for (const SliceRange& r : *plan)
+    if (opt_.max_layers > 0 && r.end - r.first > opt_.max_layers)
+      return Status::Error(Code::kOutOfRange, "the split gives layers %s to one node, more than %d layers (--max-layers): %d layers do not fit",
+                           range_text(r).c_str(), opt_.max_layers, n_layers);
+  return Status::Ok();
+}
+
+Status ClusterMaster::assign(const std::vector<Link*>& links, const std::vector<SliceRange>& plan) {
   for (size_t i = 0; i < plan.size(); ++i) MC_TRY(hello(*links[i], plan[i]));
   std::vector<Link*> chain(links.begin(), links.begin() + static_cast<long>(plan.size()));
   std::lock_guard<std::mutex> lk(mu_);
@@ -252,8 +281,11 @@ Status ClusterMaster::start(const std::vector<NodeEndpoint>& nodes) {
       return Status::Error(st.code(), "node %d (%s): %s", l->index + 1, l->ep.name.c_str(), st.message());
     all.push_back(l.get());
   }
-  MC_TRY(assign(all));
+  std::vector<SliceRange> plan;
+  MC_TRY(plan_layers(static_cast<int>(all.size()), &plan));
+  MC_TRY(assign(all, plan));
   heartbeat_ = std::thread(&ClusterMaster::heartbeat_loop, this);
+  if (opt_.readmit || opt_.rejoin_ms > 0) rejoin_ = std::thread(&ClusterMaster::rejoin_loop, this);
   return Status::Ok();
 }
 
@@ -264,29 +296,91 @@ std::string ClusterMaster::plan_text() {
   return s;
 }
 
-Status ClusterMaster::try_rejoin() {
-  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(opt_.rejoin_ms);
-  std::vector<std::string> refused(links_.size());
-  while (Clock::now() < deadline) {
-    for (auto& l : links_) {
-      bool alive;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        alive = l->alive;
-      }
-      if (alive || !connect_link(*l).ok()) continue;
-      opt_.log(who(*l) + ": reconnected, checking its slice");
-      const Status st = hello(*l, l->range);
-      if (st.ok()) {
-        opt_.log(who(*l) + ": admitted again");
-        return Status::Ok();
-      }
-      if (st.code() == Code::kCorrupt) return st;  // another slice: waiting longer will not change it
-
+void ClusterMaster::rejoin_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!stopping_) {
+    const Clock::time_point next = Clock::now() + std::chrono::milliseconds(opt_.heartbeat_ms);
+    while (!stopping_ && cv_.wait_until(lk, next) == std::cv_status::no_timeout) {
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (stopping_) break;
+    // Failed nodes no step can be using: out of the plan, or the plan being remade.
+    std::vector<Link*> gone;
+    for (auto& l : links_)
+      if (!l->alive && !l->refused && (recovering_ || std::find(plan_.begin(), plan_.end(), l.get()) == plan_.end())) {
+        l->checking = true;
+        gone.push_back(l.get());
+      }
+    lk.unlock();
+    for (Link* l : gone) {
+      SliceRange last;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        last = l->range;
+      }
+      // Its slice is checked now, so that a token boundary waits for no node that answers nothing
+      // (a stopped process still accepts connections) and takes no node with other weights.
+      const bool ok = connect_link(*l).ok() && hello(*l, last).ok();  // else not back yet, or failed again (logged)
+      if (ok) opt_.log(who(*l) + ": reconnected, its slice checks out: re-admitted at the next token boundary");
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        l->checking = false;
+        l->back = l->back || ok;
+        readmit_pending_ = readmit_pending_ || ok;
+      }
+      cv_.notify_all();
+    }
+    lk.lock();
   }
-  return Status::Error(Code::kIo, "no failed node came back with the right slice within %d ms", opt_.rejoin_ms);
+}
+
+Status ClusterMaster::replan_live() {
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(opt_.rejoin_ms);
+  for (;;) {
+    std::vector<Link*> alive, returned;
+    std::string failures;
+    bool can_return = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      readmit_pending_ = false;
+      for (auto& l : links_) {
+        if (l->alive && !l->checking) {
+          alive.push_back(l.get());
+          if (l->back) returned.push_back(l.get());
+        } else {
+          if (!l->alive) failures += (failures.empty() ? "" : "; ") + who(*l) + ": " + l->failure;
+          can_return = can_return || !l->refused;  // (a checking one may be back in a moment)
+        }
+      }
+    }
+    std::vector<SliceRange> plan;
+    Status fits = plan_layers(static_cast<int>(alive.size()), &plan);
+    if (!fits.ok()) {
+      if (opt_.rejoin_ms > 0 && can_return) {
+        // Until a failed node is back (the rejoin thread checked its slice), none can come back any
+        // more (all refused), or the deadline.
+        std::unique_lock<std::mutex> lk(mu_);
+        const bool woke = cv_.wait_until(lk, deadline, [&] {
+          if (readmit_pending_ || stopping_) return true;
+          for (auto& l : links_)
+            if ((!l->alive || l->checking) && !l->refused) return false;
+          return true;
+        });
+        if (woke && !stopping_) continue;
+      }
+      return Status::Error(Code::kIo, "%s; the %zu node%s left cannot take over: %s", failures.c_str(), alive.size(),
+                           alive.size() == 1 ? "" : "s", fits.message());
+    }
+    opt_.log("re-planning the layers onto " + std::to_string(alive.size()) + " node" + (alive.size() == 1 ? "" : "s"));
+    if (Status st = assign(alive, plan); !st.ok()) continue;  // another node failed meanwhile (or was refused): plan again
+    for (Link* l : returned) {
+      opt_.log(who(*l) + ": admitted again");
+      std::lock_guard<std::mutex> lk(mu_);
+      l->back = false;
+    }
+    ++replans_;
+    opt_.log("new plan: " + plan_text());
+    return Status::Ok();
+  }
 }
 
 Status ClusterMaster::recover(uint64_t seen_epoch) {
@@ -294,34 +388,29 @@ Status ClusterMaster::recover(uint64_t seen_epoch) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (epoch_ != seen_epoch) return Status::Ok();  // another stream re-planned already
+    recovering_ = true;
   }
-  for (;;) {
-    std::vector<Link*> alive;
-    std::string failures;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      for (auto& l : links_) {
-        if (l->alive)
-          alive.push_back(l.get());
-        else
-          failures += (failures.empty() ? "" : "; ") + who(*l) + ": " + l->failure;
-      }
-    }
-    std::vector<SliceRange> plan;
-    Status fits = even_plan(source_->config().n_layers, static_cast<int>(alive.size()), opt_.max_layers, &plan);
-    if (!fits.ok()) {
-      const Status back = opt_.rejoin_ms > 0 ? try_rejoin() : Status::Ok();
-      if (opt_.rejoin_ms > 0 && back.ok()) continue;
-      if (back.code() == Code::kCorrupt) return Status::Error(Code::kIo, "%s", back.message());
-      return Status::Error(Code::kIo, "%s; the %zu node%s left cannot take over: %s", failures.c_str(), alive.size(),
-                           alive.size() == 1 ? "" : "s", fits.message());
-    }
-    opt_.log("re-planning the layers onto " + std::to_string(alive.size()) + " node" + (alive.size() == 1 ? "" : "s"));
-    if (Status st = assign(alive); !st.ok()) continue;  // another node failed meanwhile: plan again
-    ++replans_;
-    opt_.log("new plan: " + plan_text());
-    return Status::Ok();
+  const Status st = replan_live();
+  std::lock_guard<std::mutex> lk(mu_);
+  recovering_ = false;
+  return st;
+}
+
+Status ClusterMaster::readmit() {
+  std::unique_lock<std::shared_mutex> ex(step_mu_);  // every step in flight is done: a token boundary
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    bool back = false;
+    for (auto& l : links_) back = back || (l->alive && !l->checking && l->back);
+    readmit_pending_ = false;
+    if (!back) return Status::Ok();  // another stream took it in already, or it failed again
+    recovering_ = true;
   }
+  opt_.log("a failed node is back: re-planning at this token boundary");
+  const Status st = replan_live();
+  std::lock_guard<std::mutex> lk(mu_);
+  recovering_ = false;
+  return st;
 }
 
 Status ClusterMaster::open_stream(std::unique_ptr<ClusterStream>* out) {
@@ -415,6 +504,12 @@ Status ClusterStream::forward(int token, int pos, const float** logits) {
   if (pos < 0 || pos > static_cast<int>(tokens_.size()) || pos >= ctx_len())
     return Status::Error(Code::kOutOfRange, "position %d: positions come in order from 0 inside the context of %d", pos, ctx_len());
   tokens_.resize(static_cast<size_t>(pos));
+  bool back;
+  {
+    std::lock_guard<std::mutex> lk(m.mu_);
+    back = m.readmit_pending_;
+  }
+  if (back) MC_TRY(m.readmit());
   Status last;
   for (int attempt = 0; attempt <= static_cast<int>(m.links_.size()); ++attempt) {
     uint64_t epoch;

@@ -5,7 +5,8 @@
 // node in layer order (relaying each node's answer to the next as it came) and applies the head.
 //
 // Faults. A node is failed, with the reason in words, when its link closes (a process that died),
-// when it does not answer a hidden state or heartbeats within the timeout (hung, stopped), when it
+// when nothing, not even a heartbeat answer, comes from it for the timeout (hung, stopped; a node
+// computing a long frame still answers heartbeats and is waited for, up to busy_ms), when it
 // sends a corrupt frame or an error frame, or when its hello carries another slice hash than the
 // master computes for that range from its own copy of the model. Then, if the nodes left can hold
 // every layer (max_layers each), the master re-plans the layers onto them, checks each node's new
@@ -14,6 +15,12 @@
 // failed node to come back (a restarted node is admitted once its slice hash checks out; one with
 // another slice is refused, and the master gives up saying so); else the stream fails with the
 // reason. Never a hang: every wait has a deadline.
+//
+// Re-admission. A thread tries, every heartbeat period, to reconnect each failed node. One that
+// answers is re-admitted at the next token boundary (the next forward() of any stream, once every
+// step in flight is done): the layers are planned onto every live node again, each checked by hash,
+// and every stream replays its tokens into the new chain, so the output stays the same. A node
+// that comes back with another slice is refused, left out and not tried again.
 #pragma once
 #include <stdint.h>
 
@@ -43,10 +50,15 @@ struct NodeEndpoint {
 struct MasterOptions {
   HiddenEncoding encoding = HiddenEncoding::kF32;
   int ctx_len = 0;           // 0 = the model's
-  int timeout_ms = 5000;     // a hidden state, a hello, heartbeats
+  int timeout_ms = 5000;     // silence (not even a heartbeat answer) after which a node is failed
+  int busy_ms = 600000;      // one answer (a hidden state, a hello) from a node still answering heartbeats
   int heartbeat_ms = 500;
   int max_layers = 0;        // layers one node holds at most (the capacity rule); 0 = any
   int rejoin_ms = 0;         // with no room left: how long to wait for a failed node to come back
+  bool readmit = true;       // reconnect failed nodes and take them back at the next token boundary
+  // The layer ranges of `nodes` nodes, in chain order (at start and at every re-plan); empty: even_plan.
+  // Either way a range over max_layers is no room.
+  std::function<Status(int nodes, std::vector<SliceRange>* out)> split;
   std::function<void(const std::string&)> log;  // messages (default: stderr)
 };
 
@@ -85,6 +97,9 @@ class ClusterMaster {
     bool alive = false;
     std::string failure;
     SliceRange range;
+    bool refused = false;  // came back with another slice: not tried again
+    bool back = false;     // came back with its slice, not yet in a plan
+    bool checking = false; // reconnected, its hello not yet answered: in no plan meanwhile
     std::map<uint32_t, std::deque<RxFrame>> inbox;  // by stream (control frames under kControl)
     std::chrono::steady_clock::time_point last_seen;
   };
@@ -93,15 +108,22 @@ class ClusterMaster {
   Status connect_link(Link& l);
   void rx_loop(Link* l);
   void heartbeat_loop();
+  // Reconnects failed nodes not in use (readmit / rejoin_ms); one that answers sets readmit_pending_.
+  void rejoin_loop();
   void fail(Link& l, const std::string& why);
   std::string who(const Link& l) const;
   Status send(Link& l, const FrameHeader& h, const uint8_t* payload);
   // Waits for the next frame of `key` on l (frames of other positions are stale and dropped).
   Status await(Link& l, uint32_t key, FrameType type, uint32_t pos, int frames, std::vector<RxFrame>* out);
   Status hello(Link& l, const SliceRange& r);
-  Status assign(const std::vector<Link*>& links);
+  // The ranges of opt_.split (or even_plan) for `nodes` nodes, each within max_layers.
+  Status plan_layers(int nodes, std::vector<SliceRange>* plan) const;
+  Status assign(const std::vector<Link*>& links, const std::vector<SliceRange>& plan);
   Status recover(uint64_t seen_epoch);
-  Status try_rejoin();
+  // At a token boundary: re-plans onto every live node when a failed one came back.
+  Status readmit();
+  // Plans onto every live node, checks each by hash, bumps the epoch (with step_mu_ held alone).
+  Status replan_live();
   // Embeds `token`, runs it through every node; with logits non-null applies the head too.
   Status run_chain(ClusterStream& s, int token, int pos, const float** logits);
   // Frees the stream's KV caches on the nodes (reset frames).
@@ -121,7 +143,9 @@ class ClusterMaster {
   int replans_ = 0;
   uint32_t next_stream_ = 0;
   bool stopping_ = false;
-  std::thread heartbeat_;
+  bool recovering_ = false;       // a re-plan holds step_mu_ alone: no step uses any link
+  bool readmit_pending_ = false;  // a failed node reconnected and waits for the next token boundary
+  std::thread heartbeat_, rejoin_;
 };
 
 // One sequence generated through the cluster, as a Decoder (model/generate.h drives it). It must

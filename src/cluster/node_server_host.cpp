@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 namespace mcullm::cluster {
 
@@ -35,6 +36,7 @@ Status NodeServer::load(const SliceRange& r) {
 }
 
 Status NodeServer::send(Transport& link, FrameType type, uint32_t stream, uint32_t pos, const uint8_t* payload, size_t len) {
+  std::lock_guard<std::mutex> lk(send_mu_);
   return send_frame(link, &seq_, type, stream, pos, payload, len, kSendTimeoutMs, &send_failure_);
 }
 
@@ -47,6 +49,7 @@ Status NodeServer::reply_error(Transport& link, const FrameHeader& about, const 
 
 Status NodeServer::send_hidden(Transport& link, HiddenEncoding e, uint32_t stream, uint32_t pos, const float* x) {
   const uint32_t dim = static_cast<uint32_t>(source_->config().dim);
+  std::lock_guard<std::mutex> lk(send_mu_);
   if (opt_.fault != "flip" || served_ != opt_.fault_after)
     return cluster::send_hidden(link, &seq_, stream, pos, e, x, dim, kSendTimeoutMs, &send_failure_);
   // The flip fault: the first frame goes out with one payload bit flipped (only the CRC can tell).
@@ -91,9 +94,14 @@ Status NodeServer::on_hidden(Transport& link, const Frame& f) {
   }
   if (Status st = it->second->slice().run_layers(hidden_.data(), static_cast<int>(pos)); !st.ok())
     return reply_error(link, f.header, st);
+  if (opt_.fault == "slow" && served_ == opt_.fault_after) {  // busy, but its reader answers heartbeats
+    const int from = beats_;
+    while (beats_ - from < opt_.slow_beats && !stop_ && !reader_done_) usleep(1000);
+  }
   if (opt_.fault == "kill" && served_ == opt_.fault_after) raise(SIGKILL);
   if (opt_.fault == "stop" && served_ == opt_.fault_after) raise(SIGSTOP);
   if (opt_.fault == "hang" && served_ == opt_.fault_after) {  // alive but silent, as a stopped process
+    silent_ = true;
     while (!stop_) usleep(10000);
     return Status::Ok();
   }
@@ -111,8 +119,8 @@ Status NodeServer::on_frame(Transport& link, const Frame& f) {
   switch (h.type) {
     case FrameType::kHidden:
       return on_hidden(link, f);
-    case FrameType::kHeartbeat:
-      return send(link, FrameType::kHeartbeat, h.stream, h.pos, nullptr, 0);
+    case FrameType::kHeartbeat:  // answered by the reader; none reaches here
+      return Status::Ok();
     case FrameType::kReset:
       if (h.stream == kAllStreams)
         streams_.clear();
@@ -158,32 +166,78 @@ Status NodeServer::on_frame(Transport& link, const Frame& f) {
   return reply_error(link, h, Status::Error(Code::kInvalidArgument, "unexpected frame type %u", static_cast<unsigned>(h.type)));
 }
 
+void NodeServer::read_loop(Transport& link) {
+  while (!reader_done_) {
+    Frame f;
+    Event e;
+    Status st = link.receive(&f, kPollMs, &e.why);
+    if (st.ok() && f.header.type == FrameType::kHeartbeat) {
+      if (silent_) continue;
+      LinkFailure ignored;  // a link that broke shows up in the next receive
+      std::lock_guard<std::mutex> lk(send_mu_);
+      if (send_frame(link, &seq_, FrameType::kHeartbeat, f.header.stream, f.header.pos, nullptr, 0, kSendTimeoutMs, &ignored).ok()) ++beats_;
+      continue;
+    }
+    if (!st.ok() && e.why == LinkFailure::kTimeout) continue;
+    const bool last = !st.ok() && e.why != LinkFailure::kCorrupt;  // closed or broken: nothing more comes
+    if (st.ok()) {
+      e.h = f.header;
+      e.payload.assign(f.payload, f.payload + f.header.payload_len);
+    } else {
+      e.status = st;
+    }
+    {
+      std::lock_guard<std::mutex> lk(in_mu_);
+      inbox_.push_back(std::move(e));
+      if (last) reader_done_ = true;
+    }
+    in_cv_.notify_all();
+  }
+}
+
 Status NodeServer::serve(Transport& link) {
   streams_.clear();  // a new master: nothing of the last one's streams is kept
   assembling_ = false;
+  inbox_.clear();
+  reader_done_ = false;
+  std::thread reader(&NodeServer::read_loop, this, std::ref(link));
+  Status result = Status::Ok();
   while (!stop_) {
-    Frame f;
-    LinkFailure why = LinkFailure::kNone;
-    Status st = link.receive(&f, kPollMs, &why);
-    if (st.ok()) {
+    Event e;
+    {
+      std::unique_lock<std::mutex> lk(in_mu_);
+      if (!in_cv_.wait_for(lk, std::chrono::milliseconds(kPollMs), [&] { return !inbox_.empty(); })) continue;
+      e = std::move(inbox_.front());
+      inbox_.pop_front();
+    }
+    if (e.status.ok()) {
+      Frame f;
+      f.header = e.h;
+      f.payload = e.payload.data();
       send_failure_ = LinkFailure::kNone;
-      st = on_frame(link, f);
+      Status st = on_frame(link, f);
       // A master that finished (or gave up on us) and closed the link while we answered: the end
       // of its session, as a close seen on receive is; not an error.
-      if (!st.ok() && send_failure_ == LinkFailure::kClosed) return Status::Ok();
-      MC_TRY(st);
+      if (!st.ok() && send_failure_ == LinkFailure::kClosed) break;
+      if (!st.ok()) {
+        result = st;
+        break;
+      }
       continue;
     }
-    if (why == LinkFailure::kTimeout) continue;
-    if (why == LinkFailure::kClosed) return Status::Ok();
-    if (why == LinkFailure::kCorrupt) {  // tell the master; it decides what a lost frame means
+    if (e.why == LinkFailure::kClosed) break;
+    if (e.why == LinkFailure::kCorrupt) {  // tell the master; it decides what a lost frame means
       assembling_ = false;
-      MC_TRY(reply_error(link, FrameHeader{}, Status::Error(Code::kCorrupt, "node received a corrupt frame: %s", st.message())));
+      result = reply_error(link, FrameHeader{}, Status::Error(Code::kCorrupt, "node received a corrupt frame: %s", e.status.message()));
+      if (!result.ok()) break;
       continue;
     }
-    return st;
+    result = e.status;
+    break;
   }
-  return Status::Ok();
+  reader_done_ = true;
+  reader.join();
+  return result;
 }
 
 }  // namespace mcullm::cluster

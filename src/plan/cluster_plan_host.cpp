@@ -407,6 +407,20 @@ Status plan_cluster(const ClusterModel& m, const BoardProfile& master_board, con
   return price_partition(m, master_board, node_board, o, cuts, out);
 }
 
+Status plan_board_split(const LoadedModel& lm, const BoardProfile& board, int nodes, ClusterModel* cm, ClusterOptions* co,
+                        ClusterPlan* out) {
+  MC_TRY(cluster_model_from_loaded(lm, 0, 4, 0, 0, cm));
+  *co = ClusterOptions();
+  co->nodes = nodes;
+  return plan_cluster(*cm, board, board, *co, out);
+}
+
+std::vector<SliceRange> plan_node_ranges(const ClusterPlan& p) {
+  std::vector<SliceRange> r;
+  for (size_t i = 1; i < p.stages.size(); ++i) r.push_back(SliceRange{p.stages[i].first, p.stages[i].end, false});
+  return r;
+}
+
 std::vector<double> stream_table(const ClusterModel& m, const BoardProfile& master_board, const BoardProfile& node_board,
                                  const ClusterOptions& o, const ClusterPlan& p, int max_streams) {
   std::vector<double> t;

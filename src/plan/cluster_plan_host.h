@@ -135,6 +135,15 @@ Status plan_cluster(const ClusterModel& m, const BoardProfile& master_board, con
 Status price_partition(const ClusterModel& m, const BoardProfile& master_board, const BoardProfile& node_board,
                        const ClusterOptions& o, const std::vector<int>& cuts, ClusterPlan* out);
 
+// The split of a loaded model over `nodes` boards of one profile (the master on the same board), for
+// the model's context, an f32 KV cache, one stream and the default link: what `mcullm convert --image
+// --nodes N` cuts the board images by and `mcullm cluster --local N --split plan` runs on PC nodes.
+// *cm and *co are what it was priced with (for format_cluster_plan).
+Status plan_board_split(const LoadedModel& lm, const BoardProfile& board, int nodes, ClusterModel* cm, ClusterOptions* co,
+                        ClusterPlan* out);
+// The nodes' layer ranges of a plan, in chain order (the master's stage left out).
+std::vector<SliceRange> plan_node_ranges(const ClusterPlan& p);
+
 // The plan's split priced for 1 .. max_streams streams (each stream's KV caches take memory, so
 // the weights placed in PSRAM shrink): tokens/s per stream count, 0 where a node no longer fits.
 std::vector<double> stream_table(const ClusterModel& m, const BoardProfile& master_board, const BoardProfile& node_board,
