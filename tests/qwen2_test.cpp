@@ -563,7 +563,7 @@ TEST(Qwen2Cli, DummyRunsAndRefusesBadFlags) {
   ASSERT_EQ(b.exit_code, 0) << b.err;
   const auto fp = [](const std::string& s) { return s.substr(s.find("fingerprint ")); };
   EXPECT_EQ(fp(a.out), fp(b.out));
-  // Repacked as tl2 (and back): the same weights, the same fingerprint; dense qwen2 files are not converted.
+  // Repacked as tl2 (and back): the same weights, the same fingerprint; dense qwen2 files convert only to ternary.
   auto c = test::run_cli({"convert", dir + "/t.gguf", "-o", dir + "/t2.gguf", "--type", "tl2"});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   auto d = test::run_cli({"run", "-m", dir + "/t2.gguf", "--prompt-ids", "1,400,500", "-n", "6", "--temp", "0", "--fingerprint"});
@@ -572,7 +572,13 @@ TEST(Qwen2Cli, DummyRunsAndRefusesBadFlags) {
   ASSERT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--type", "q8_0", "-o", dir + "/q8.gguf"}).exit_code, 0);
   c = test::run_cli({"convert", dir + "/q8.gguf", "-o", dir + "/q8b.gguf", "--type", "f32"});
   EXPECT_NE(c.exit_code, 0);
-  EXPECT_NE(c.err.find("qwen2 model with dense linear layers is not converted"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("qwen2 model with dense linear layers converts to i2_s, tl1 or tl2"), std::string::npos) << c.err;
+  // Ternarized by absmean (train/check_export.py checks the values against the trainer's quantizer).
+  c = test::run_cli({"convert", dir + "/q8.gguf", "-o", dir + "/q8t.gguf", "--type", "tl2"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  d = test::run_cli({"run", "-m", dir + "/q8t.gguf", "--prompt-ids", "1,400,500", "-n", "6", "--temp", "0", "--fingerprint"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.out.find("fingerprint "), std::string::npos) << d.out;
   c = test::run_cli({"convert", dir + "/t.gguf", "--image", dir + "/img.bin"});  // qwen2 board images exist
   EXPECT_EQ(c.exit_code, 0) << c.err;
   EXPECT_GT(test::read_file(dir + "/img.bin").size(), 0u);

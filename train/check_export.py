@@ -18,7 +18,11 @@
    greedy tokens are equal (with int8 activations: its choices, as in 3.); the llama2.c tokenizer
    file written beside it gives train/tokenizer.py's ids;
 7. combo (PLE + ReLU FFN + q4e, check_combo): 6. again with the ReLU flag in the esp32-ai header, which
-   mcullm keeps through `convert` to GGUF (mcullm.ffn_activation "relu") and runs as a ReLU FFN.
+   mcullm keeps through `convert` to GGUF (mcullm.ffn_activation "relu") and runs as a ReLU FFN;
+8. qwen2 (q/k/v biases, NEOX RoPE, GQA, separate head): an f32 model's logits equal PyTorch's within 1e-4;
+   a ternary QAT model exported in f32 and ternarized by `mcullm convert --type i2_s`: every weight mcullm
+   holds equals quant.ternary_values_absmean's, and its logits equal the QAT forward's (which quantizes
+   the activations as the engine's i2_s path does) within 1e-4, greedy tokens equal.
 
   check_export.py MCULLM_BINARY WORK_DIR      (exit 0: pass; anything else: fail, with the reason)
 """
@@ -56,12 +60,13 @@ def fail(msg):
     sys.exit(1)
 
 
-def random_model(quant_mode, vocab, seed, ffn="swiglu"):
+def random_model(quant_mode, vocab, seed, ffn="swiglu", arch="llama"):
     torch.manual_seed(seed)
     ternary = quant_mode == "ternary"  # bitllama2.c: tied head; the i2_s kernels take multiples of 128
     c = mdl.Config(vocab=vocab, dim=128 if ternary else 64, n_layers=2, n_heads=4, n_kv_heads=2,
                    hidden=256 if ternary else 128, seq_len=64, quant=quant_mode, ffn=ffn,
-                   tied=quant_mode in ("none", "ternary"))
+                   tied=quant_mode in ("none", "ternary") and arch == "llama", arch=arch,
+                   norm_eps=1e-6 if arch == "qwen2" else 1e-5)
     m = mdl.Model(c)
     with torch.no_grad():  # larger weights than the training init: decisive logits
         for p in m.parameters():
@@ -271,6 +276,44 @@ def check_ternary(cli, work, tok, seed):
     check_logits("ternary", cli, path, m, tok.encode("Once upon a time"), work, ("--bit-order", "msb"), 16)
 
 
+def check_qwen2(cli, work, tok, seed):
+    """qwen2 f32 (1e-4) and ternary QAT through `mcullm convert --type i2_s` (weights exact, choices)."""
+    m = random_model("none", tok.vocab_size, seed, arch="qwen2")
+    with torch.no_grad():  # biases the check can see
+        for b in m.layers:
+            for lin in (b.wq, b.wk, b.wv):
+                lin.bias.uniform_(-0.5, 0.5)
+    path = os.path.join(work, "qwen2-f32.gguf")
+    export.write_gguf(m, tok, path)
+    kv, _ = gguf.read(path)
+    if kv.get("general.architecture") != "qwen2":
+        fail(f"qwen2: the GGUF says architecture {kv.get('general.architecture')}")
+    check_logits("qwen2 f32", cli, path, m, tok.encode("Once upon a time"), work, ())
+
+    m = random_model("ternary", tok.vocab_size, seed + 1, arch="qwen2")
+    with torch.no_grad():
+        for b in m.layers:
+            for lin in (b.wq, b.wk, b.wv):
+                lin.bias.uniform_(-0.5, 0.5)
+    f32 = os.path.join(work, "qwen2-ternary-f32.gguf")
+    g = os.path.join(work, "qwen2-ternary-i2s.gguf")
+    export.write_gguf(m, tok, f32)
+    run([cli, "convert", f32, "-o", g, "--type", "i2_s", "--embd-type", "f32"])
+    kv, tensors = gguf.read(g)
+    checked = 0
+    for l, b in enumerate(m.layers):
+        for attr, name in LAYER_NAMES:
+            w = getattr(b, attr).weight
+            codes, scale = i2s_unpack(tensors[f"blk.{l}.{name}.weight"][2], w.shape[0], w.shape[1])
+            held = torch.from_numpy(codes) * torch.tensor(scale)
+            if not torch.equal(held, quant.ternary_values_absmean(w)):
+                fail(f"qwen2 ternary: blk.{l}.{name}: mcullm holds other weights than the QAT quantizer")
+            checked += w.numel()
+    print(f"qwen2 ternary: {checked} weights mcullm holds equal the QAT quantizer's values", flush=True)
+    # within 1e-4 although mcullm runs int8 activations: the QAT forward quantizes them as mcullm's i2_s path does
+    check_logits("qwen2 ternary", cli, g, m, tok.encode("Once upon a time"), work, (), 16)
+
+
 def main():
     if len(sys.argv) != 3:
         fail("usage: check_export.py MCULLM_BINARY WORK_DIR")
@@ -300,6 +343,7 @@ def main():
     check_ternary(cli, work, tok, 5)
     check_ple(cli, work, tok, 6)
     check_combo(cli, work, tok, 7)
+    check_qwen2(cli, work, tok, 8)
     print("check_export: PASS")
 
 

@@ -1,4 +1,4 @@
-"""Model + vocabulary -> an f32 llama GGUF that mcullm loads (src/format/transformer_gguf.cpp), with the
+"""Model + vocabulary -> an f32 llama (or qwen2) GGUF that mcullm loads (src/format/transformer_gguf.cpp), with the
 tokenizer metadata src/format/transformer_gguf_writer_host.cpp's add_llama_vocab writes. Packing to q4g64 is
 left to `mcullm convert --type q4g64` (one packing definition: src/quant/blocks.cpp). Ternary QAT models
 (the bitllama2.c layout) go to an ak42 v1 file with the tokenizer beside it (write_bitllama2c), PLE models
@@ -14,19 +14,20 @@ import tokenizer as tk
 
 def write_gguf(model, tok, path, name="mcullm-train"):
     c = model.c
+    a = c.arch  # "llama" or "qwen2": the GGUF keys' prefix as llama.cpp names them
     w = gguf.Writer()
-    w.add("general.architecture", gguf.STR, "llama")
+    w.add("general.architecture", gguf.STR, a)
     w.add("general.name", gguf.STR, name)
-    w.add("llama.context_length", gguf.U32, c.seq_len)
-    w.add("llama.embedding_length", gguf.U32, c.dim)
-    w.add("llama.feed_forward_length", gguf.U32, c.hidden)
-    w.add("llama.block_count", gguf.U32, c.n_layers)
-    w.add("llama.attention.head_count", gguf.U32, c.n_heads)
-    w.add("llama.attention.head_count_kv", gguf.U32, c.n_kv_heads)
-    w.add("llama.rope.dimension_count", gguf.U32, c.dim // c.n_heads)
-    w.add("llama.attention.layer_norm_rms_epsilon", gguf.F32, c.norm_eps)
-    w.add("llama.rope.freq_base", gguf.F32, c.rope_theta)
-    w.add("llama.vocab_size", gguf.U32, c.vocab)
+    w.add(f"{a}.context_length", gguf.U32, c.seq_len)
+    w.add(f"{a}.embedding_length", gguf.U32, c.dim)
+    w.add(f"{a}.feed_forward_length", gguf.U32, c.hidden)
+    w.add(f"{a}.block_count", gguf.U32, c.n_layers)
+    w.add(f"{a}.attention.head_count", gguf.U32, c.n_heads)
+    w.add(f"{a}.attention.head_count_kv", gguf.U32, c.n_kv_heads)
+    w.add(f"{a}.rope.dimension_count", gguf.U32, c.dim // c.n_heads)
+    w.add(f"{a}.attention.layer_norm_rms_epsilon", gguf.F32, c.norm_eps)
+    w.add(f"{a}.rope.freq_base", gguf.F32, c.rope_theta)
+    w.add(f"{a}.vocab_size", gguf.U32, c.vocab)
     w.add("mcullm.weight_type", gguf.STR, "f32")
     w.add("mcullm.qat", gguf.STR, c.quant)
     if c.ffn == "relu":  # src/format/transformer_gguf.h kLlamaFfnKey; absent: SwiGLU
@@ -54,6 +55,8 @@ def write_gguf(model, tok, path, name="mcullm-train"):
     for l, b in enumerate(model.layers):
         for attr, n in names.items():
             w.add_tensor(f"blk.{l}.{n}.weight", t(getattr(b, attr).weight))
+            if getattr(b, attr).bias is not None:  # qwen2's q, k, v
+                w.add_tensor(f"blk.{l}.{n}.bias", t(getattr(b, attr).bias))
         w.add_tensor(f"blk.{l}.attn_norm.weight", t(b.attn_norm.weight))
         w.add_tensor(f"blk.{l}.ffn_norm.weight", t(b.ffn_norm.weight))
     w.write(path)

@@ -12,7 +12,13 @@ embeddings, split-half RoPE, fused QKV, no GQA, RMSNorm eps 1e-6, a GELU gate pe
 matrix (embedding and PLE table included) trained with the q4e values the file holds (quant.q4e_values);
 export.write_esp32ai writes it. With ffn="relu" it is the "combo" model (PLE + ReLU + 4-bit): the FFN is
 relu(gate x) * (up x), gate first as the engine's sparse FFN reads it, flagged in the esp32-ai header's
-bit 1 (an mcullm extension, src/format/esp32ai.h kEsp32aiFlagReluFfn)."""
+bit 1 (an mcullm extension, src/format/esp32ai.h kEsp32aiFlagReluFfn).
+
+arch="qwen2" is llama.cpp's qwen2 as src/model/qwen2.h runs it: q/k/v biases, RoPE on the pairs (i, i + hs/2)
+(NEOX), RMSNorm with weights, GQA, SwiGLU, a separate head. With quant="ternary" its seven linear matrices per
+layer are absmean-ternary per tensor and their inputs int8 per token as the engine's i2_s path computes them
+(quant.int8_i8s; no SimpleRMSNorm: that is the bitllama2.c layout); export.write_gguf writes it in f32 and
+`mcullm convert --type i2_s` ternarizes it (the same absmean)."""
 import dataclasses
 import math
 
@@ -39,11 +45,12 @@ class Config:
     rope_theta: float = 10000.0
     ple_dim: int = 0         # > 0: esp32-ai's PLE architecture (PleModel), every matrix q4e QAT
     q4e_group: int = 64      # PLE: weights per q4e scale group
+    arch: str = "llama"      # or "qwen2" (biases on q/k/v, NEOX RoPE; ternary without the bitllama2.c norms)
 
 
 class QLinear(nn.Linear):
-    def __init__(self, n_in, n_out, mode):
-        super().__init__(n_in, n_out, bias=False)
+    def __init__(self, n_in, n_out, mode, bias=False):
+        super().__init__(n_in, n_out, bias=bias)
         self.mode = mode
 
     def forward(self, x):
@@ -54,7 +61,10 @@ class QLinear(nn.Linear):
             x = simple_rmsnorm(x)
             w = quant.ste(w, quant.ternary_values(w))
             x = quant.ste(x, quant.int8_per_token(x))
-        return F.linear(x, w)
+        elif self.mode == "ternary-i8s":  # Qwen2's ternary layers: the engine's i2_s path, no norm of its own
+            w = quant.ste(w, quant.ternary_values_absmean(w))
+            x = quant.ste(x, quant.int8_i8s(x))
+        return F.linear(x, w, self.bias)
 
 
 def simple_rmsnorm(x):
@@ -92,24 +102,27 @@ class Block(nn.Module):
         super().__init__()
         self.c = c
         hs = c.dim // c.n_heads
-        bit = c.quant == "ternary"  # bitllama2.c: the BitLinear layers normalise their own inputs
+        qwen2 = c.arch == "qwen2"
+        bit = c.quant == "ternary" and not qwen2  # bitllama2.c: the BitLinear layers normalise their own inputs
+        mode = "ternary-i8s" if qwen2 and c.quant == "ternary" else c.quant
         self.attn_norm = nn.Identity() if bit else RMSNorm(c.dim, c.norm_eps)
-        self.wq = QLinear(c.dim, c.dim, c.quant)
-        self.wk = QLinear(c.dim, c.n_kv_heads * hs, c.quant)
-        self.wv = QLinear(c.dim, c.n_kv_heads * hs, c.quant)
-        self.wo = QLinear(c.dim, c.dim, c.quant)
+        self.wq = QLinear(c.dim, c.dim, mode, bias=qwen2)
+        self.wk = QLinear(c.dim, c.n_kv_heads * hs, mode, bias=qwen2)
+        self.wv = QLinear(c.dim, c.n_kv_heads * hs, mode, bias=qwen2)
+        self.wo = QLinear(c.dim, c.dim, mode)
         self.ffn_norm = nn.Identity() if bit else RMSNorm(c.dim, c.norm_eps)
-        self.w1 = QLinear(c.dim, c.hidden, c.quant)  # gate
-        self.w2 = QLinear(c.hidden, c.dim, c.quant)  # down
-        self.w3 = QLinear(c.dim, c.hidden, c.quant)  # up
+        self.w1 = QLinear(c.dim, c.hidden, mode)  # gate
+        self.w2 = QLinear(c.hidden, c.dim, mode)  # down
+        self.w3 = QLinear(c.dim, c.hidden, mode)  # up
+        self.rope = rope_neox if qwen2 else rope
 
     def forward(self, x, cos, sin, mask, stats=None):
         c = self.c
         B, T, _ = x.shape
         hs = c.dim // c.n_heads
         h = self.attn_norm(x)
-        q = rope(self.wq(h).view(B, T, c.n_heads, hs), cos, sin)
-        k = rope(self.wk(h).view(B, T, c.n_kv_heads, hs), cos, sin)
+        q = self.rope(self.wq(h).view(B, T, c.n_heads, hs), cos, sin)
+        k = self.rope(self.wk(h).view(B, T, c.n_kv_heads, hs), cos, sin)
         v = self.wv(h).view(B, T, c.n_kv_heads, hs)
         rep = c.n_heads // c.n_kv_heads
         k = k.repeat_interleave(rep, dim=2)
@@ -153,6 +166,8 @@ class Model(nn.Module):
     def _init(m):
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, 0.0, 0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
 
     def forward(self, idx, stats=None):
         T = idx.shape[1]

@@ -54,6 +54,28 @@ def int8_per_token(x):
     return torch.where(ok, q * s, torch.zeros_like(x))
 
 
+def ternary_values_absmean(w):
+    """Absmean ternary values as `mcullm convert --type i2_s` computes them from an f32 matrix
+    (src/load/ternarize_host.cpp): s = f32(mean |w| in double), d = max(s, 1e-5), t = clamp(round(w / d), -1, 1)
+    (round half to even); the weight is s * t."""
+    wd = w.detach().float()
+    s = wd.double().abs().mean().float()
+    d = torch.clamp(s, min=1e-5)
+    return (wd / d).round().clamp(-1, 1) * s
+
+
+def int8_i8s(x):
+    """Per-token int8 activations as src/quant/ternary.cpp quantize_i8s computes them (the engine's i2_s
+    matvec input): s = f32(127 / max(amax, 1e-5) in double), q = round_half_away(x * s) in [-128, 127], the
+    value q * f32(1 / s in double)."""
+    x = x.detach()
+    amax = x.abs().amax(dim=-1, keepdim=True)
+    s = (127.0 / torch.clamp(amax, min=1e-5).double()).float()
+    inv = (1.0 / s.double()).float()
+    q = round_half_away(x * s).clamp(-128, 127)
+    return q * inv
+
+
 def ste(x, q):
     """Forward q, backward identity to x."""
     return x + (q - x).detach()

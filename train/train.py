@@ -4,7 +4,8 @@
   /usr/bin/python3 train/train.py --out OUT [--vocab 1024 --dim 128 ... --quant q4 --ffn relu --steps N]
 
 Writes OUT/tokenizer.json, OUT/model.pt, OUT/model-f32.gguf (ternary: OUT/model-ternary.bin, a bitllama2.c
-file, and OUT/tokenizer.bin for `mcullm -z`) and OUT/curve.csv (step, train loss,
+file, and OUT/tokenizer.bin for `mcullm -z`; --arch qwen2 --quant ternary: model-f32.gguf, which
+`mcullm convert --type i2_s` ternarizes as the QAT forward did) and OUT/curve.csv (step, train loss,
 validation bits/byte on the first --val-chunks chunks of tinystories_val_head794k.txt, scored per chunk
 from position 0 as `mcullm eval` does). Seeds are fixed (--seed); one or two threads (--threads).
 
@@ -118,6 +119,8 @@ def main():
     ap.add_argument("--quant", choices=["none", "q4", "ternary"], default="none")
     ap.add_argument("--ple", type=int, default=0, help="per-layer embedding size: esp32-ai's PLE model (q4e, --quant q4)")
     ap.add_argument("--q4e-group", type=int, default=64, help="PLE: weights per q4e scale group")
+    ap.add_argument("--arch", choices=["llama", "qwen2"], default="llama",
+                    help="qwen2: q/k/v biases, NEOX RoPE, separate head; with --quant ternary the engine's i2_s layers")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=384, help="training window in tokens")
@@ -151,8 +154,12 @@ def main():
 
     c = mdl.Config(vocab=a.vocab, dim=a.dim, n_layers=a.layers, n_heads=a.heads, n_kv_heads=a.kv_heads,
                    hidden=a.hidden, seq_len=a.ctx, ffn=a.ffn, tied=not a.untied, quant=a.quant, ple_dim=a.ple,
-                   q4e_group=a.q4e_group)
-    if a.quant == "ternary":
+                   q4e_group=a.q4e_group, arch=a.arch, norm_eps=1e-6 if a.arch == "qwen2" else 1e-5)
+    if a.arch == "qwen2" and (a.ple or a.ffn != "swiglu" or a.quant == "q4" or not a.untied):
+        sys.exit("train: --arch qwen2 is llama.cpp's qwen2: a separate head (--untied), SwiGLU, f32 or ternary weights")
+    if a.arch == "qwen2" and a.quant == "ternary" and (a.dim % 128 or a.hidden % 128):
+        sys.exit(f"train: mcullm's i2_s kernels need dim and hidden in multiples of 128 (here {a.dim}, {a.hidden})")
+    if a.quant == "ternary" and a.arch == "llama":
         if a.untied or a.ffn != "swiglu":
             sys.exit("train: --quant ternary is the bitllama2.c layout: tied head, SwiGLU")
         if a.dim % 128 or a.hidden % 128:
@@ -212,7 +219,8 @@ def main():
         val_bits_per_byte(model, val[:8], stats=stats)
         print(f"relu: {100 * (1 - sum(stats) / len(stats)):.1f}% of FFN neurons are zero on validation text")
     save(model, tok, a.out)
-    written = "model-ple.bin" if c.ple_dim else "model-ternary.bin" if c.quant == "ternary" else "model-f32.gguf"
+    written = ("model-ple.bin" if c.ple_dim else "model-ternary.bin" if c.quant == "ternary" and c.arch == "llama"
+               else "model-f32.gguf")
     print(f"wrote {a.out}/{written}" + (" and tokenizer.bin" if written != "model-f32.gguf" else ""), flush=True)
 
 
@@ -279,7 +287,7 @@ def save(model, tok, out):
     if model.c.ple_dim > 0:  # esp32-ai's PLE format (q4e) and the tokenizer for `mcullm -z`
         export.write_esp32ai(model, os.path.join(out, "model-ple.bin"))
         export.write_llama2c_tokenizer(tok, os.path.join(out, "tokenizer.bin"))
-    elif model.c.quant == "ternary":  # the bitllama2.c layout: an ak42 v1 file and its tokenizer
+    elif model.c.quant == "ternary" and model.c.arch == "llama":  # the bitllama2.c layout: an ak42 v1 file and its tokenizer
         export.write_bitllama2c(model, os.path.join(out, "model-ternary.bin"))
         export.write_llama2c_tokenizer(tok, os.path.join(out, "tokenizer.bin"))
     else:

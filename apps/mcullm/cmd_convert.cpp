@@ -11,6 +11,7 @@
 #include "format/ternary_gguf_host.h"
 #include "load/board_image_export_host.h"
 #include "load/hf_checkpoint_host.h"
+#include "load/ternarize_host.h"
 #include "cluster/slice_source_host.h"
 #include "plan/cluster_plan_host.h"
 #include "core/file_io_host.h"
@@ -172,6 +173,26 @@ int convert_ternary(const ConvertOptions& o, const LoadedModel& lm, const Llama2
   return 0;
 }
 
+// Ternarized layers (written as i2_s in `writer`) to o.output as --type says: i2_s as they are, tl1 / tl2
+// repacked as convert_ternary does.
+Status write_ternarized(const ConvertOptions& o, const GgufWriter& writer) {
+  if (o.type != "tl1" && o.type != "tl2") return writer.write_file(o.output);
+  MC_TRY(apply_pretuned(o.m.pretuned));
+  const std::vector<uint8_t> bytes = writer.to_bytes();
+  std::vector<uint8_t> table_mem(1 << 20);
+  Arena arena(Tier::kHost, table_mem.data(), table_mem.size());
+  GgufFile first;
+  MC_TRY(first.open(bytes.data(), bytes.size(), arena));
+  GgufWriter retyped;
+  TernaryRetypeReport trep;
+  MC_TRY(retype_ternary_gguf(first, dtype_info_by_name(o.type.c_str())->type, &retyped, &trep));
+  MC_TRY(retyped.write_file(o.output));
+  for (const std::string& note : trep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
+  return Status::Ok();
+}
+
+bool is_ternary_type(const std::string& type) { return type == "i2_s" || type == "tl1" || type == "tl2"; }
+
 // A Hugging Face folder (load/hf_checkpoint_host.h): its f32 weights written as --type (dense), or
 // ternarized (absmean) for i2_s / tl1 / tl2, with tokenizer.json as the GGUF's "gpt2" vocabulary.
 int convert_hf(const ConvertOptions& o) {
@@ -181,7 +202,7 @@ int convert_hf(const ConvertOptions& o) {
     return report(Status::Error(Code::kInvalidArgument, "a Hugging Face folder brings its tokenizer.json: leave out -z/--tokenizer"));
   auto ck = std::make_unique<HfCheckpoint>();
   if (Status st = load_hf_checkpoint(o.m.model, ck.get()); !st.ok()) return report(st);
-  const bool ternary = o.type == "i2_s" || o.type == "tl1" || o.type == "tl2";
+  const bool ternary = is_ternary_type(o.type);
   if (ternary) {
     if (Status st = hf_ternarize(ck.get()); !st.ok()) return report(st);
   }
@@ -205,26 +226,34 @@ int convert_hf(const ConvertOptions& o) {
   } else {
     std::fprintf(stderr, "mcullm: note: %s has no tokenizer.json; the GGUF will have no vocabulary\n", o.m.model.c_str());
   }
-  if (o.type == "tl1" || o.type == "tl2") {  // the i2_s matrices repacked, as convert_ternary does
-    if (Status st = apply_pretuned(o.m.pretuned); !st.ok()) return report(st);
-    const std::vector<uint8_t> bytes = writer.to_bytes();
-    std::vector<uint8_t> table_mem(1 << 20);
-    Arena arena(Tier::kHost, table_mem.data(), table_mem.size());
-    GgufFile first;
-    if (Status st = first.open(bytes.data(), bytes.size(), arena); !st.ok()) return report(st);
-    GgufWriter retyped;
-    TernaryRetypeReport trep;
-    if (Status st = retype_ternary_gguf(first, dtype_info_by_name(o.type.c_str())->type, &retyped, &trep); !st.ok())
-      return report(st);
-    if (Status st = retyped.write_file(o.output); !st.ok()) return report(st);
-    for (const std::string& note : trep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
-  } else if (Status st = writer.write_file(o.output); !st.ok()) {
-    return report(st);
-  }
+  if (Status st = write_ternarized(o, writer); !st.ok()) return report(st);
   for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
   std::fprintf(stderr, "mcullm: wrote %s: %s as %s, %d files of %s tensors, %d matrices as %s (%d kept f32), tokenizer %s\n",
                o.output.c_str(), ck->hf_arch.c_str(), ck->arch->gguf_arch, ck->files, ck->dtypes.c_str(), rep.matrices,
                o.type.empty() ? "f32" : o.type.c_str(), rep.kept_f32, ck->has_vocab ? "tokenizer.json" : "none");
+  return 0;
+}
+
+// A dense model of an architecture whose files may hold ternary layers (qwen2): its layers ternarized by
+// absmean (load/ternarize_host.h: what train/'s ternary QAT trains towards) and written as --type.
+int convert_dense_to_ternary(const ConvertOptions& o, LoadedModel& lm, const Llama2cTokenizer* tok) {
+  if (!is_ternary_type(o.type))
+    return report(Status::Error(Code::kUnsupported, "convert: a %s model with dense linear layers converts to i2_s, tl1 or tl2 "
+                                "(ternarized by absmean), not to %s", lm.arch_name(), o.type.empty() ? "f32" : o.type.c_str()));
+  std::vector<std::vector<uint8_t>> packed;
+  if (Status st = ternarize_layers(&lm.model, &packed); !st.ok()) return report(st.prefix("%s: ", o.m.model.c_str()));
+  GgufExportOptions opt;
+  opt.gguf_arch = lm.arch->gguf_arch;
+  opt.weight_type = DType::kF32;  // the layers are i2_s now; the rest as the file holds it
+  opt.has_embedding_type = true;
+  opt.embedding_type = o.embd_type.empty() ? DType::kF16 : dtype_info_by_name(o.embd_type.c_str())->type;
+  opt.source = lm.format + " " + o.m.model;
+  GgufWriter writer;
+  GgufExportReport rep;
+  if (Status st = export_transformer_gguf(lm.model, tok, opt, &writer, &rep); !st.ok()) return report(st);
+  if (Status st = write_ternarized(o, writer); !st.ok()) return report(st);
+  std::fprintf(stderr, "mcullm: wrote %s: %s, %zu matrices ternarized (absmean) as %s, tokenizer %s\n", o.output.c_str(),
+               lm.arch_name(), packed.size(), o.type.c_str(), tok ? "kept" : "none");
   return 0;
 }
 
@@ -245,9 +274,7 @@ int convert(const ConvertOptions& o) {
     if (!o.m.tokenizer.empty()) return report(tok_status);
     std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the GGUF will have no vocabulary\n", tok_status.message());
   }
-  if (lm->arch->dense_or_ternary && !lm->model.spec.ternary)
-    return report(Status::Error(Code::kUnsupported, "convert: a %s model with dense linear layers is not converted "
-                                "(%s files with ternary layers repack between i2_s, tl1 and tl2)", lm->arch_name(), lm->arch_name()));
+  if (lm->arch->dense_or_ternary && !lm->model.spec.ternary) return convert_dense_to_ternary(o, *lm, tok_status.ok() ? &tok : nullptr);
   const bool ternary_model = lm->arch->ternary;
   if (ternary_model && (lm->format == "gguf" || o.type == "tl1" || o.type == "tl2"))
     return convert_ternary(o, *lm, tok_status.ok() ? &tok : nullptr);

@@ -7,6 +7,7 @@
 
 #include "format/safetensors_host.h"
 #include "format/ternary_gguf_host.h"
+#include "load/ternarize_host.h"
 #include "load/tokenizer_loader_host.h"
 #include "quant/dtype.h"
 
@@ -265,40 +266,8 @@ Status hf_ternarize(HfCheckpoint* ck) {
   if (!ck->arch->dense_or_ternary)
     return Status::Error(Code::kUnsupported, "%s (%s): our %s architecture has no ternary layers (ternary: Qwen2)",
                          ck->dir.c_str(), ck->hf_arch.c_str(), ck->arch->name);
-  const LlamaConfig& c = ck->model.cfg;
-  ck->packed.reserve(static_cast<size_t>(c.n_layers) * 7);
-  for (int l = 0; l < c.n_layers; ++l) {
-    TransformerLayer& L = ck->layers[static_cast<size_t>(l)];
-    for (MatRef* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3}) {
-      const float* w = static_cast<const float*>(m->data);
-      const size_t n = static_cast<size_t>(m->rows) * m->cols;
-      double sum = 0.0;
-      for (size_t i = 0; i < n; ++i) sum += std::fabs(w[i]);
-      const float s = static_cast<float>(sum / static_cast<double>(n));
-      const float d = s > 1e-5f ? s : 1e-5f;  // BitNet's clamp of the mean
-      std::vector<int8_t> t(n);
-      for (size_t i = 0; i < n; ++i) {
-        const float q = std::nearbyint(w[i] / d);  // round half to even, as torch.round
-        t[i] = static_cast<int8_t>(q > 1.0f ? 1 : q < -1.0f ? -1 : q);
-      }
-      std::vector<uint8_t> bytes;
-      DType written;
-      std::string note;
-      if (Status st = ternary_tensor_pack(DType::kI2_S, t.data(), m->rows, m->cols, s, &bytes, &written, &note); !st.ok())
-        return st.prefix("%s: layer %d: ", ck->dir.c_str(), l);
-      ck->packed.push_back(std::move(bytes));
-      MatRef r;
-      r.type = DType::kI2_S;
-      r.data = ck->packed.back().data();
-      r.rows = m->rows;
-      r.cols = m->cols;
-      r.row_bytes = dtype_row_bytes(DType::kI2_S, m->cols);
-      r.scale = s;
-      *m = r;
-    }
-  }
-  ck->model.spec.ternary = true;
-  return ck->model.check_shapes();
+  if (Status st = ternarize_layers(&ck->model, &ck->packed); !st.ok()) return st.prefix("%s: ", ck->dir.c_str());
+  return Status::Ok();
 }
 
 }  // namespace mcullm

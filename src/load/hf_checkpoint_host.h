@@ -41,9 +41,7 @@ struct HfCheckpoint {
 // Reads the folder (the object holds pointers into itself: keep it where it is).
 Status load_hf_checkpoint(const std::string& dir, HfCheckpoint* out);
 
-// Replaces the seven matrices of every layer by their ternary form as BitNet b1.58 quantizes
-// (absmean, per tensor: s = mean |W|, w = clamp(round(W / s), -1, 1), weight = s * w) packed as
-// i2_s (rows of a multiple of 128 columns), and marks the spec ternary. Only architectures whose
+// ternarize_layers (load/ternarize_host.h) on the checkpoint's layers. Only architectures whose
 // files may hold ternary layers (ArchInfo::dense_or_ternary: qwen2) take it.
 Status hf_ternarize(HfCheckpoint* ck);
 
