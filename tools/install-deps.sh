@@ -30,7 +30,8 @@ test_pkgs=(libgtest-dev libbenchmark-dev libpcre2-dev
            # aarch64: the NEON kernels cross-built and run under qemu-aarch64
            gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user)
 plots_pkgs=(python3 python3-matplotlib)
-train_pkgs=(python3 python3-numpy python3-torch python3-tqdm)
+train_pkgs=(python3 python3-numpy python3-torch python3-tqdm
+            libopenblas0-pthread)       # PyTorch with the reference BLAS trains ~10x slower
 
 usage() { echo "usage: tools/install-deps.sh [--dry-run] run|test|plots|train..." >&2; exit 2; }
 
