@@ -6,6 +6,7 @@
 // No clock is read: the timeouts only guard against a hang.
 #include <gtest/gtest.h>
 
+#include "cluster/transport_host.h"
 #include "cluster_process.h"
 #include "test_support.h"
 
@@ -102,6 +103,44 @@ TEST_F(ClusterRing, FlippedBitOnARingLinkIsSentAgain) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(fingerprint_line(r.out), want_) << r.err;
   EXPECT_EQ(r.err.find("the ring is broken"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hidden state(s) sent again after a corrupt frame"), std::string::npos) << r.err;
+}
+
+// SIGSTOP of node 3: the ring goes silent (no link closes); after --timeout-ms the master gives up on
+// it, stops the old ring's processes and builds a new one. The timeout is no clock assertion: a
+// slow machine can only cause an extra rebuild, which gives the same output.
+TEST_F(ClusterRing, StoppedRingNodeIsFoundBySilenceAndReplaced) {
+  const auto r = ring({"--local", "3", "--node-fault", "3:stop:12", "--timeout-ms", "2000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fingerprint_line(r.out), want_) << r.err;
+  EXPECT_NE(r.err.find("did not answer within 2000 ms"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("local node 3 (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stopped by signal 19"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the ring was rebuilt (3 nodes)"), std::string::npos) << r.err;
+}
+
+// Ring nodes started by hand (--nodes, in ring order; the last one's --next is the master's --listen).
+TEST_F(ClusterRing, RingNodesStartedByHandGiveTheFingerprintOfOneProcess) {
+  int master_port = 0;
+  {  // a free port for the master's --listen (the last node must know it when it starts)
+    std::unique_ptr<cluster::TcpListener> l;
+    ASSERT_TRUE(cluster::tcp_listen("127.0.0.1", 0, &l).ok());
+    master_port = l->port();
+  }
+  const std::string dir = test::temp_dir();
+  test::CliProcess nodes[3];
+  std::string next = "127.0.0.1:" + std::to_string(master_port);
+  for (int i = 2; i >= 0; --i) {
+    ASSERT_TRUE(nodes[i].start({"node", "--ring", "-m", gen_[1], "--listen", "127.0.0.1:0", "--next", next}, dir, "node" + std::to_string(i)));
+    const int port = nodes[i].port(kWaitMs);
+    ASSERT_GT(port, 0) << nodes[i].err();
+    next = "127.0.0.1:" + std::to_string(port);
+  }
+  const auto r = in_background(with(with({"cluster"}, gen_), {"--topology", "ring", "--nodes", next + ",h2:1,h3:1", "--listen",
+                                                              "127.0.0.1:" + std::to_string(master_port)}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fingerprint_line(r.out), want_) << r.err;
+  for (test::CliProcess& n : nodes) EXPECT_EQ(n.wait(kWaitMs), 0) << n.err();  // each leaves when the ring closes
 }
 
 TEST_F(ClusterRing, BadFlagsAreClearErrors) {

@@ -599,9 +599,10 @@ int cluster_main(ClusterOptions o) {
     }
   }
   std::fflush(stdout);
-  const std::string replans = master && master->replans()             ? ", " + std::to_string(master->replans()) + " re-plan(s)"
-                              : ring_master && ring_master->rebuilds() ? ", " + std::to_string(ring_master->rebuilds()) + " ring rebuild(s)"
-                                                                       : "";
+  std::string replans = master && master->replans() ? ", " + std::to_string(master->replans()) + " re-plan(s)" : "";
+  if (ring_master && ring_master->rebuilds()) replans += ", " + std::to_string(ring_master->rebuilds()) + " ring rebuild(s)";
+  if (ring_master && ring_master->resends())
+    replans += ", " + std::to_string(ring_master->resends()) + " hidden state(s) sent again after a corrupt frame";
   if (failed) {  // no speed: the failed streams' tokens were not all evaluated
     std::fprintf(stderr, "mcullm cluster: %d of %d stream%s failed (seed %lld)%s\n", failed, o.streams, o.streams == 1 ? "" : "s",
                  static_cast<long long>(o.seed), replans.c_str());
