@@ -27,8 +27,8 @@ struct NodeCliOptions {
 };
 
 // --ring: the board node of the firmware (board::Node) with its SPI link over TCP. Order: listen
-// (the port on stdout), connect to the next board (retried while it is not up yet), then accept the
-// previous one; so a ring started from its last node to its first, then the master, never waits in
+// (the port on stdout), load the model, connect to the next board (retried while it is not up yet),
+// then accept the previous one; so a ring started from its last node to its first, then the master, never waits in
 // a circle. It serves that one ring and exits when either link closes (a broken ring is rebuilt
 // whole by the master: cluster/ring_master_host.h).
 int ring_node(const NodeCliOptions& o) {
@@ -45,6 +45,14 @@ int ring_node(const NodeCliOptions& o) {
   uint16_t listen_port = 0, next_port = 0;
   if (Status st = split_host_port(o.listen, &listen_host, &listen_port); !st.ok()) return report(st.prefix("--listen: "));
   if (Status st = split_host_port(o.next, &next_host, &next_port); !st.ok()) return report(st.prefix("--next: "));
+  // Listening (and the port on stdout) before the model loads: `cluster --local` starts the next
+  // node as soon as it knows this port, so that the nodes load their models at the same time.
+  std::unique_ptr<cluster::TcpListener> listener;
+  if (Status st = cluster::tcp_listen(listen_host, listen_port, &listener); !st.ok()) return report(st);
+  std::printf("listening %u\n", static_cast<unsigned>(listener->port()));  // for `mcullm cluster --local`
+  std::fflush(stdout);
+  std::fprintf(stderr, "mcullm node: ring node on %s:%u, next %s\n", listen_host.c_str(), static_cast<unsigned>(listener->port()),
+               o.next.c_str());
   const KernelSet* kernels = nullptr;
   if (Status st = find_kernels(o.m.kernels, &kernels); !st.ok()) return report(st);
   std::unique_ptr<SliceSource> source;
@@ -57,12 +65,6 @@ int ring_node(const NodeCliOptions& o) {
   Arena link_arena(Tier::kHost, mem.data(), 2 * cluster::kMaxFrameBytes + 64);
   Arena work(Tier::kHost, mem.data() + 2 * cluster::kMaxFrameBytes + 64, mem.size() - 2 * cluster::kMaxFrameBytes - 64);
 
-  std::unique_ptr<cluster::TcpListener> listener;
-  if (Status st = cluster::tcp_listen(listen_host, listen_port, &listener); !st.ok()) return report(st);
-  std::printf("listening %u\n", static_cast<unsigned>(listener->port()));  // for `mcullm cluster --local`
-  std::fflush(stdout);
-  std::fprintf(stderr, "mcullm node: ring node on %s:%u, next %s\n", listen_host.c_str(), static_cast<unsigned>(listener->port()),
-               o.next.c_str());
   std::unique_ptr<cluster::Transport> tx, rx;
   constexpr int kWaitForNeighbourMs = 600000;  // the next board may be started by hand
   if (Status st = cluster::tcp_connect(next_host, next_port, kWaitForNeighbourMs, &tx); !st.ok()) return report(st.prefix("--next: "));
