@@ -83,6 +83,19 @@ TEST_F(ClusterRing, Qwen2ThroughARingOfThreeGivesTheFingerprintOfOneProcess) {
   EXPECT_EQ(fingerprint_line(r.out), want) << r.err;
 }
 
+// int8 hidden states on the ring's hops (the board codec) are rounded exactly as the star and
+// `--simulate` round them at each range boundary: the same fingerprint, not the f32 one.
+TEST_F(ClusterRing, Int8HiddenStatesOnTheRingEqualTheSimulatedRounding) {
+  const auto sim = in_background(with(with({"cluster"}, gen_), {"--simulate", "--local", "3", "--hidden", "int8"}));
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const std::string want = fingerprint_line(sim.out);
+  ASSERT_FALSE(want.empty()) << sim.out;
+  EXPECT_NE(want, want_);
+  const auto r = ring({"--local", "3", "--hidden", "int8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(fingerprint_line(r.out), want) << r.err;
+}
+
 // kill -9 of node 2 after 15 hidden states: the ring breaks; the master says so, starts a new ring,
 // replays the story's positions into it and goes on: the fingerprint of an unbroken run.
 TEST_F(ClusterRing, KilledRingNodeIsReplacedAndTheStoryContinuesUnchanged) {

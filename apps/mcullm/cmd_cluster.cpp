@@ -198,14 +198,20 @@ Status parse_fault(const std::string& text, FaultSpec* f) {
   return Status::Ok();
 }
 
+// Every --node-fault.
+Status parse_faults(const ClusterOptions& o, std::vector<FaultSpec>* faults) {
+  for (const std::string& t : o.node_faults) {
+    faults->emplace_back();
+    MC_TRY(parse_fault(t, &faults->back()));
+  }
+  return Status::Ok();
+}
+
 // Starts --local N nodes, node i on layers plan[i] (the master's hello confirms or changes them).
 Status local_endpoints(const ClusterOptions& o, const std::vector<SliceRange>& plan, LocalNodes* nodes,
                        std::vector<cluster::NodeEndpoint>* eps) {
   std::vector<FaultSpec> faults;
-  for (const std::string& t : o.node_faults) {
-    faults.emplace_back();
-    MC_TRY(parse_fault(t, &faults.back()));
-  }
+  MC_TRY(parse_faults(o, &faults));
   Progress progress("starting nodes", o.local, "nodes", o.quiet);
   for (int i = 0; i < o.local; ++i, progress.step()) {
     std::vector<std::string> args = {"mcullm", "node", "-m", o.m.model, "--layers",
@@ -287,10 +293,7 @@ struct LocalRing {
       std::fprintf(stderr, "mcullm cluster: the old ring's nodes stopped; %s\n", gone.empty() ? "none had ended on its own" : gone.c_str());
     }
     std::vector<FaultSpec> faults;
-    for (const std::string& t : o->node_faults) {
-      faults.emplace_back();
-      MC_TRY(parse_fault(t, &faults.back()));
-    }
+    MC_TRY(parse_faults(*o, &faults));
     std::unique_ptr<cluster::TcpListener> listener;  // the last node's TX comes back here
     MC_TRY(cluster::tcp_listen("127.0.0.1", 0, &listener));
     const int n = static_cast<int>(plan.size());
