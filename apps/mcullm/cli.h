@@ -70,6 +70,8 @@ int logical_cores();
 void warn_threads(int threads);
 // --prompt-ids (run, cluster): ids below `vocab` separated by commas or spaces; an empty list is an error.
 Status parse_prompt_ids(const std::string& text, int vocab, std::vector<int>* ids);
+// "HOST:PORT" (HOST may be [v6]) -> host, port; an error naming the text otherwise.
+Status split_host_port(const std::string& text, std::string* host, uint16_t* port);
 // Where the version comes from: CMake's project VERSION and `git describe` at configure time.
 const char* version_string();
 

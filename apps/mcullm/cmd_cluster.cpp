@@ -4,6 +4,8 @@
 // --link pty), or nodes already listening (--nodes host:port,...). --streams K generates K
 // sequences at once (seeds seed, seed + 1, ...) so that every node works while the others do.
 // --simulate computes the same thing in one process without links (cluster/rounded_chain_host.h).
+// --topology ring wires the nodes as the boards are (master -> node 1 -> ... -> node N -> master) and
+// runs the firmware's master and node logic (cluster/ring_master_host.h, `mcullm node --ring`).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -22,6 +24,7 @@
 
 #include "progress.h"
 #include "cluster/master_host.h"
+#include "cluster/ring_master_host.h"
 #include "cluster/rounded_chain_host.h"
 #include "cluster/transport_host.h"
 #include "model/generate.h"
@@ -38,7 +41,8 @@ using Clock = std::chrono::steady_clock;
 
 struct ClusterOptions {
   ModelOptions m;  // -m, -z, -c, -t, --kernels, --kv
-  std::string prompt, prompt_ids, nodes, hidden = "f32", link = "tcp", split = "plan", board = "esp32s3-psram80";
+  std::string prompt, prompt_ids, nodes, hidden = "f32", link = "tcp", split = "plan", board = "esp32s3-psram80", topology = "star",
+              listen;
   std::vector<std::string> node_faults;
   int local = 0, streams = 1, n_predict = 256, node_threads = 1, timeout_ms = 5000,
       heartbeat_ms = 500, max_layers = 0, rejoin_ms = 0, top_k = 40, bench = 0;
@@ -91,21 +95,51 @@ struct LayerSplitter {
 
 // Node processes started by --local; killed (if still there) and reaped when this goes away.
 struct LocalNodes {
-  std::vector<pid_t> pids;
-  ~LocalNodes() {
-    for (pid_t p : pids) kill(p, SIGTERM), kill(p, SIGCONT);  // a stopped node takes SIGTERM once continued
-    for (pid_t p : pids) {
+  std::vector<pid_t> pids;  // <= 0: not started
+  ~LocalNodes() { stop(); }
+  // Stops every node (SIGTERM, SIGKILL after 2 s) and says what became of those that had ended or
+  // stopped on their own ("local node 2 (pid 123): killed by signal 9"). Waiting for each one to be
+  // reaped makes that race-free: a node killed just now is still reported.
+  std::string stop() {
+    std::string said;
+    std::vector<bool> told(pids.size(), false);
+    auto say = [&](size_t i, int status) {
+      said += (said.empty() ? "" : "; ") + std::string("local node ") + std::to_string(i + 1) + " (pid " + std::to_string(pids[i]) + "): " +
+              (WIFSTOPPED(status)    ? "stopped by signal " + std::to_string(WSTOPSIG(status))
+               : WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                     : "exited with code " + std::to_string(WEXITSTATUS(status)));
+      told[i] = true;
+    };
+    std::vector<bool> reaped(pids.size(), false);
+    for (size_t i = 0; i < pids.size(); ++i) {  // those that ended or stopped before we stop them
+      int status = 0;
+      if (pids[i] <= 0 || waitpid(pids[i], &status, WNOHANG | WUNTRACED) != pids[i]) continue;
+      say(i, status);
+      reaped[i] = !WIFSTOPPED(status);
+    }
+    for (size_t i = 0; i < pids.size(); ++i)
+      if (pids[i] > 0 && !reaped[i]) kill(pids[i], SIGTERM), kill(pids[i], SIGCONT);  // a stopped node takes SIGTERM once continued
+    for (size_t i = 0; i < pids.size(); ++i) {
+      const pid_t p = pids[i];
+      if (p <= 0 || reaped[i]) continue;
       const Clock::time_point until = Clock::now() + std::chrono::seconds(2);
       int status = 0;
-      while (waitpid(p, &status, WNOHANG) == 0) {
+      pid_t got = 0;
+      bool forced = false;
+      while ((got = waitpid(p, &status, WNOHANG)) == 0) {
         if (Clock::now() > until) {
           kill(p, SIGKILL);
-          waitpid(p, &status, 0);
+          got = waitpid(p, &status, 0);
+          forced = true;
           break;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
+      const bool ours = forced || (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+      if (got == p && !told[i] && !ours) say(i, status);
     }
+    pids.clear();
+    return said;
   }
 };
 
@@ -164,14 +198,20 @@ Status parse_fault(const std::string& text, FaultSpec* f) {
   return Status::Ok();
 }
 
+// Every --node-fault.
+Status parse_faults(const ClusterOptions& o, std::vector<FaultSpec>* faults) {
+  for (const std::string& t : o.node_faults) {
+    faults->emplace_back();
+    MC_TRY(parse_fault(t, &faults->back()));
+  }
+  return Status::Ok();
+}
+
 // Starts --local N nodes, node i on layers plan[i] (the master's hello confirms or changes them).
 Status local_endpoints(const ClusterOptions& o, const std::vector<SliceRange>& plan, LocalNodes* nodes,
                        std::vector<cluster::NodeEndpoint>* eps) {
   std::vector<FaultSpec> faults;
-  for (const std::string& t : o.node_faults) {
-    faults.emplace_back();
-    MC_TRY(parse_fault(t, &faults.back()));
-  }
+  MC_TRY(parse_faults(o, &faults));
   Progress progress("starting nodes", o.local, "nodes", o.quiet);
   for (int i = 0; i < o.local; ++i, progress.step()) {
     std::vector<std::string> args = {"mcullm", "node", "-m", o.m.model, "--layers",
@@ -234,6 +274,78 @@ Status remote_endpoints(const std::string& list, std::vector<cluster::NodeEndpoi
                     }});
   }
   if (eps->empty()) return Status::Error(Code::kInvalidArgument, "--nodes is empty");
+  return Status::Ok();
+}
+
+// --topology ring --local N: N `mcullm node --ring` processes, each listening on a free port of
+// 127.0.0.1; started from the last (its --next: the master's listener) to the first, so that each
+// one's next is up when it starts. Rebuilding kills every node of the old ring (a ring cannot tell
+// which one failed; this master can only look at its children) and starts a new one, without faults.
+struct LocalRing {
+  const ClusterOptions* o = nullptr;
+  std::vector<SliceRange> plan;
+  LocalNodes* nodes = nullptr;
+  int built = 0;
+
+  Status wire(std::unique_ptr<cluster::Transport>* to_first, std::unique_ptr<cluster::Transport>* from_last) {
+    if (built > 0) {
+      const std::string gone = nodes->stop();
+      std::fprintf(stderr, "mcullm cluster: the old ring's nodes stopped; %s\n", gone.empty() ? "none had ended on its own" : gone.c_str());
+    }
+    std::vector<FaultSpec> faults;
+    MC_TRY(parse_faults(*o, &faults));
+    std::unique_ptr<cluster::TcpListener> listener;  // the last node's TX comes back here
+    MC_TRY(cluster::tcp_listen("127.0.0.1", 0, &listener));
+    const int n = static_cast<int>(plan.size());
+    nodes->pids.assign(static_cast<size_t>(n), -1);
+    uint16_t next = listener->port();
+    Progress progress(built ? "starting a new ring" : "starting the ring", n, "nodes", o->quiet);
+    for (int i = n - 1; i >= 0; --i, progress.step()) {
+      std::vector<std::string> args = {"mcullm", "node", "--ring", "-m", o->m.model, "--listen", "127.0.0.1:0", "--next",
+                                       "127.0.0.1:" + std::to_string(next), "-t", std::to_string(o->node_threads), "--kernels", o->m.kernels};
+      if (o->max_layers > 0) args.insert(args.end(), {"--max-layers", std::to_string(o->max_layers)});
+      for (const FaultSpec& f : faults)
+        if (f.node == i + 1 && built == 0) args.insert(args.end(), {"--fault", f.kind, "--fault-after", std::to_string(f.after)});
+      int out_fd = -1;
+      MC_TRY(spawn(args, &nodes->pids[static_cast<size_t>(i)], &out_fd));
+      const Status st = read_port(out_fd, 60000, &next);
+      close(out_fd);
+      MC_TRY(st);
+    }
+    ++built;
+    MC_TRY(cluster::tcp_connect("127.0.0.1", next, 10000, to_first));
+    cluster::LinkFailure failure = cluster::LinkFailure::kNone;
+    return listener->accept(60000, from_last, &failure).prefix("waiting for the last node of the ring: ");
+  }
+};
+
+// --topology ring --nodes H1:P1,...,HN:PN: ring nodes already running, in ring order; the master
+// connects to the first and the last one's --next is the master's --listen.
+Status remote_ring(const ClusterOptions& o, int* count, decltype(cluster::RingOptions::wire)* wire) {
+  if (o.listen.empty())
+    return Status::Error(Code::kInvalidArgument, "--topology ring --nodes: give --listen HOST:PORT, the last node's --next");
+  std::vector<std::string> items;
+  std::stringstream ss(o.nodes);
+  for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
+  if (items.empty()) return Status::Error(Code::kInvalidArgument, "--nodes is empty");
+  std::string host, listen_host;
+  uint16_t port = 0, listen_port = 0;
+  for (const std::string& item : items) MC_TRY(split_host_port(item, &host, &port).prefix("--nodes: "));
+  MC_TRY(split_host_port(items[0], &host, &port));
+  MC_TRY(split_host_port(o.listen, &listen_host, &listen_port).prefix("--listen: "));
+  std::shared_ptr<cluster::TcpListener> listener;
+  {
+    std::unique_ptr<cluster::TcpListener> l;
+    MC_TRY(cluster::tcp_listen(listen_host, listen_port, &l));
+    listener = std::move(l);
+  }
+  *count = static_cast<int>(items.size());
+  *wire = [listener, host, port](std::unique_ptr<cluster::Transport>* to_first, std::unique_ptr<cluster::Transport>* from_last) {
+    constexpr int kWaitMs = 60000;
+    MC_TRY(cluster::tcp_connect(host, port, kWaitMs, to_first).prefix("the ring's first node: "));
+    cluster::LinkFailure failure = cluster::LinkFailure::kNone;
+    return listener->accept(kWaitMs, from_last, &failure).prefix("waiting for the last node of the ring: ");
+  };
   return Status::Ok();
 }
 
@@ -343,6 +455,19 @@ int cluster_main(ClusterOptions o) {
   if (!cluster::parse_hidden_encoding(o.hidden.c_str(), &enc)) return report(Status::Error(Code::kInvalidArgument, "--hidden %s", o.hidden.c_str()));
   if (o.simulate ? !o.nodes.empty() : (o.local > 0) == !o.nodes.empty())
     return report(Status::Error(Code::kInvalidArgument, "give one of --local N, --nodes HOST:PORT,... or --simulate (with --local N's cuts)"));
+  const bool ring = o.topology == "ring";
+  if (ring) {
+    const char* bad = o.streams > 1 ? "--streams (a board keeps one stream)"
+                      : o.simulate  ? "--simulate (it has no links)"
+                      : o.bench > 0 ? "--bench"
+                      : o.link != "tcp" ? "--link pty"
+                      : o.m.kv == KvType::kInt8 ? "--kv int8 (board nodes keep f32 caches)"
+                      : o.rejoin_ms > 0 ? "--rejoin-ms (a broken ring is rebuilt whole)"
+                                        : nullptr;
+    if (bad) return report(Status::Error(Code::kInvalidArgument, "--topology ring does not take %s", bad));
+  } else if (!o.listen.empty()) {
+    return report(Status::Error(Code::kInvalidArgument, "--listen is for --topology ring --nodes (where the last node connects)"));
+  }
   const KernelSet* kernels = nullptr;
   if (Status st = find_kernels(o.m.kernels, &kernels); !st.ok()) return report(st);
   std::unique_ptr<SliceSource> source;
@@ -368,6 +493,8 @@ int cluster_main(ClusterOptions o) {
   HostThreadPool pool(o.m.threads, kHostMinParallelWork);
   LayerSplitter splitter;  // before the master, which re-plans with it
   LocalNodes local;
+  LocalRing local_ring;
+  std::unique_ptr<cluster::RingMaster> ring_master;  // after `local`: its links close before the nodes are stopped
   std::unique_ptr<cluster::ClusterMaster> master;
   std::vector<std::unique_ptr<cluster::ClusterStream>> cstreams;
   std::vector<std::unique_ptr<cluster::RoundedChain>> sims;
@@ -383,12 +510,33 @@ int cluster_main(ClusterOptions o) {
   std::vector<SliceRange> plan;
   if (o.local > cfg.n_layers)
     return report(Status::Error(Code::kInvalidArgument, "--local %d: the model has only %d layers", o.local, cfg.n_layers));
-  if (o.simulate || o.local > 0) {
+  cluster::RingOptions ro;
+  int ring_nodes = o.local;
+  if (ring && o.local == 0)
+    if (Status st = remote_ring(o, &ring_nodes, &ro.wire); !st.ok()) return report(st);
+  if (o.simulate || o.local > 0 || ring) {
     std::string table;
-    if (Status st = splitter.split(o.local > 0 ? o.local : 6, &plan, &table); !st.ok()) return report(st);
+    if (Status st = splitter.split(ring ? ring_nodes : o.local > 0 ? o.local : 6, &plan, &table); !st.ok()) return report(st);
     if (!o.quiet && !table.empty()) std::fprintf(stderr, "%s", table.c_str());
   }
-  if (o.simulate) {
+  if (ring) {
+    ro.ranges = plan;
+    ro.master.ctx_len = ctx_len;
+    ro.master.encoding = enc;
+    ro.master.timeout_ms = o.timeout_ms;
+    ro.log = [](const std::string& m) { std::fprintf(stderr, "mcullm cluster: %s\n", m.c_str()); };
+    if (o.local > 0) {
+      local_ring.o = &o;
+      local_ring.plan = plan;
+      local_ring.nodes = &local;
+      ro.wire = [&local_ring](std::unique_ptr<cluster::Transport>* a, std::unique_ptr<cluster::Transport>* b) { return local_ring.wire(a, b); };
+      ro.rebuild = true;
+    }
+    ring_master = std::make_unique<cluster::RingMaster>(&source->loaded().model, &pool, kernels, ro);
+    if (Status st = ring_master->start(); !st.ok()) return report(st);
+    std::fprintf(stderr, "mcullm cluster: plan: %s\n", ring_master->plan_text().c_str());
+    runs[0].decoder = ring_master.get();
+  } else if (o.simulate) {
     for (StreamRun& r : runs) {
       sims.push_back(std::make_unique<cluster::RoundedChain>());
       if (Status st = sims.back()->init(source.get(), plan, enc, ctx_len, &pool, kernels); !st.ok()) return report(st);
@@ -454,7 +602,10 @@ int cluster_main(ClusterOptions o) {
     }
   }
   std::fflush(stdout);
-  const std::string replans = master && master->replans() ? ", " + std::to_string(master->replans()) + " re-plan(s)" : "";
+  std::string replans = master && master->replans() ? ", " + std::to_string(master->replans()) + " re-plan(s)" : "";
+  if (ring_master && ring_master->rebuilds()) replans += ", " + std::to_string(ring_master->rebuilds()) + " ring rebuild(s)";
+  if (ring_master && ring_master->resends())
+    replans += ", " + std::to_string(ring_master->resends()) + " hidden state(s) sent again after a corrupt frame";
   if (failed) {  // no speed: the failed streams' tokens were not all evaluated
     std::fprintf(stderr, "mcullm cluster: %d of %d stream%s failed (seed %lld)%s\n", failed, o.streams, o.streams == 1 ? "" : "s",
                  static_cast<long long>(o.seed), replans.c_str());
@@ -499,7 +650,12 @@ void add_cluster_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--link", o->link, "--local: tcp (127.0.0.1) or pty (a pseudo-terminal per node, paced by --rate)")
       ->check(CLI::IsMember({"tcp", "pty"}));
   cmd->add_option("--rate", o->rate, "--link pty: bits per second each way (0: unpaced)");
-  cmd->add_option("--nodes", o->nodes, "Nodes already listening: HOST:PORT,... in layer order");
+  cmd->add_option("--nodes", o->nodes, "Nodes already listening: HOST:PORT,... in layer order (ring: in ring order)");
+  cmd->add_option("--topology", o->topology,
+                  "star (each node on its own link to the master; the default) or ring (master -> node 1 -> ... -> node N -> "
+                  "master, as the boards are wired, with the boards' master and node logic: `mcullm node --ring`)")
+      ->check(CLI::IsMember({"star", "ring"}));
+  cmd->add_option("--listen", o->listen, "--topology ring --nodes: HOST:PORT the last node sends to (its --next)");
   cmd->add_flag("--simulate", o->simulate, "No nodes: the same arithmetic in one process (--local N's cuts, default 6), rounding the hidden state as --hidden");
   cmd->add_option("--streams", o->streams, "Sequences generated at once (seeds seed, seed + 1, ...)")->check(CLI::Range(1, 64));
   cmd->add_option("--timeout-ms", o->timeout_ms, "A node that does not answer within this is failed")->check(CLI::Range(50, 600000));

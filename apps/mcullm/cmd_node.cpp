@@ -1,9 +1,15 @@
 // `mcullm node`: serves one layer range of a model to a cluster master (cluster/node_server_host.h)
 // over TCP (--listen HOST:PORT, masters one after another) or a serial device / pseudo-terminal
-// (--serial PATH, with --rate to pace it like an SPI or UART link).
+// (--serial PATH, with --rate to pace it like an SPI or UART link). With --ring: one board of a ring
+// (board/node.h, the firmware's node logic) whose upstream connects to --listen and whose
+// downstream is --next (board/transport_spi_link_host.h carries its SPI link over TCP).
+#include <signal.h>
+
 #include <cstdio>
 #include <memory>
 
+#include "board/node.h"
+#include "board/transport_spi_link_host.h"
 #include "cluster/node_server_host.h"
 #include "cluster/transport_host.h"
 #include "session.h"
@@ -14,26 +20,97 @@ namespace {
 
 struct NodeCliOptions {
   ModelOptions m;  // -m, -c, -t, --kernels, --kv
-  std::string layers, listen, serial, fault;
+  std::string layers, listen, serial, fault, next;
   int max_layers = 0, max_streams = 16, fault_after = 0;
   uint64_t rate = 0;
-  bool once = false;
+  bool once = false, ring = false;
 };
 
-Status split_host_port(const std::string& text, std::string* host, uint16_t* port) {
-  const size_t colon = text.rfind(':');
-  char* end = nullptr;
-  const long p = colon == std::string::npos ? -1 : std::strtol(text.c_str() + colon + 1, &end, 10);
-  if (colon == std::string::npos || colon == 0 || !end || *end != '\0' || end == text.c_str() + colon + 1 || p < 0 || p > 65535)
-    return Status::Error(Code::kInvalidArgument, "'%s' is not HOST:PORT", text.c_str());
-  *host = text.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
-  *port = static_cast<uint16_t>(p);
-  return Status::Ok();
+// --ring: the board node of the firmware (board::Node) with its SPI link over TCP. Order: listen
+// (the port on stdout), load the model, connect to the next board (retried while it is not up yet),
+// then accept the previous one; so a ring started from its last node to its first, then the master, never waits in
+// a circle. It serves that one ring and exits when either link closes (a broken ring is rebuilt
+// whole by the master: cluster/ring_master_host.h).
+int ring_node(const NodeCliOptions& o) {
+  if (o.listen.empty() || o.next.empty())
+    return report(Status::Error(Code::kInvalidArgument,
+                                "--ring needs --listen HOST:PORT (the previous board connects there) and --next HOST:PORT (the next "
+                                "board, or the master for the last node)"));
+  if (!o.serial.empty()) return report(Status::Error(Code::kInvalidArgument, "--ring runs over TCP (--listen, --next), not --serial"));
+  if (!o.layers.empty())
+    return report(Status::Error(Code::kInvalidArgument, "--ring: the master's hello assigns the layers; leave out --layers"));
+  if (o.m.kv == KvType::kInt8)
+    return report(Status::Error(Code::kInvalidArgument, "--ring: a board node keeps an f32 KV cache; leave out --kv int8"));
+  std::string listen_host, next_host;
+  uint16_t listen_port = 0, next_port = 0;
+  if (Status st = split_host_port(o.listen, &listen_host, &listen_port); !st.ok()) return report(st.prefix("--listen: "));
+  if (Status st = split_host_port(o.next, &next_host, &next_port); !st.ok()) return report(st.prefix("--next: "));
+  // Listening (and the port on stdout) before the model loads: `cluster --local` starts the next
+  // node as soon as it knows this port, so that the nodes load their models at the same time.
+  std::unique_ptr<cluster::TcpListener> listener;
+  if (Status st = cluster::tcp_listen(listen_host, listen_port, &listener); !st.ok()) return report(st);
+  std::printf("listening %u\n", static_cast<unsigned>(listener->port()));  // for `mcullm cluster --local`
+  std::fflush(stdout);
+  std::fprintf(stderr, "mcullm node: ring node on %s:%u, next %s\n", listen_host.c_str(), static_cast<unsigned>(listener->port()),
+               o.next.c_str());
+  const KernelSet* kernels = nullptr;
+  if (Status st = find_kernels(o.m.kernels, &kernels); !st.ok()) return report(st);
+  std::unique_ptr<SliceSource> source;
+  if (Status st = SliceSource::open(o.m.model, o.m.load_options(), &source); !st.ok()) return report(st);
+  const LlamaModel& model = source->loaded().model;
+  const LlamaConfig& cfg = model.cfg;
+  // Room for any range the master may assign (every layer, the whole context) and the frame buffers.
+  std::vector<uint8_t> mem(2 * cluster::kMaxFrameBytes + static_cast<size_t>(cfg.dim) * sizeof(float) + 4096 +
+                           llama_slice_work_bytes(cfg, SliceRange{0, cfg.n_layers, false}, cfg.seq_len, KvType::kF32));
+  Arena link_arena(Tier::kHost, mem.data(), 2 * cluster::kMaxFrameBytes + 64);
+  Arena work(Tier::kHost, mem.data() + 2 * cluster::kMaxFrameBytes + 64, mem.size() - 2 * cluster::kMaxFrameBytes - 64);
+
+  std::unique_ptr<cluster::Transport> tx, rx;
+  constexpr int kWaitForNeighbourMs = 600000;  // the next board may be started by hand
+  if (Status st = cluster::tcp_connect(next_host, next_port, kWaitForNeighbourMs, &tx); !st.ok()) return report(st.prefix("--next: "));
+  cluster::LinkFailure why = cluster::LinkFailure::kNone;
+  if (Status st = listener->accept(kWaitForNeighbourMs, &rx, &why); !st.ok())
+    return report(st.prefix("--listen: waiting for the previous board: "));
+  listener->close();
+  board::TransportSpiLink spi(std::move(tx), std::move(rx));
+  board::FrameLink link;
+  if (Status st = link.init(spi, link_arena); !st.ok()) return report(st);
+  HostThreadPool pool(o.m.threads, kHostMinParallelWork);
+  board::NodeOptions no;
+  no.ctx_len = o.m.ctx;
+  no.max_layers = o.max_layers;
+  board::Node node;
+  if (Status st = node.init(&model, link, work, &pool, kernels, no); !st.ok()) return report(st);
+  std::fprintf(stderr, "mcullm node: ring %s -> this node -> %s\n", spi.describe_rx(), spi.describe_tx());
+  bool fault_done = o.fault.empty();
+  for (;;) {
+    const Status st = node.poll(500);
+    if (!st.ok()) {
+      if (st.code() != Code::kIo) return report(st);
+      // A link closed: the master finished (or rebuilds the ring), or a neighbour died.
+      std::fprintf(stderr, "mcullm node: the ring ended (layers %d:%d, %u hidden states served): %s\n", node.range().first,
+                   node.range().end, node.hidden_served(), st.message());
+      return 0;
+    }
+    if (!fault_done && node.hidden_served() >= static_cast<uint32_t>(o.fault_after)) {  // test hooks, as the star node's
+      fault_done = true;
+      if (o.fault == "kill") raise(SIGKILL);
+      if (o.fault == "stop") raise(SIGSTOP);
+      if (o.fault == "flip") spi.flip_next();
+      if (o.fault == "exit") {
+        std::fprintf(stderr, "mcullm node: --fault exit: closing the ring's links\n");
+        spi.close();
+        return 1;
+      }
+    }
+  }
 }
 
 int node(const NodeCliOptions& o) {
   warn_threads(o.m.threads);
+  if (o.ring) return ring_node(o);
+  if (!o.next.empty()) return report(Status::Error(Code::kInvalidArgument, "--next is for a ring node (--ring)"));
+  if (o.layers.empty()) return report(Status::Error(Code::kInvalidArgument, "--layers A:B is required (except with --ring)"));
   if (o.listen.empty() == o.serial.empty())
     return report(Status::Error(Code::kInvalidArgument, "give one of --listen HOST:PORT or --serial PATH"));
   cluster::NodeOptions no;
@@ -89,12 +166,16 @@ void add_node_command(CLI::App& app, int* exit_code) {
   add_model_options(cmd, &o->m, kCtxFlag | kThreadsFlag | kKernelsFlag | kKvFlag,
                     {.model = "Model file (the master checks the slice by hash)",
                      .ctx = "Context length (default: the model's; the master's hello sets it)"});
-  cmd->add_option("--layers", o->layers, "Layers A:B to load at start (the master may assign others)")->required();
+  cmd->add_option("--layers", o->layers, "Layers A:B to load at start (the master may assign others); not with --ring");
   cmd->add_option("--listen", o->listen, "HOST:PORT to accept a master on (port 0: any free port, printed on stdout)");
   cmd->add_option("--serial", o->serial, "Serial device or pseudo-terminal the master is on");
   cmd->add_option("--rate", o->rate, "--serial: pace sending to this many bits per second (0: as fast as it goes)");
   cmd->add_option("--max-layers", o->max_layers, "Refuse to hold more layers than this (0: no limit)")->check(CLI::Range(0, 4096));
   cmd->add_option("--max-streams", o->max_streams, "KV caches (streams) kept at once")->check(CLI::Range(1, 4096));
+  cmd->add_flag("--ring", o->ring,
+                "Be one board of a ring (`cluster --topology ring`): frames come from the previous board on --listen and go to "
+                "--next; the master's hello assigns the layers");
+  cmd->add_option("--next", o->next, "--ring: HOST:PORT of the next board (the master's --listen for the last node)");
   cmd->add_flag("--once", o->once, "--listen: exit after the first master disconnects");
   cmd->add_option("--fault", o->fault, "Test hook: fail on purpose after --fault-after hidden states: kill, stop, flip, exit")
       ->check(CLI::IsMember({"kill", "stop", "flip", "exit"}));

@@ -86,6 +86,18 @@ void warn_threads(int threads) {
                  logical_cores());
 }
 
+Status split_host_port(const std::string& text, std::string* host, uint16_t* port) {
+  const size_t colon = text.rfind(':');
+  char* end = nullptr;
+  const long p = colon == std::string::npos ? -1 : std::strtol(text.c_str() + colon + 1, &end, 10);
+  if (colon == std::string::npos || colon == 0 || !end || *end != '\0' || end == text.c_str() + colon + 1 || p < 0 || p > 65535)
+    return Status::Error(Code::kInvalidArgument, "'%s' is not HOST:PORT", text.c_str());
+  *host = text.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  *port = static_cast<uint16_t>(p);
+  return Status::Ok();
+}
+
 Status parse_prompt_ids(const std::string& text, int vocab, std::vector<int>* ids) {
   std::string s = text;
   for (char& c : s)
