@@ -11,6 +11,7 @@ MODEL ?= models/tinystories-q4.gguf
 # PyTorch and numpy come from Debian (python3-torch, python3-numpy): only the system interpreter has them.
 PYTHON ?= /usr/bin/python3
 TRAIN_DIR ?= build/train-default
+QWEN2_DIR ?= build/train-qwen2
 
 FUZZ_SECONDS ?= 25
 
@@ -19,7 +20,7 @@ DEPS := tools/install-deps.sh
 JUNIT := ctest-junit.xml
 CHECK_SKIPS = $(PYTHON) tools/check_skips.py --allow tests/allowed_skips.txt
 
-.PHONY: all release asan cli run test test-release test-asan test-fuzz bench clean train-default plots \
+.PHONY: all release asan cli run test test-release test-asan test-fuzz bench clean train-default train-qwen2 plots \
         deps-run deps-test deps-plots deps-train
 
 all: release
@@ -58,6 +59,17 @@ train-default: cli deps-train
 	  $(if $(RESUME),--resume)
 	./build/release/mcullm convert $(TRAIN_DIR)/model-f32.gguf -o $(TRAIN_DIR)/tinystories-q4.gguf --type q4g64
 	@echo "train-default: wrote $(TRAIN_DIR)/tinystories-q4.gguf (copy it to models/ to make it the default)"
+
+# The cluster's model (docs/models.md, docs/cluster.md): a 12-layer ternary Qwen2 (q/k/v biases, GQA, NEOX
+# RoPE, separate head; ternary QAT as the engine's i2_s path) on the same text, exported in f32 and
+# ternarized by `mcullm convert --type i2_s` (the same absmean). One thread: about 55 minutes on this shared
+# machine with OpenBLAS. `RESUME=1` continues from $(QWEN2_DIR)/checkpoint.pt (every 100 steps).
+train-qwen2: cli deps-train
+	$(PYTHON) train/train.py --out $(QWEN2_DIR) --arch qwen2 --quant ternary --untied --vocab 1024 --dim 128 \
+	  --layers 12 --heads 4 --kv-heads 2 --hidden 256 --steps 1200 --warmup 100 --batch 16 --seq 256 --lr 3e-3 \
+	  --seed 1 --threads 1 --eval-every 200 --checkpoint-every 100 $(if $(RESUME),--resume)
+	./build/release/mcullm convert $(QWEN2_DIR)/model-f32.gguf -o $(QWEN2_DIR)/tinystories-qwen2-ternary.gguf --type i2_s
+	@echo "train-qwen2: wrote $(QWEN2_DIR)/tinystories-qwen2-ternary.gguf"
 
 test-release: release
 	ctest --preset release --output-junit $(JUNIT)
