@@ -263,15 +263,11 @@ Status remote_endpoints(const std::string& list, std::vector<cluster::NodeEndpoi
   std::stringstream ss(list);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    const size_t colon = item.rfind(':');
-    char* end = nullptr;
-    const long port = colon == std::string::npos ? -1 : std::strtol(item.c_str() + colon + 1, &end, 10);
-    if (colon == std::string::npos || colon == 0 || !end || *end != '\0' || port <= 0 || port > 65535)
+    std::string host;
+    uint16_t port = 0;
+    if (!split_host_port(item, &host, &port).ok() || port == 0)
       return Status::Error(Code::kInvalidArgument, "--nodes: '%s' is not HOST:PORT", item.c_str());
-    const std::string host = item.substr(0, colon);
-    eps->push_back({item, [host, port](std::unique_ptr<cluster::Transport>* t) {
-                      return cluster::tcp_connect(host, static_cast<uint16_t>(port), 1000, t);
-                    }});
+    eps->push_back({item, [host, port](std::unique_ptr<cluster::Transport>* t) { return cluster::tcp_connect(host, port, 1000, t); }});
   }
   if (eps->empty()) return Status::Error(Code::kInvalidArgument, "--nodes is empty");
   return Status::Ok();
