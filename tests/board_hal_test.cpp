@@ -912,12 +912,14 @@ TEST(BoardCluster, AWrongSliceIsRefusedAtHello) {
   }
 }
 
-// The firmware's master (the line server) from a master image that carries its nodes' plan: the
-// nodes' layers and slice hashes come from the image, and the answers are the single board's.
+// The firmware's master (the line server) from a master image that carries its nodes' plan and the
+// tokenizer: the nodes' layers and slice hashes come from the image, and the answers (to G and to S
+// text requests) are the single board's.
 TEST(BoardCluster, LineServerRunsFromAMasterImageWithItsNodesPlan) {
   MC_REQUIRE_SHARED();
   const Files f = stories_image();
-  const std::string req = g_line(12, 800, 40, 7, 0, story_prompt(f));
+  const std::string req = g_line(12, 800, 40, 7, 0, story_prompt(f)) + s_line(12, 800, 40, 8, 0, "Once upon a time, a cat") +
+                          s_line(10, 0, 0, 1, 0, "The dog\\n ran");
   SerialBoard single;
   ASSERT_OK(single.init(f.image));
   const std::vector<std::string> want = untimed(single.run(req));
@@ -930,11 +932,18 @@ TEST(BoardCluster, LineServerRunsFromAMasterImageWithItsNodesPlan) {
   opt.node_plan = {SliceRange{0, 3, false}, SliceRange{3, 5, false}};
   opt.bos_id = 1;
   opt.eos_id = 2;
+  opt.tokenizer = story_tokenizer_image();
   std::vector<uint8_t> bytes;
   BoardImageReport rep;
   ASSERT_OK(export_board_image(*lm, opt, &bytes, &rep));
   const std::string master_image = dir + "/stories.master-plan.img";
   std::ofstream(master_image, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+  BoardImageOptions node_opt = opt;  // a node's image carries no tokenizer
+  node_opt.slice = opt.node_plan[0];
+  node_opt.node_plan.clear();
+  const Status refused = export_board_image(*lm, node_opt, &bytes, &rep);
+  EXPECT_NE(std::strstr(refused.message(), "a node's image carries no tokenizer"), nullptr) << refused.message();
+  ASSERT_OK(export_board_image(*lm, opt, &bytes, &rep));
   Ring ring;
   ASSERT_OK(ring.start_nodes({write_image(*lm, dir + "/s03.img", &opt.node_plan[0]), write_image(*lm, dir + "/s35.img", &opt.node_plan[1])}));
   std::unique_ptr<HostPipeEnd> pc, port;
@@ -952,6 +961,7 @@ TEST(BoardCluster, LineServerRunsFromAMasterImageWithItsNodesPlan) {
   pc->close_writer();
   ASSERT_TRUE(server.serve().ok());
   EXPECT_EQ(untimed(pc->read_all_available()), want);
+  EXPECT_EQ(std::count_if(want.begin(), want.end(), [](const std::string& l) { return l[0] == 'U'; }), 22);
   EXPECT_EQ(ring.nodes[0]->node.range().end, 3);
   EXPECT_EQ(ring.nodes[1]->node.range().first, 3);
   // A plan whose hash does not match the node's weights: refused at hello.

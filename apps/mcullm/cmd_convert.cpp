@@ -122,6 +122,7 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
     opt.sliced = true;
     if (o.layers == "master") opt.slice = SliceRange{0, 0, true};
     else if (Status st = parse_layer_range(o.layers, "--layers", &opt.slice); !st.ok()) return report(st);
+    if (!opt.slice.master) opt.tokenizer.clear();  // a node's image never carries it
   }
   return write(o.image, opt);
 }
