@@ -303,9 +303,9 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     slice.hash = report->slice_hash = slice_hash(m.model, r);
   }
   for (const BoardTensorSource& t : c.tensors) {
-    report->tier_bytes[static_cast<int>(t.tier)] += dtype_tensor_bytes(t.type, t.rows, t.cols);
-    if (t.id == board_tensor_id(BoardRole::kTokenizer)) report->tokenizer_bytes = dtype_tensor_bytes(t.type, t.rows, t.cols);
     ++report->tensors;
+    if (t.id == board_tensor_id(BoardRole::kTokenizer)) report->tokenizer_bytes = dtype_tensor_bytes(t.type, t.rows, t.cols);
+    else report->tier_bytes[static_cast<int>(t.tier)] += dtype_tensor_bytes(t.type, t.rows, t.cols);
   }
   return write_board_image(cfg, std::move(c.tensors), image, slice);
 }

@@ -31,8 +31,8 @@ struct BoardImageOptions {
 struct BoardImageReport {
   int tensors = 0;
   uint64_t slice_hash = 0;  // a sliced image's slice_hash
-  uint64_t tier_bytes[kTierCount] = {};  // tensor bytes per tier (the tokenizer's included)
-  uint64_t tokenizer_bytes = 0;          // the embedded tokenizer image's tensor (padded to 4 bytes)
+  uint64_t tier_bytes[kTierCount] = {};  // weight bytes per tier (the tokenizer apart)
+  uint64_t tokenizer_bytes = 0;          // the embedded tokenizer image's tensor (padded to 4 bytes; in flash)
 };
 
 // The placement rule itself (also the cost model's, plan/cost_model_host.h): items in rank order (stable;
