@@ -48,6 +48,7 @@ Status LineServer::init(Hal& hal, const LineServerOptions& opt) {
       if (len > longest) longest = len;
     }
     MC_TRY(work.alloc_array(lineproto::kMaxPromptTextBytes, TensorClass::kScratch, &text_));
+    MC_TRY(work.alloc_array(lineproto::kTextIdsCapacity, TensorClass::kScratch, &tok_ids_));
     MC_TRY(work.alloc_array(lineproto::kTextIdsCapacity, TensorClass::kScratch, &tok_work_));
     MC_TRY(work.alloc_array(lineproto::kMaxFormattedLine + 4 * longest, TensorClass::kScratch, &piece_line_));
   }
@@ -120,10 +121,11 @@ bool LineServer::generate_text(const lineproto::GenerateHead& g, size_t n) {
   }
   size_t n_ids = 0;
   const bool bos = (tok.flags() & kTokImageAddBos) != 0;
-  if (Status st = tok.encode(text_, n, bos, false, false, ids_, tok_work_, lineproto::kTextIdsCapacity, &n_ids); !st.ok()) {
+  if (Status st = tok.encode(text_, n, bos, false, false, tok_ids_, tok_work_, lineproto::kTextIdsCapacity, &n_ids); !st.ok()) {
     ++requests_;
     return error_line(st);
   }
+  for (size_t i = 0; i < n_ids; ++i) ids_[i] = static_cast<int>(tok_ids_[i]);  // int32_t is long on some MCU ABIs
   return generate(g, static_cast<uint32_t>(n_ids), true);
 }
 

@@ -62,8 +62,9 @@ class LineServer {
   int ctx_len_ = 0;
   int* ids_ = nullptr;      // kMaxPromptTokens, or kTextIdsCapacity with a tokenizer
   int* history_ = nullptr;  // ctx_len + 2
-  // With a tokenizer in the image (S requests): the unescaped text, the encoder's work ids and one U line.
+  // With a tokenizer in the image (S requests): the unescaped text, the encoder's ids and work ids, one U line.
   char* text_ = nullptr;    // kMaxPromptTextBytes
+  int32_t* tok_ids_ = nullptr;   // kTextIdsCapacity
   int32_t* tok_work_ = nullptr;  // kTextIdsCapacity
   char* piece_line_ = nullptr;   // kMaxFormattedLine + 4 x the longest token
 
