@@ -4,7 +4,8 @@
 // stopping at the checksum). Each must refuse with a message or give a model that then runs a few
 // tokens (forward and, where the model batches, prefill) without a crash.
 // With MCULLM_FUZZ_SEEDS=DIR set, seeds are written there first: a tiny llama2.c model built here, its
-// GGUF in f32 / q8_0 / q4g64, a tiny BitNet GGUF, a tiny Qwen2 GGUF, board images, and the small
+// GGUF in f32 / q8_0 / q4g64, a tiny BitNet GGUF, a tiny Qwen2 GGUF, board images (the Qwen2's also with
+// the tokenizer image embedded, which an accepted image then encodes and decodes with), and the small
 // shared models. An accepted Qwen2 file is also loaded as a layer slice (load/layer_slice_loader_host.h).
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include "load/layer_slice_loader_host.h"
 #include "load/model_loader_host.h"
 #include "model/llama_slice.h"
+#include "tokenizer/tokenizer_image_writer_host.h"
 
 using namespace mcullm;
 
@@ -62,13 +64,27 @@ void write_bytes(const std::string& path, const uint8_t* data, size_t size) {
   std::fclose(f);
 }
 
-// The loaded model as seeds: its board image, and (llama models) its GGUF in a few weight types.
-void seeds_of(const std::string& dir, const std::string& name, const std::string& model_path) {
+// The loaded model as seeds: its board image, and (llama models) its GGUF in a few weight types. With a
+// tokenizer image, the whole and the master's images carry it (BoardRole::kTokenizer).
+void seeds_of(const std::string& dir, const std::string& name, const std::string& model_path,
+              const std::vector<uint8_t>* tokenizer = nullptr) {
   std::unique_ptr<LoadedModel> lm;
   if (!load_model(model_path, &lm).ok()) return;
   BoardImageOptions opt;
   opt.sram_budget = 4096;
   opt.psram_budget = 16384;
+  if (tokenizer) {
+    opt.tokenizer = *tokenizer;
+    std::vector<uint8_t> image;
+    BoardImageReport rep;
+    if (export_board_image(*lm, opt, &image, &rep).ok()) fuzz::write_seed(dir + "/" + name + "_image_tokenizer", 1, image);
+    if (lm->is(ArchFamily::kTransformer)) {
+      opt.sliced = true;
+      opt.slice = SliceRange{0, 0, true};
+      if (export_board_image(*lm, opt, &image, &rep).ok()) fuzz::write_seed(dir + "/" + name + "_master_image_tokenizer", 1, image);
+    }
+    return;
+  }
   std::vector<uint8_t> image;
   BoardImageReport rep;
   if (export_board_image(*lm, opt, &image, &rep).ok()) fuzz::write_seed(dir + "/" + name + "_image", 1, image);
@@ -121,6 +137,8 @@ void write_seeds(const std::string& dir) {
       fuzz::write_seed(dir + "/qwen2_gguf", 0, bytes);
       write_bytes(temp_path(), bytes.data(), bytes.size());
       seeds_of(dir, "qwen2", temp_path());  // its board images: whole, a node's (layer 1), the master's
+      std::vector<uint8_t> tok_image;  // and the whole and master's images with tok512's tokenizer image
+      if (write_tokenizer_image(tok, &tok_image).ok()) seeds_of(dir, "qwen2", temp_path(), &tok_image);
     }
   }
   // The shared models small enough for -max_len.
@@ -201,6 +219,21 @@ void fuzz_board_image(const uint8_t* data, size_t size) {
   Arena arena(Tier::kSram, mem.data(), mem.size());
   BoardModel model;
   if (!board_model_from_image(img, arena, &model).ok()) return;
+  if (model.tokenizer.is_open()) {  // an accepted tokenizer image encodes and decodes without a crash
+    static const char kText[] = "Once upon a time, \xe2\x98\x83 <|im_start|>\n";
+    int32_t ids[sizeof kText + 3], work[sizeof kText + 3];
+    size_t n = 0;
+    if (model.tokenizer.encode(kText, sizeof kText - 1, true, false, true, ids, work, sizeof kText + 3, &n).ok()) {
+      FUZZ_CHECK(n <= sizeof kText + 2);
+      int prev = -1;
+      for (size_t i = 0; i < n; ++i) {
+        FUZZ_CHECK(ids[i] >= 0 && ids[i] < model.tokenizer.vocab_size());
+        size_t len = 0;
+        model.tokenizer.decode_step(prev, ids[i], &len);
+        prev = ids[i];
+      }
+    }
+  }
   if (!img.slice().whole) {  // a per-node image: its layers (and the master's part) as a slice
     LlamaSlice slice;
     SerialPool pool;

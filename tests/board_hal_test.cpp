@@ -25,8 +25,10 @@
 #include "model/generate.h"
 #include "model/llama_slice.h"
 #include "serve/engine_host.h"
+#include "serve/line_protocol_host.h"
 #include "serve/serial_server_host.h"
 #include "test_support.h"
+#include "tokenizer/tokenizer_image_writer_host.h"
 
 namespace mcullm::board {
 namespace {
@@ -37,12 +39,25 @@ struct Files {
   std::string model, tokenizer, image;
 };
 
-// stories260K and its board image (stop tokens: the tokenizer's BOS / EOS, as `mcullm convert --image`).
-Files stories_image(uint64_t sram_budget = 64 * 1024) {
+// tok512's board tokenizer image (as `mcullm convert --image` embeds it).
+std::vector<uint8_t> story_tokenizer_image() {
+  std::unique_ptr<LoadedModel> lm;
+  EXPECT_TRUE(load_model(shared_path("models/stories260K/stories260K.bin"), &lm).ok());
+  Llama2cTokenizer tok;
+  std::string source;
+  EXPECT_TRUE(load_tokenizer(*lm, shared_path("models/stories260K/tok512.bin"), &tok, &source).ok());
+  std::vector<uint8_t> bytes;
+  EXPECT_TRUE(write_tokenizer_image(tok, &bytes).ok());
+  return bytes;
+}
+
+// stories260K and its board image (stop tokens: the tokenizer's BOS / EOS, and the tokenizer image,
+// as `mcullm convert --image`).
+Files stories_image(uint64_t sram_budget = 64 * 1024, bool with_tokenizer = true) {
   Files f;
   f.model = shared_path("models/stories260K/stories260K.bin");
   f.tokenizer = shared_path("models/stories260K/tok512.bin");
-  f.image = test::temp_dir() + "/stories260K.img";
+  f.image = test::temp_dir() + (with_tokenizer ? "/stories260K.img" : "/stories260K-notok.img");
   std::unique_ptr<LoadedModel> lm;
   EXPECT_TRUE(load_model(f.model, &lm).ok());
   BoardImageOptions opt;
@@ -50,6 +65,7 @@ Files stories_image(uint64_t sram_budget = 64 * 1024) {
   opt.psram_budget = 2 * 1024 * 1024;
   opt.bos_id = 1;  // tok512: BOS 1, EOS 2
   opt.eos_id = 2;
+  if (with_tokenizer) opt.tokenizer = story_tokenizer_image();
   std::vector<uint8_t> bytes;
   BoardImageReport rep;
   const Status st = export_board_image(*lm, opt, &bytes, &rep);
@@ -58,14 +74,20 @@ Files stories_image(uint64_t sram_budget = 64 * 1024) {
   return f;
 }
 
-// Lines with the times masked: "P", "T id", "E n"; X lines as they are.
+// Lines with the times masked: "P", "T id", "E n", "U id|piece"; X lines as they are.
 std::vector<std::string> untimed(const std::string& out) {
   std::vector<std::string> lines;
   std::istringstream in(out);
   std::string l;
   while (std::getline(in, l)) {
-    if (l.rfind("P ", 0) == 0) l = "P";
-    else if (l.rfind("T ", 0) == 0 || l.rfind("E ", 0) == 0) l = l.substr(0, l.rfind(' '));
+    if (l.rfind("P ", 0) == 0) {
+      l = "P";
+    } else if (l.rfind("T ", 0) == 0 || l.rfind("E ", 0) == 0) {
+      l = l.substr(0, l.rfind(' '));
+    } else if (l.rfind("U ", 0) == 0) {  // U id us[ piece]: the piece may hold spaces
+      const size_t id_end = l.find(' ', 2), us_end = l.find(' ', id_end + 1);
+      l = l.substr(0, id_end) + "|" + (us_end == std::string::npos ? "" : l.substr(us_end + 1));
+    }
     lines.push_back(l);
   }
   return lines;
@@ -173,6 +195,116 @@ TEST(BoardLineServer, AnswersAsServeSerialDoes) {
   EXPECT_FALSE(b.hal->gpio_read(Gpio::kActivity));
 }
 
+std::string s_line(int n, int temp, int top_k, uint32_t seed, int flags, const std::string& escaped_text) {
+  std::ostringstream s;
+  s << "S " << n << ' ' << temp << ' ' << top_k << ' ' << seed << ' ' << flags << ' ' << escaped_text << '\n';
+  return s.str();
+}
+
+// The pieces of a reply's U lines, unescaped and joined, and their ids.
+std::string reply_text(const std::string& out, std::vector<int>* ids = nullptr) {
+  std::string text;
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);) {
+    lineproto::Message m;
+    if (l.rfind("U ", 0) != 0 || !lineproto::parse_line(l, &m).ok()) continue;
+    text += m.text;
+    if (ids) ids->push_back(m.token);
+  }
+  return text;
+}
+
+// Text requests (S): the board encodes with the tokenizer image its board image carries and decodes
+// each token with it; `serve --serial` with its host tokenizer. Same lines, pieces included.
+TEST(BoardLineServer, TextRequestsAnswerAsServeSerialDoes) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  std::string input;
+  input += s_line(40, 800, 40, 12345, 0, "Once upon a time, there was a little");   // a seeded story
+  input += s_line(30, 0, 0, 1, 0, "Lily and Ben\\\\ went to the park.\\nThey saw a dog.\\t");  // greedy, escapes
+  input += s_line(12, 1000, 0, 7, 1, "caf\\xc3\\xa9 \\xE2\\x82\\xAC \\xff\\x01 na\\xc3\\xafve \xc3\xbc" "ber");  // UTF-8, stray bytes, ignore_eos
+  input += "S 20 800 40 3 0  leading space kept\r\n";                              // CRLF, a space in front
+  input += g_line(12, 800, 40, 5, 0, {1, 403, 407});                                 // G lines still answered with T
+  input += "S 20 800 40 3 0\n";                                                      // no text
+  input += "S 20 800\n";                                                             // fields missing
+  input += "S 20 800 40 3 0 \n";                                                     // empty text
+  input += "S 20 800 40 3 0 bad \\q escape\n";                                       // unknown escape
+  input += "S 20 800 40 3 0 cut \\x4\n";                                             // short \x
+  input += "S 20 800 40 3 0 raw \x01 control\n";                                     // a raw control byte
+  input += "S 20 800 40 0 0 seed zero\n";                                            // seed 0
+  input += "S 20 800 40 3 8 bad flags\n";                                            // unknown flag
+  input += "S 5 800 40 5 0 " + std::string(5000, 'a') + "\n";                        // past 4096 text bytes
+  input += "S 5 800 40 5 0 " + std::string(4000, '7') + "\n";                        // longer than the context (512)
+  input += "S 5 800 40 5 0 " + std::string(17000, 'b') + "\n";                       // a line too long
+  input += "U 3 4 not a command\n";                                                  // a board's line
+  input += s_line(20, 800, 40, 99, 0, "The end");                                    // still in step after all that
+  const std::string pc = serve_serial(f, input);
+  SerialBoard b;
+  ASSERT_OK(b.init(f.image));
+  const std::string board = b.run(input);
+  EXPECT_EQ(untimed(board), untimed(pc)) << "board:\n" << board << "\npc:\n" << pc;
+  const std::vector<std::string> lines = untimed(board);
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), "P"), 6);
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l[0] == 'X'; }), 12);
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l[0] == 'T'; }), 12);
+  for (const char* x : {"X S: the prompt text is empty\n", "X S: a bad escape in the text", "X S: a control byte in the text",
+                        "X S: the text passes 4096 bytes\n", "X the prompt has ", "X line too long", "X the board takes G and S lines only\n",
+                        "X S: seed is not a whole number", "X S: unknown flag bits 0x8\n", "X S needs n_predict"})
+    EXPECT_NE(board.find(x), std::string::npos) << x << " in\n" << board;
+  EXPECT_NE(board.find("E 12 "), std::string::npos);  // ignore_eos ran to its length
+
+  // The S request's ids are the host tokenizer's ids of the text, and its pieces are the text of those ids.
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(f.model, &lm));
+  Llama2cTokenizer tok;
+  std::string source;
+  ASSERT_OK(load_tokenizer(*lm, f.tokenizer, &tok, &source));
+  const std::string greedy_text = "Lily and Ben\\\\ went to the park.\\nThey saw a dog.\\t";
+  std::string raw;  // unescaped
+  for (size_t i = 0; i < greedy_text.size(); ++i) {
+    if (greedy_text[i] != '\\') { raw += greedy_text[i]; continue; }
+    const char e = greedy_text[++i];
+    raw += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+  }
+  std::vector<int> prompt;
+  ASSERT_OK(tok.encode(raw, true, false, &prompt));
+  SerialBoard g;
+  ASSERT_OK(g.init(f.image));
+  const std::string by_ids = g.run(g_line(30, 0, 0, 1, 0, prompt));
+  SerialBoard t;
+  ASSERT_OK(t.init(f.image));
+  const std::string by_text = t.run(s_line(30, 0, 0, 1, 0, greedy_text));
+  std::vector<int> ids_g, ids_t;
+  for (const std::string& l : untimed(by_ids))
+    if (l[0] == 'T') ids_g.push_back(std::stoi(l.substr(2)));
+  const std::string text = reply_text(by_text, &ids_t);
+  EXPECT_EQ(ids_t, ids_g);
+  ASSERT_FALSE(ids_t.empty());
+  std::string want;
+  int prev = prompt.back();
+  for (int id : ids_t) {
+    want += tok.decode_step(prev, id);
+    prev = id;
+  }
+  EXPECT_EQ(text, want);
+  EXPECT_GT(text.size(), 20u);
+}
+
+// A board whose image carries no tokenizer answers S requests with an X line and keeps serving.
+TEST(BoardLineServer, TextRequestWithoutATokenizerIsAClearError) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image(64 * 1024, /*with_tokenizer=*/false);
+  SerialBoard b;
+  ASSERT_OK(b.init(f.image));
+  const std::string good = g_line(6, 800, 40, 5, 0, {1, 403, 407});
+  const std::vector<std::string> lines = untimed(b.run(s_line(5, 0, 0, 1, 0, "Once") + "S 5 0 0 1 0 \\q\n" + good));
+  ASSERT_EQ(lines.size(), 10u);
+  EXPECT_EQ(lines[0], "X this board's image holds no tokenizer (S needs one: convert without --no-tokenizer)");
+  EXPECT_EQ(lines[1].substr(0, 26), "X S: a bad escape in the t");
+  EXPECT_EQ(lines[2], "P");
+  EXPECT_EQ(lines.back(), "E 6");
+}
+
 TEST(BoardLineServer, HostileBytesGetAnswersAndLoseNothing) {
   MC_REQUIRE_SHARED();
   const Files f = stories_image();
@@ -185,7 +317,9 @@ TEST(BoardLineServer, HostileBytesGetAnswersAndLoseNothing) {
   std::mt19937 rng(7);
   std::string noise;
   for (int i = 0; i < 300; ++i) {
-    std::string line = g_line(3, 800, 40, 1 + rng() % 100, 0, {1, static_cast<int>(rng() % 700)});
+    // G lines and S lines (text with escapes), a few bytes of each flipped.
+    std::string line = i % 2 ? g_line(3, 800, 40, 1 + rng() % 100, 0, {1, static_cast<int>(rng() % 700)})
+                             : s_line(2, 800, 40, 1 + rng() % 100, 0, "Tom\\n saw \\x41 \\\\ cat");
     line.pop_back();
     for (int k = 0, flips = static_cast<int>(rng() % 4); k < flips; ++k) line[rng() % line.size()] = static_cast<char>(rng());
     noise += line + "\n";
@@ -778,12 +912,14 @@ TEST(BoardCluster, AWrongSliceIsRefusedAtHello) {
   }
 }
 
-// The firmware's master (the line server) from a master image that carries its nodes' plan: the
-// nodes' layers and slice hashes come from the image, and the answers are the single board's.
+// The firmware's master (the line server) from a master image that carries its nodes' plan and the
+// tokenizer: the nodes' layers and slice hashes come from the image, and the answers (to G and to S
+// text requests) are the single board's.
 TEST(BoardCluster, LineServerRunsFromAMasterImageWithItsNodesPlan) {
   MC_REQUIRE_SHARED();
   const Files f = stories_image();
-  const std::string req = g_line(12, 800, 40, 7, 0, story_prompt(f));
+  const std::string req = g_line(12, 800, 40, 7, 0, story_prompt(f)) + s_line(12, 800, 40, 8, 0, "Once upon a time, a cat") +
+                          s_line(10, 0, 0, 1, 0, "The dog\\n ran");
   SerialBoard single;
   ASSERT_OK(single.init(f.image));
   const std::vector<std::string> want = untimed(single.run(req));
@@ -796,11 +932,18 @@ TEST(BoardCluster, LineServerRunsFromAMasterImageWithItsNodesPlan) {
   opt.node_plan = {SliceRange{0, 3, false}, SliceRange{3, 5, false}};
   opt.bos_id = 1;
   opt.eos_id = 2;
+  opt.tokenizer = story_tokenizer_image();
   std::vector<uint8_t> bytes;
   BoardImageReport rep;
   ASSERT_OK(export_board_image(*lm, opt, &bytes, &rep));
   const std::string master_image = dir + "/stories.master-plan.img";
   std::ofstream(master_image, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+  BoardImageOptions node_opt = opt;  // a node's image carries no tokenizer
+  node_opt.slice = opt.node_plan[0];
+  node_opt.node_plan.clear();
+  const Status refused = export_board_image(*lm, node_opt, &bytes, &rep);
+  EXPECT_NE(std::strstr(refused.message(), "a node's image carries no tokenizer"), nullptr) << refused.message();
+  ASSERT_OK(export_board_image(*lm, opt, &bytes, &rep));
   Ring ring;
   ASSERT_OK(ring.start_nodes({write_image(*lm, dir + "/s03.img", &opt.node_plan[0]), write_image(*lm, dir + "/s35.img", &opt.node_plan[1])}));
   std::unique_ptr<HostPipeEnd> pc, port;
@@ -818,6 +961,7 @@ TEST(BoardCluster, LineServerRunsFromAMasterImageWithItsNodesPlan) {
   pc->close_writer();
   ASSERT_TRUE(server.serve().ok());
   EXPECT_EQ(untimed(pc->read_all_available()), want);
+  EXPECT_EQ(std::count_if(want.begin(), want.end(), [](const std::string& l) { return l[0] == 'U'; }), 22);
   EXPECT_EQ(ring.nodes[0]->node.range().end, 3);
   EXPECT_EQ(ring.nodes[1]->node.range().first, 3);
   // A plan whose hash does not match the node's weights: refused at hello.

@@ -17,6 +17,8 @@
 #include "load/model_loader_host.h"
 #include "model/llama_slice.h"
 #include "test_support.h"
+#include "tokenizer/llama2c_tokenizer_host.h"
+#include "tokenizer/tokenizer_image_writer_host.h"
 
 namespace mcullm {
 namespace {
@@ -644,6 +646,188 @@ TEST(BoardImage, PleWithF32ActivationsIsNotExported) {
   const Status st = export_board_image(*lm, BoardImageOptions(), &bytes, &rep);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(std::strstr(st.message(), "int8 activations"), nullptr) << st.message();
+}
+
+// ---- the embedded tokenizer image (BoardRole::kTokenizer) ----
+
+struct StoriesWithTokenizer {
+  std::unique_ptr<LoadedModel> lm;
+  Llama2cTokenizer tok;
+  std::vector<uint8_t> tok_image;
+  StoriesWithTokenizer() {
+    EXPECT_OK(load_model(test::shared_path("models/stories260K/stories260K.bin"), &lm));
+    std::string source;
+    EXPECT_OK(load_tokenizer(*lm, test::shared_path("models/stories260K/tok512.bin"), &tok, &source));
+    EXPECT_OK(write_tokenizer_image(tok, &tok_image));
+  }
+  std::vector<uint8_t> image(bool with_tokenizer, BoardImageReport* rep = nullptr) const {
+    BoardImageOptions opt;
+    opt.psram_budget = 2 * 1024 * 1024;
+    if (with_tokenizer) opt.tokenizer = tok_image;
+    std::vector<uint8_t> bytes;
+    BoardImageReport r;
+    EXPECT_OK(export_board_image(*lm, opt, &bytes, rep ? rep : &r));
+    return bytes;
+  }
+};
+
+// Where the tokenizer's bytes lie in an image.
+size_t tokenizer_offset(const std::vector<uint8_t>& bytes, uint32_t* tensor_bytes = nullptr) {
+  BoardImage img;
+  EXPECT_OK(open_bytes(bytes, &img));
+  const BoardImageTensor* t = img.find(board_tensor_id(BoardRole::kTokenizer));
+  EXPECT_NE(t, nullptr);
+  if (!t) return 0;
+  if (tensor_bytes) *tensor_bytes = t->bytes;
+  return img.section(static_cast<Tier>(t->tier)).offset + t->offset;
+}
+
+TEST(BoardImage, CarriesTheTokenizerImageInFlashAndKeepsItsVersion) {
+  MC_REQUIRE_SHARED();
+  const StoriesWithTokenizer s;
+  BoardImageReport rep;
+  const std::vector<uint8_t> with = s.image(true, &rep), without = s.image(false);
+  EXPECT_EQ(rep.tokenizer_bytes, (s.tok_image.size() + 3) / 4 * 4);
+  BoardImage img;
+  Buffer* buf = nullptr;
+  ASSERT_OK(open_bytes(with, &img, &buf));
+  EXPECT_EQ(reinterpret_cast<const BoardImageHeader*>(buf->data())->version, kBoardImageWholeVersion);  // old readers read it
+  const BoardImageTensor* t = img.find(board_tensor_id(BoardRole::kTokenizer));
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(static_cast<Tier>(t->tier), Tier::kFlash);  // read in place, never copied to RAM
+  EXPECT_EQ(0, std::memcmp(img.data(*t), s.tok_image.data(), s.tok_image.size()));
+  std::vector<uint8_t> mem(1 << 20);
+  Arena arena(Tier::kSram, mem.data(), mem.size());
+  BoardModel model;
+  ASSERT_OK(board_model_from_image(img, arena, &model));
+  ASSERT_TRUE(model.tokenizer.is_open());
+  // The board's encoder gives the host tokenizer's ids.
+  const std::string text = "Once upon a time, Lily saw a big \xe2\x98\x83 snowman.\n";
+  std::vector<int> want;
+  ASSERT_OK(s.tok.encode(text, true, false, &want));
+  std::vector<int32_t> ids(text.size() + 3), work(text.size() + 3);
+  size_t n = 0;
+  ASSERT_OK(model.tokenizer.encode(text.data(), text.size(), true, false, false, ids.data(), work.data(), ids.size(), &n));
+  EXPECT_EQ(std::vector<int>(ids.begin(), ids.begin() + static_cast<long>(n)), want);
+  // The model is the same with or without it: the same logits.
+  std::vector<float> a, b;
+  ASSERT_OK(open_and_run(with, &a));
+  ASSERT_OK(open_and_run(without, &b));
+  EXPECT_EQ(a, b);
+  ASSERT_OK(open_bytes(without, &img));
+  EXPECT_EQ(img.find(board_tensor_id(BoardRole::kTokenizer)), nullptr);
+}
+
+TEST(BoardImage, DamagedTokenizerImagesAreRefused) {
+  MC_REQUIRE_SHARED();
+  const StoriesWithTokenizer s;
+  const std::vector<uint8_t> good = s.image(true);
+  uint32_t tensor_bytes = 0;
+  const size_t at = tokenizer_offset(good, &tensor_bytes);
+  ASSERT_GT(at, 0u);
+  ASSERT_OK(open_and_run(good));
+  std::vector<uint8_t> b = good;
+  put<uint32_t>(&b, at, 0x12345678u);  // its magic
+  expect_refused(b, "board image: embedded tokenizer image: bad magic");
+  b = good;
+  put<uint32_t>(&b, at + offsetof(TokImageHeader, total_bytes), tensor_bytes + 64);  // says more than the tensor holds
+  expect_refused(b, "embedded tokenizer image: header says");
+  b = good;
+  put<uint32_t>(&b, at + offsetof(TokImageHeader, total_bytes), static_cast<uint32_t>(s.tok_image.size()) - 8);  // short of its tables
+  expect_refused(b, "embedded tokenizer image");
+  b = good;
+  put<uint32_t>(&b, at + offsetof(TokImageHeader, n_tokens), 513);  // more tokens than its tables hold
+  expect_refused(b, "embedded tokenizer image");
+  b = good;
+  const uint32_t sorted_off = reinterpret_cast<const TokImageHeader*>(s.tok_image.data())->off_sorted;
+  put<uint32_t>(&b, at + sorted_off, 9999);  // an id outside the vocabulary in its index
+  expect_refused(b, "embedded tokenizer image: sorted index entry 0 is id 9999");
+  // Every truncation of the tokenizer's bytes, stored as a whole tensor of a valid board image: refused.
+  for (size_t cut : {size_t{0}, size_t{4}, size_t{88}, s.tok_image.size() / 2, s.tok_image.size() - 4}) {
+    TinyLlama tiny;
+    std::vector<uint8_t> blob(s.tok_image.begin(), s.tok_image.begin() + static_cast<long>(cut));
+    blob.resize((cut + 3) / 4 * 4 + 4);  // at least one word
+    BoardTensorSource t;
+    t.id = board_tensor_id(BoardRole::kTokenizer);
+    t.cols = static_cast<uint32_t>(blob.size() / 4);
+    t.data = blob.data();
+    tiny.tensors.push_back(t);
+    const Status st = open_and_run(tiny.bytes());
+    EXPECT_FALSE(st.ok()) << "cut at " << cut;
+    EXPECT_NE(std::strstr(st.message(), "tokenizer"), nullptr) << st.message();
+  }
+  // A whole tokenizer of 512 tokens for a model of 6; a tokenizer in a node's image.
+  TinyLlama tiny;
+  std::vector<uint8_t> blob = s.tok_image;
+  blob.resize((blob.size() + 3) / 4 * 4);
+  BoardTensorSource t;
+  t.id = board_tensor_id(BoardRole::kTokenizer);
+  t.cols = static_cast<uint32_t>(blob.size() / 4);
+  t.data = blob.data();
+  tiny.tensors.push_back(t);
+  expect_refused(tiny.bytes(), "the tokenizer has 512 tokens, the model's vocabulary 6");
+  std::vector<uint8_t> node;
+  BoardSlice slice;
+  slice.whole = false;
+  slice.first = 0;
+  slice.end = 1;
+  slice.embedding = slice.head = false;
+  std::vector<BoardTensorSource> node_tensors;
+  for (const BoardTensorSource& x : tiny.tensors)
+    if (x.id >= 16 || x.id == t.id) node_tensors.push_back(x);
+  ASSERT_OK(write_board_image(tiny.cfg, node_tensors, &node, slice));
+  expect_refused(node, "a tokenizer in an image without the embedding");
+  // Non-zero bytes past the tokenizer image's end (padding that is not padding).
+  blob.resize(blob.size() + 8, 0xab);
+  t.cols = static_cast<uint32_t>(blob.size() / 4);
+  t.data = blob.data();
+  TinyLlama big;
+  big.cfg.vocab_size = 512;
+  big.tensors.clear();
+  std::mt19937 rng(3);
+  big.add(BoardRole::kTokEmb, 0, 512, 8, TensorClass::kEmbedding, Tier::kPsram, rng);
+  for (size_t i = 1; i < tiny.tensors.size() - 1; ++i) big.tensors.push_back(tiny.tensors[i]);
+  big.tensors.push_back(t);
+  expect_refused(big.bytes(), "its padding is 0 to 3 zero bytes");
+}
+
+TEST(BoardImageCli, ConvertEmbedsTheTokenizerUnlessAskedNotTo) {
+  MC_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir();
+  const std::string model = test::shared_path("models/stories260K/stories260K.bin");
+  const test::CommandResult with = test::run_cli({"convert", model, "--image", dir + "/t.img"});
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  EXPECT_NE(with.err.find("tokenizer image "), std::string::npos) << with.err;
+  const test::CommandResult without = test::run_cli({"convert", model, "--image", dir + "/n.img", "--no-tokenizer"});
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  EXPECT_EQ(without.err.find("tokenizer image"), std::string::npos) << without.err;
+  std::vector<uint8_t> mem(1 << 20);
+  for (const char* name : {"/t.img", "/n.img"}) {
+    BoardImage img;
+    ASSERT_OK(open_bytes(test::read_file(dir + name), &img));
+    Arena arena(Tier::kSram, mem.data(), mem.size());
+    BoardModel m;
+    ASSERT_OK(board_model_from_image(img, arena, &m));
+    EXPECT_EQ(m.tokenizer.is_open(), name[1] == 't') << name;
+    if (m.tokenizer.is_open()) {
+      EXPECT_EQ(m.tokenizer.vocab_size(), 512);
+    }
+  }
+  // The cluster: the master's image carries it, the nodes' never.
+  const std::string gguf = dir + "/q.gguf";
+  ASSERT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "-o", gguf}).exit_code, 0);
+  const test::CommandResult all = test::run_cli({"convert", gguf, "--image", dir + "/c.img", "--nodes", "2"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  for (const char* name : {"/c.master.img", "/c.node1.img", "/c.node2.img"}) {
+    BoardImage img;
+    ASSERT_OK(open_bytes(test::read_file(dir + name), &img));
+    EXPECT_EQ(img.find(board_tensor_id(BoardRole::kTokenizer)) != nullptr, name[3] == 'm') << name;
+  }
+  const test::CommandResult master = test::run_cli({"convert", gguf, "--image", dir + "/m.img", "--layers", "master", "--no-tokenizer"});
+  ASSERT_EQ(master.exit_code, 0) << master.err;
+  BoardImage img;
+  ASSERT_OK(open_bytes(test::read_file(dir + "/m.img"), &img));
+  EXPECT_EQ(img.find(board_tensor_id(BoardRole::kTokenizer)), nullptr);
 }
 
 TEST(BoardImageCli, ConvertWritesAPleImage) {

@@ -35,6 +35,81 @@ TEST(LineProtocol, ParsesTheSeedsExampleLines) {
   EXPECT_EQ(m.text, "the prompt has 600 tokens");
 }
 
+// S text requests and U piece lines: escapes decoded, exact formatting, and escape -> unescape gives
+// back any bytes (whole UTF-8 characters stay raw, everything else non-printable is escaped).
+TEST(LineProtocol, TextRequestsAndPiecesRoundTrip) {
+  Message m;
+  ASSERT_OK(parse_line("S 50 700 40 9 1  Hi\\n\\t\\\\ caf\xc3\xa9 \\x41\\xc3\\xA9", &m));
+  EXPECT_EQ(m.kind, Kind::kGenerateText);
+  EXPECT_EQ(m.generate.n_predict, 50u);
+  EXPECT_EQ(m.generate.flags, 1u);
+  EXPECT_EQ(m.text, " Hi\n\t\\ caf\xc3\xa9 A\xc3\xa9");
+  GenerateCommand g;
+  g.n_predict = 50;
+  g.temp_x1000 = 700;
+  g.top_k = 40;
+  g.seed = 9;
+  g.flags = 1;
+  EXPECT_EQ(format_text_request(g, " Hi\n\t\\ caf\xc3\xa9\x01\xff"), "S 50 700 40 9 1  Hi\\n\\t\\\\ caf\xc3\xa9\\x01\\xff\n");
+  EXPECT_EQ(format_piece(7, 1234, " dog"), "U 7 1234  dog\n");
+  EXPECT_EQ(format_piece(3, 0, ""), "U 3 0\n");
+  EXPECT_EQ(format_piece(9, 5, "\xe2\x82"), "U 9 5 \\xe2\\x82\n");  // half a character: escaped
+  ASSERT_OK(parse_line("U 7 1234  dog", &m));
+  EXPECT_EQ(m.kind, Kind::kPiece);
+  EXPECT_EQ(m.token, 7);
+  EXPECT_EQ(m.us, 1234u);
+  EXPECT_EQ(m.text, " dog");
+  ASSERT_OK(parse_line("U 3 0", &m));
+  EXPECT_EQ(m.text, "");
+  std::mt19937 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    std::string bytes(rng() % 40, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng() % 4 ? 0x20 + rng() % 0x60 : rng());
+    if (i % 3 == 0) bytes += "\xe2\x98\x83\xf0\x9f\x98\x80";  // whole characters
+    const std::string line = format_piece(1, 2, bytes);
+    ASSERT_EQ(line.find('\n'), line.size() - 1);
+    ASSERT_OK(parse_line(std::string_view(line).substr(0, line.size() - 1), &m));
+    ASSERT_EQ(m.text, bytes);
+    if (i % 3 == 0) {
+      EXPECT_NE(line.find("\xe2\x98\x83\xf0\x9f\x98\x80"), std::string::npos) << line;
+    }
+  }
+}
+
+TEST(LineProtocol, TextRequestsRefuseBadTextWithClearMessages) {
+  Message m;
+  const struct {
+    const char* line;
+    const char* message;
+  } cases[] = {
+      {"S 5 0 0 1 0", "S: the prompt text is empty"},
+      {"S 5 0 0 1 0 ", "S: the prompt text is empty"},
+      {"S 5 0 0 1", "S needs n_predict temp_x1000 top_k seed flags text"},
+      {"S 5 0 0 1 0 a\\qb", "S: a bad escape in the text"},
+      {"S 5 0 0 1 0 a\\", "S: a bad escape in the text"},
+      {"S 5 0 0 1 0 a\\x4", "S: a bad escape in the text"},
+      {"S 5 0 0 1 0 a\\xg1", "S: a bad escape in the text"},
+      {"S 5 0 0 1 0 a\x01" "b", "S: a control byte in the text"},
+      {"S 5 0 0 1 0 a\x7f", "S: a control byte in the text"},
+      {"S x 0 0 1 0 text", "S: n_predict is not a whole number in 0..1000000: 'x'"},
+      {"S 5 0 0 1 2 text", "S: unknown flag bits 0x2"},
+      {"U x 1 a", "U: id is not a whole number"},
+      {"U 1 2 a\\z", "U: a bad escape in the text"},
+  };
+  for (const auto& c : cases) {
+    const Status st = parse_line(c.line, &m);
+    EXPECT_FALSE(st.ok()) << c.line;
+    EXPECT_NE(std::string(st.message()).find(c.message), std::string::npos) << c.line << ": " << st.message();
+  }
+  EXPECT_OK(parse_line("S 5 0 0 1 0 " + std::string(4096, 'a'), &m));
+  const Status st = parse_line("S 5 0 0 1 0 " + std::string(4097, 'a'), &m);
+  EXPECT_NE(std::string(st.message()).find("S: the text passes 4096 bytes"), std::string::npos) << st.message();
+  std::string escaped;  // the limit is on the text's bytes, not the line's: 4000 escapes of 4 characters
+  for (int i = 0; i < 4000; ++i) escaped += "\\x41";
+  ASSERT_OK(parse_line("S 5 0 0 1 0 " + escaped, &m));
+  EXPECT_EQ(m.text, std::string(4000, 'A'));
+}
+
 TEST(LineProtocol, FormatsExactly) {
   GenerateCommand g;
   g.n_predict = 120;

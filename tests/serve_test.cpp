@@ -1175,7 +1175,7 @@ TEST(ServeSerial, HostileLinesGetAnXLineAndTheServerCarriesOn) {
       {"G 5 0 40 0 0 1 1\n", "seed"},
       {"G 5 0 40 1 0 1 x\n", "not a whole number"},
       {"hello\n", "unknown command"},
-      {"T 1 2\n", "G lines only"},
+      {"T 1 2\n", "G and S lines only"},
       {std::string(40000, 'G') + "\n", "too long"},
       {"G 5 0 40 1 0 600" + std::string(600 * 2, ' ') + "\n", "ids but 0 follow"},
   };

@@ -15,6 +15,7 @@
 #include "cluster/slice_source_host.h"
 #include "plan/cluster_plan_host.h"
 #include "core/file_io_host.h"
+#include "tokenizer/tokenizer_image_writer_host.h"
 #include "session.h"
 
 namespace mcullm::cli {
@@ -30,6 +31,7 @@ struct ConvertOptions {
   std::string layers;           // --image: "A:B" (a node's layers) or "master" (embedding, final norm, head)
   int nodes = 0;                // --image: the master's and N nodes' images, split by the planner
   std::string board = "esp32s3-psram80";
+  bool no_tokenizer = false;    // --image: leave the tokenizer image out
 };
 
 // FILE.img -> FILE.<part>.img (the extension kept when there is one).
@@ -62,6 +64,7 @@ int convert_cluster_images(const ConvertOptions& o, const LoadedModel& lm, Board
     opt.psram_budget = sp.weights_placed[1];
     if (int rc = write(part_path(o.image, sp.name), opt); rc != 0) return rc;
     opt.node_plan.clear();  // the master's image (the first) only
+    opt.tokenizer.clear();
   }
   for (const StagePlan& st : plan.stages)
     if (!st.fits) {
@@ -84,10 +87,16 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
   if (Status st = load_tokenizer(lm, o.m.tokenizer, &tok, &tok_source); st.ok()) {
     opt.bos_id = tok->bos_id();
     opt.eos_id = tok->eos_id();
+    // The board tokenizer image goes into the whole or master image (the board's `S` text requests).
+    Status ti = o.no_tokenizer ? Status::Ok() : write_tokenizer_image(*tok, &opt.tokenizer);
+    if (!ti.ok()) {
+      opt.tokenizer.clear();
+      std::fprintf(stderr, "mcullm: note: the image carries no tokenizer (%s)\n", ti.message());
+    }
   } else if (!o.m.tokenizer.empty()) {
     return report(st);
   } else {
-    std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the image has no stop tokens\n", st.message());
+    std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the image has no stop tokens and no tokenizer\n", st.message());
   }
   auto write = [&](const std::string& path, const BoardImageOptions& io) -> int {
     std::vector<uint8_t> bytes;
@@ -101,6 +110,7 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
                     io.slice.end, lm.model.cfg.n_layers, static_cast<unsigned long long>(rep.slice_hash));
       part = b;
     }
+    if (rep.tokenizer_bytes) part += "tokenizer image " + std::to_string(rep.tokenizer_bytes) + " bytes, ";
     std::fprintf(stderr, "mcullm: wrote %s: %s, %s%d tensors, %zu bytes; weights sram %llu, psram %llu, flash %llu bytes\n",
                  path.c_str(), lm.arch_name(), part.c_str(), rep.tensors, bytes.size(),
                  static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kSram)]),
@@ -113,6 +123,7 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
     opt.sliced = true;
     if (o.layers == "master") opt.slice = SliceRange{0, 0, true};
     else if (Status st = parse_layer_range(o.layers, "--layers", &opt.slice); !st.ok()) return report(st);
+    if (!opt.slice.master) opt.tokenizer.clear();  // a node's image never carries it
   }
   return write(o.image, opt);
 }
@@ -327,6 +338,7 @@ void add_convert_command(CLI::App& app, int* exit_code) {
   CLI::Option* out = cmd->add_option("-o,--output", o->output, "File to write (GGUF unless --format esp32ai)");
   CLI::Option* image = cmd->add_option("--image", o->image, "Write a board image (format/board_image.h) instead of a GGUF");
   out->excludes(image);
+  cmd->add_flag("--no-tokenizer", o->no_tokenizer, "--image: leave the board tokenizer image out of the (whole or master) image");
   cmd->add_option("--sram-budget", o->sram_budget, "--image: weight bytes placed in the SRAM section");
   cmd->add_option("--psram-budget", o->psram_budget, "--image: weight bytes placed in the PSRAM section");
   CLI::Option* layers = cmd->add_option("--layers", o->layers,

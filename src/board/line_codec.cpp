@@ -61,18 +61,30 @@ Status bad(const char* what, const char* field, size_t n) {
   return Status::Error(Code::kInvalidArgument, "%s: '%s'", what, ex);
 }
 
+// The five numbers after a G or S: n_predict temp_x1000 top_k seed flags (fields 1 to 5 of f).
+Status parse_head(char cmd, const char* const f[6], const size_t len[6], GenerateHead* g) {
+  char what[64];
+  auto fail = [&](const char* m, int k) {
+    snprintf(what, sizeof what, "%c: %s", cmd, m);
+    return bad(what, f[k], len[k]);
+  };
+  if (!parse_u32(f[1], len[1], kMaxNPredict, &g->n_predict)) return fail("n_predict is not a whole number in 0..1000000", 1);
+  if (!parse_u32(f[2], len[2], kMaxTempX1000, &g->temp_x1000)) return fail("temp_x1000 is not a whole number in 0..100000", 2);
+  if (!parse_u32(f[3], len[3], 0x7fffffffu, &g->top_k)) return fail("top_k is not a whole number in 0..2147483647", 3);
+  if (!parse_u32(f[4], len[4], 0xffffffffu, &g->seed) || g->seed == 0) return fail("seed is not a whole number in 1..4294967295", 4);
+  if (!parse_u32(f[5], len[5], 0xffffffffu, &g->flags)) return fail("flags is not a whole number", 5);
+  if (g->flags & ~kKnownFlags)
+    return Status::Error(Code::kInvalidArgument, "%c: unknown flag bits 0x%x", cmd, static_cast<unsigned>(g->flags & ~kKnownFlags));
+  return Status::Ok();
+}
+
 Status parse_generate_fields(FieldCursor c, size_t n_fields, GenerateHead* g, int* ids, uint32_t cap, uint32_t* n_ids) {
   if (n_fields < 7)
     return Status::Error(Code::kInvalidArgument, "G needs n_predict temp_x1000 top_k seed flags prompt_len ids (got %zu fields)", n_fields);
   const char* f[7] = {};
   size_t len[7] = {};
   for (int k = 0; k < 7; ++k) c.next(&f[k], &len[k]);
-  if (!parse_u32(f[1], len[1], kMaxNPredict, &g->n_predict)) return bad("G: n_predict is not a whole number in 0..1000000", f[1], len[1]);
-  if (!parse_u32(f[2], len[2], kMaxTempX1000, &g->temp_x1000)) return bad("G: temp_x1000 is not a whole number in 0..100000", f[2], len[2]);
-  if (!parse_u32(f[3], len[3], 0x7fffffffu, &g->top_k)) return bad("G: top_k is not a whole number in 0..2147483647", f[3], len[3]);
-  if (!parse_u32(f[4], len[4], 0xffffffffu, &g->seed) || g->seed == 0) return bad("G: seed is not a whole number in 1..4294967295", f[4], len[4]);
-  if (!parse_u32(f[5], len[5], 0xffffffffu, &g->flags)) return bad("G: flags is not a whole number", f[5], len[5]);
-  if (g->flags & ~kKnownFlags) return Status::Error(Code::kInvalidArgument, "G: unknown flag bits 0x%x", static_cast<unsigned>(g->flags & ~kKnownFlags));
+  MC_TRY(parse_head('G', f, len, g));
   uint32_t n = 0;
   if (!parse_u32(f[6], len[6], kMaxPromptTokens, &n) || n == 0) return bad("G: prompt_len is not a whole number in 1..4096", f[6], len[6]);
   if (n_fields - 7 != n) return Status::Error(Code::kInvalidArgument, "G: prompt_len says %u ids but %zu follow", static_cast<unsigned>(n), n_fields - 7);
@@ -87,6 +99,81 @@ Status parse_generate_fields(FieldCursor c, size_t n_fields, GenerateHead* g, in
   }
   *n_ids = n;
   return Status::Ok();
+}
+
+// A line whose first field is the one letter `cmd` followed by a space or the end (S and U carry raw
+// text bytes, so they are told apart before the printable-ASCII check of the other lines).
+bool starts_with_command(const char* line, size_t n, char cmd) {
+  size_t i = 0;
+  while (i < n && line[i] == ' ') ++i;
+  return i < n && line[i] == cmd && (i + 1 == n || line[i + 1] == ' ');
+}
+
+// `fixed` printable fields (the command letter first), then one space and the escaped text, which runs
+// to the end of the line (may be empty: then no space either). Fails when a field is missing.
+bool split_text_line(const char* line, size_t n, int fixed, const char** f, size_t* len, const char** text, size_t* text_len) {
+  FieldCursor c{line, n};
+  for (int k = 0; k < fixed; ++k) {
+    if (!c.next(&f[k], &len[k])) return false;
+    for (size_t j = 0; j < len[k]; ++j)
+      if (!printable(f[k][j])) return false;
+  }
+  *text = line + c.i + (c.i < n ? 1 : 0);
+  *text_len = c.i < n ? n - c.i - 1 : 0;
+  return true;
+}
+
+Status parse_text_fields(const char* line, size_t n, MessageView* out) {
+  const char* f[6] = {};
+  size_t len[6] = {};
+  if (!split_text_line(line, n, 6, f, len, &out->text, &out->text_len))
+    return Status::Error(Code::kInvalidArgument, "S needs n_predict temp_x1000 top_k seed flags text");
+  MC_TRY(parse_head('S', f, len, &out->generate));
+  const char* why = "";
+  size_t bytes = 0;
+  if (!unescape_text(out->text, out->text_len, nullptr, kMaxPromptTextBytes, &bytes, &why))
+    return Status::Error(Code::kInvalidArgument, "S: %s", why);
+  if (bytes == 0) return Status::Error(Code::kInvalidArgument, "S: the prompt text is empty");
+  return Status::Ok();
+}
+
+Status parse_piece_fields(const char* line, size_t n, MessageView* out) {
+  const char* f[3] = {};
+  size_t len[3] = {};
+  uint32_t id = 0;
+  const char* why = "";
+  size_t bytes = 0;
+  if (!split_text_line(line, n, 3, f, len, &out->text, &out->text_len)) return Status::Error(Code::kInvalidArgument, "U needs id us [text]");
+  if (!parse_u32(f[1], len[1], 0x7fffffffu, &id)) return bad("U: id is not a whole number", f[1], len[1]);
+  out->token = static_cast<int32_t>(id);
+  if (!parse_u32(f[2], len[2], 0xffffffffu, &out->us)) return bad("U: us is not a whole number", f[2], len[2]);
+  if (!unescape_text(out->text, out->text_len, nullptr, kMaxLineBytes, &bytes, &why)) return Status::Error(Code::kInvalidArgument, "U: %s", why);
+  return Status::Ok();
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Length of the complete UTF-8 character at s[0, n) (shortest form, no surrogates, <= U+10FFFF), or 0.
+size_t utf8_char(const unsigned char* s, size_t n) {
+  const unsigned char c = s[0];
+  size_t len = 0;
+  uint32_t cp = 0;
+  if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
+  else return 0;
+  if (n < len) return 0;
+  for (size_t i = 1; i < len; ++i) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) return 0;
+  return len;
 }
 
 size_t fixed2(double v, char* out, size_t cap) {
@@ -136,6 +223,69 @@ bool parse_decimal(const char* s, size_t n, double* out) {
   return true;
 }
 
+bool unescape_text(const char* s, size_t n, char* out, size_t cap, size_t* len, const char** why) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      *why = "a control byte in the text (escape it: \\n \\r \\t \\xHH)";
+      return false;
+    }
+    if (c == '\\') {
+      const char e = i + 1 < n ? s[++i] : '\0';
+      if (e == 'n') c = '\n';
+      else if (e == 'r') c = '\r';
+      else if (e == 't') c = '\t';
+      else if (e == '\\') c = '\\';
+      else if (e == 'x' && i + 2 < n && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+        c = static_cast<unsigned char>(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]));
+        i += 2;
+      } else {
+        *why = "a bad escape in the text (\\\\ \\n \\r \\t \\xHH)";
+        return false;
+      }
+    }
+    if (k == cap) {
+      *why = cap == kMaxPromptTextBytes ? "the text passes 4096 bytes" : "the text is too long";
+      return false;
+    }
+    if (out) out[k] = static_cast<char>(c);
+    ++k;
+  }
+  *len = k;
+  return true;
+}
+
+size_t escape_text(const char* s, size_t n, char* out) {
+  static const char kHex[] = "0123456789abcdef";
+  const unsigned char* u = reinterpret_cast<const unsigned char*>(s);
+  size_t k = 0;
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = u[i];
+    if (c >= 0x80) {
+      if (const size_t w = utf8_char(u + i, n - i)) {  // a whole character: as it is
+        memcpy(out + k, s + i, w);
+        k += w;
+        i += w;
+        continue;
+      }
+    }
+    ++i;
+    if (c == '\\' || c == '\n' || c == '\r' || c == '\t') {
+      out[k++] = '\\';
+      out[k++] = c == '\\' ? '\\' : c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+    } else if (c < 0x20 || c >= 0x7f) {
+      out[k++] = '\\';
+      out[k++] = 'x';
+      out[k++] = kHex[c >> 4];
+      out[k++] = kHex[c & 15];
+    } else {
+      out[k++] = static_cast<char>(c);
+    }
+  }
+  return k;
+}
+
 Status parse_message(const char* line, size_t n, MessageView* out, int* ids, uint32_t cap) {
   if (n > 0 && line[n - 1] == '\r') --n;
   if (n > kMaxLineBytes) return Status::Error(Code::kInvalidArgument, "line too long (%zu bytes, at most %zu)", n, kMaxLineBytes);
@@ -146,6 +296,14 @@ Status parse_message(const char* line, size_t n, MessageView* out, int* ids, uin
     return Status::Ok();
   }
   if (n == 1 && line[0] == 'X') return Status::Ok();
+  if (starts_with_command(line, n, 'S')) {
+    out->kind = Kind::kGenerateText;
+    return parse_text_fields(line, n, out);
+  }
+  if (starts_with_command(line, n, 'U')) {
+    out->kind = Kind::kPiece;
+    return parse_piece_fields(line, n, out);
+  }
   size_t n_fields = 0;
   if (!count_fields(line, n, &n_fields)) return Status::Error(Code::kInvalidArgument, "line holds a byte that is not printable ASCII");
   if (n_fields == 0) return Status::Error(Code::kInvalidArgument, "empty line");
@@ -198,6 +356,17 @@ size_t format_token(int32_t id, uint32_t us, char* out) {
   return k > 0 ? static_cast<size_t>(k) : 0;
 }
 
+size_t format_piece(int32_t id, uint32_t us, const char* piece, size_t n, char* out) {
+  const int head = snprintf(out, kMaxFormattedLine, "U %ld %lu", static_cast<long>(id), static_cast<unsigned long>(us));
+  size_t k = head > 0 ? static_cast<size_t>(head) : 0;
+  if (n > 0) {
+    out[k++] = ' ';
+    k += escape_text(piece, n, out + k);
+  }
+  out[k++] = '\n';
+  return k;
+}
+
 size_t format_end(uint32_t n_tokens, double ms_per_token, char* out) {
   int k = snprintf(out, kMaxFormattedLine, "E %lu ", static_cast<unsigned long>(n_tokens));
   size_t len = k > 0 ? static_cast<size_t>(k) : 0;
@@ -245,9 +414,9 @@ LineSplitter::Event LineSplitter::push(char c) {
 }
 
 LineAction answer_line(const char* line, size_t n, bool too_long, GenerateHead* g, int* ids, uint32_t cap, uint32_t* n_ids,
-                       char* reply, size_t* reply_len) {
+                       char* text, char* reply, size_t* reply_len) {
   static const char kTooLong[] = "line too long (at most 16384 bytes)";
-  static const char kOnlyG[] = "the board takes G lines only";
+  static const char kOnlyG[] = "the board takes G and S lines only";
   if (too_long) {
     *reply_len = format_error(kTooLong, sizeof kTooLong - 1, reply);
     return LineAction::kReply;
@@ -261,6 +430,14 @@ LineAction answer_line(const char* line, size_t n, bool too_long, GenerateHead* 
   if (!st.ok()) {
     *reply_len = format_error(st.message(), strlen(st.message()), reply);
     return LineAction::kReply;
+  }
+  if (m.kind == Kind::kGenerateText) {
+    size_t len = 0;
+    const char* why = "";
+    unescape_text(m.text, m.text_len, text, kMaxPromptTextBytes, &len, &why);  // parse_message checked it
+    *g = m.generate;
+    *n_ids = static_cast<uint32_t>(len);
+    return LineAction::kGenerateText;
   }
   if (m.kind != Kind::kGenerate) {
     *reply_len = format_error(kOnlyG, sizeof kOnlyG - 1, reply);

@@ -17,9 +17,21 @@ constexpr uint32_t kMaxTempX1000 = 100000;    // temperature 100
 constexpr uint32_t kFlagIgnoreEos = 1u << 0;  // do not stop at the end tokens (BOS / EOS)
 constexpr uint32_t kKnownFlags = kFlagIgnoreEos;
 constexpr size_t kMaxErrorText = 200;         // an X line's text is cut to this
-constexpr size_t kMaxFormattedLine = 2 + kMaxErrorText + 1;  // the longest line a format_* writes (X)
+constexpr size_t kMaxFormattedLine = 2 + kMaxErrorText + 1;  // the longest line a format_* writes (X; U: plus its piece)
+constexpr size_t kMaxPromptTextBytes = 4096;  // an S line's text after unescaping
+constexpr size_t kTextIdsCapacity = kMaxPromptTextBytes + 3;  // ids its encoding may need (tokenizer_image.h: n + 3)
 
-enum class Kind { kGenerate, kPromptDone, kToken, kEnd, kError };
+enum class Kind { kGenerate, kPromptDone, kToken, kEnd, kError, kGenerateText, kPiece };
+
+// Text in S and U lines is escaped so that it stays one line: backslash as \\, newline \n, carriage
+// return \r, tab \t, any other byte as \xHH (two hex digits). Readers take raw bytes >= 0x80 and
+// printable ASCII as they are and refuse other control bytes; writers escape every byte below 0x20, 0x7f
+// and bytes >= 0x80 that are not part of a complete UTF-8 character within the text.
+// Unescapes s[0, n) into out (may be null: only checks and counts); false (and *why) on a bad escape
+// or a raw control byte, or when the result passes `cap` bytes.
+bool unescape_text(const char* s, size_t n, char* out, size_t cap, size_t* len, const char** why);
+// Escapes s[0, n) into out (at least 4 * n bytes) and returns the length.
+size_t escape_text(const char* s, size_t n, char* out);
 
 // A G line's settings (the prompt ids go to a caller array).
 struct GenerateHead {
@@ -33,13 +45,13 @@ struct GenerateHead {
 // One parsed line of either direction; text points into the parsed line.
 struct MessageView {
   Kind kind = Kind::kError;
-  GenerateHead generate;  // G (ids: the caller's array, n_ids of them)
+  GenerateHead generate;  // G (ids: the caller's array, n_ids of them), S
   uint32_t n_ids = 0;
   double ms = 0;          // P: prompt time in ms; E: ms per generated token
-  int32_t token = 0;      // T
-  uint32_t us = 0;        // T: the token's time in microseconds
+  int32_t token = 0;      // T, U
+  uint32_t us = 0;        // T, U: the token's time in microseconds
   uint32_t n_tokens = 0;  // E
-  const char* text = "";  // X
+  const char* text = "";  // X: as it is; S: the prompt, U: the piece, both still escaped (checked: unescape_text)
   size_t text_len = 0;
 };
 
@@ -56,6 +68,9 @@ bool parse_decimal(const char* s, size_t n, double* out);
 // its length. Times: two decimals, negative or NaN as 0.
 size_t format_prompt_done(double ms, char* out);
 size_t format_token(int32_t id, uint32_t us, char* out);
+// U id us [' ' escaped piece]: a token of an S request with the bytes it stands for (decode_step);
+// out holds at least kMaxFormattedLine + 4 * n bytes.
+size_t format_piece(int32_t id, uint32_t us, const char* piece, size_t n, char* out);
 size_t format_end(uint32_t n_tokens, double ms_per_token, char* out);
 // Control characters become spaces and the text is cut to kMaxErrorText bytes: one line.
 size_t format_error(const char* message, size_t n, char* out);
@@ -81,12 +96,14 @@ class LineSplitter {
 
 // What a board does with one input line (the same for `serve --serial` and the firmware).
 enum class LineAction {
-  kIgnore,    // a blank line
-  kReply,     // reply[0, *reply_len) is the X line to send
-  kGenerate,  // *g and ids[0, *n_ids) are a G command to run
+  kIgnore,        // a blank line
+  kReply,         // reply[0, *reply_len) is the X line to send
+  kGenerate,      // *g and ids[0, *n_ids) are a G command to run
+  kGenerateText,  // *g and text[0, *n_ids) (unescaped, 1..kMaxPromptTextBytes bytes) are an S command to run
 };
+// text: kMaxPromptTextBytes bytes, or null (an S line's text is then checked but not kept).
 LineAction answer_line(const char* line, size_t n, bool too_long, GenerateHead* g, int* ids, uint32_t cap, uint32_t* n_ids,
-                       char* reply, size_t* reply_len);
+                       char* text, char* reply, size_t* reply_len);
 
 // The checks of a prompt before a generation (the same messages on the PC and on a board).
 Status check_prompt(const int* ids, size_t n, int vocab_size, int ctx_len);

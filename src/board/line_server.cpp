@@ -37,8 +37,21 @@ Status LineServer::init(Hal& hal, const LineServerOptions& opt) {
     if (Status st = local_.init(mapped_.model(), ctx_len_, work, opt.pool, opt.kernels); !st.ok()) return st.prefix("KV cache and activations: ");
     decoder_ = &local_.decoder();
   }
-  MC_TRY(work.alloc_array(lineproto::kMaxPromptTokens, TensorClass::kScratch, &ids_));
+  const TokenizerImage& tok = mapped_.model().tokenizer;
+  MC_TRY(work.alloc_array(tok.is_open() ? lineproto::kTextIdsCapacity : lineproto::kMaxPromptTokens, TensorClass::kScratch, &ids_));
   MC_TRY(work.alloc_array(static_cast<size_t>(ctx_len_) + 2, TensorClass::kScratch, &history_));
+  if (tok.is_open()) {
+    size_t longest = 1;  // decode_step gives a token's stored bytes, or fewer, or one byte
+    for (int id = 0; id < tok.vocab_size(); ++id) {
+      size_t len = 0;
+      tok.token_bytes(id, &len);
+      if (len > longest) longest = len;
+    }
+    MC_TRY(work.alloc_array(lineproto::kMaxPromptTextBytes, TensorClass::kScratch, &text_));
+    MC_TRY(work.alloc_array(lineproto::kTextIdsCapacity, TensorClass::kScratch, &tok_ids_));
+    MC_TRY(work.alloc_array(lineproto::kTextIdsCapacity, TensorClass::kScratch, &tok_work_));
+    MC_TRY(work.alloc_array(lineproto::kMaxFormattedLine + 4 * longest, TensorClass::kScratch, &piece_line_));
+  }
   return Status::Ok();
 }
 
@@ -61,6 +74,10 @@ struct Run {
   double prompt_ms = 0;
   bool prompt_done = false, out_ok = true;
   bool (*write)(Run*, const char*, size_t);
+  // An S request: U lines with each token's bytes after the one before it (the prompt's last at first).
+  const TokenizerImage* tok = nullptr;
+  char* piece_line = nullptr;
+  int prev = -1;
 };
 
 double ms_of(Hal* hal, uint64_t cycles) { return static_cast<double>(cycles) / (1000.0 * hal->cycles_per_us()); }
@@ -83,13 +100,36 @@ bool on_step(void* user, const GenerateStep& step) {
   r->last = now;
   char line[lineproto::kMaxFormattedLine];
   const uint32_t whole = us > 4e9 ? 4000000000u : static_cast<uint32_t>(us);
-  r->out_ok = r->out_ok && r->write(r, line, lineproto::format_token(step.next, whole, line));
+  if (r->tok) {
+    size_t n = 0;
+    const char* piece = r->tok->decode_step(r->prev, step.next, &n);
+    r->prev = step.next;
+    r->out_ok = r->out_ok && r->write(r, r->piece_line, lineproto::format_piece(step.next, whole, piece, n, r->piece_line));
+  } else {
+    r->out_ok = r->out_ok && r->write(r, line, lineproto::format_token(step.next, whole, line));
+  }
   return r->out_ok;
 }
 
 }  // namespace
 
-bool LineServer::generate(const lineproto::GenerateHead& g, uint32_t n_ids) {
+bool LineServer::generate_text(const lineproto::GenerateHead& g, size_t n) {
+  const TokenizerImage& tok = mapped_.model().tokenizer;
+  if (!tok.is_open()) {
+    ++requests_;
+    return error_line(Status::Error(Code::kUnsupported, "this board's image holds no tokenizer (S needs one: convert without --no-tokenizer)"));
+  }
+  size_t n_ids = 0;
+  const bool bos = (tok.flags() & kTokImageAddBos) != 0;
+  if (Status st = tok.encode(text_, n, bos, false, false, tok_ids_, tok_work_, lineproto::kTextIdsCapacity, &n_ids); !st.ok()) {
+    ++requests_;
+    return error_line(st);
+  }
+  for (size_t i = 0; i < n_ids; ++i) ids_[i] = static_cast<int>(tok_ids_[i]);  // int32_t is long on some MCU ABIs
+  return generate(g, static_cast<uint32_t>(n_ids), true);
+}
+
+bool LineServer::generate(const lineproto::GenerateHead& g, uint32_t n_ids, bool pieces) {
   ++requests_;
   const int vocab = mapped_.model().cfg().vocab_size;
   if (Status st = lineproto::check_prompt(ids_, n_ids, vocab, ctx_len_); !st.ok()) return error_line(st);
@@ -116,6 +156,11 @@ bool LineServer::generate(const lineproto::GenerateHead& g, uint32_t n_ids) {
   go.stop_a = ignore_eos ? -1 : mapped_.image().config().bos_id;
   go.stop_b = ignore_eos ? -1 : mapped_.image().config().eos_id;
   Run run{this, hal_, n_prompt, 0, 0, 0, false, true, [](Run* r, const char* s, size_t n) { return r->server->write(s, n); }};
+  if (pieces) {
+    run.tok = &mapped_.model().tokenizer;
+    run.piece_line = piece_line_;
+    run.prev = ids_[n_prompt - 1];
+  }
   GenerateHooks hooks{&run, on_logits, on_step};
   GenerateResult gr;
   hal_->gpio_write(Gpio::kActivity, true);
@@ -147,13 +192,16 @@ bool LineServer::feed(const uint8_t* bytes, size_t n) {
     char reply[lineproto::kMaxFormattedLine];
     size_t reply_len = 0;
     switch (lineproto::answer_line(splitter_.line(), splitter_.size(), ev == lineproto::LineSplitter::Event::kTooLong, &g, ids_,
-                                   lineproto::kMaxPromptTokens, &n_ids, reply, &reply_len)) {
+                                   lineproto::kMaxPromptTokens, &n_ids, text_, reply, &reply_len)) {
       case lineproto::LineAction::kIgnore: break;
       case lineproto::LineAction::kReply:
         if (!write(reply, reply_len)) return false;
         break;
       case lineproto::LineAction::kGenerate:
         if (!generate(g, n_ids)) return false;
+        break;
+      case lineproto::LineAction::kGenerateText:
+        if (!generate_text(g, n_ids)) return false;
         break;
     }
   }

@@ -45,8 +45,11 @@ class LineServer {
 
  private:
   bool write(const char* s, size_t n);
-  // Runs one G command and writes P, T..., E (or one X); false when the output is gone.
-  bool generate(const lineproto::GenerateHead& g, uint32_t n_ids);
+  // Runs one G command and writes P, T..., E (or one X); with `pieces` (an S command) U lines instead
+  // of T lines. false when the output is gone.
+  bool generate(const lineproto::GenerateHead& g, uint32_t n_ids, bool pieces = false);
+  // Runs one S command: text_[0, n) encoded with the image's tokenizer, then as G with U lines.
+  bool generate_text(const lineproto::GenerateHead& g, size_t n);
   bool error_line(const Status& st);
 
   Hal* hal_ = nullptr;
@@ -57,8 +60,14 @@ class LineServer {
   Master master_;
   Decoder* decoder_ = nullptr;  // local_'s or master_
   int ctx_len_ = 0;
-  int* ids_ = nullptr;      // kMaxPromptTokens
+  int* ids_ = nullptr;      // kMaxPromptTokens, or kTextIdsCapacity with a tokenizer
   int* history_ = nullptr;  // ctx_len + 2
+  // With a tokenizer in the image (S requests): the unescaped text, the encoder's ids and work ids, one U line.
+  char* text_ = nullptr;    // kMaxPromptTextBytes
+  int32_t* tok_ids_ = nullptr;   // kTextIdsCapacity
+  int32_t* tok_work_ = nullptr;  // kTextIdsCapacity
+  char* piece_line_ = nullptr;   // kMaxFormattedLine + 4 x the longest token
+
   lineproto::LineSplitter splitter_;
   uint32_t requests_ = 0;
 };

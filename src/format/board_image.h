@@ -60,6 +60,10 @@ enum class BoardRole : uint32_t {
   // The cluster master's nodes (optional, in a master's per-node image): f32 [1, 6 x nodes] holding
   // exact integers, per node its first and end layer and its slice hash in four 16-bit pieces (low first).
   kNodePlan = 14,
+  // The board tokenizer image (tokenizer/tokenizer_image.h; optional, in a whole image or a master's, never
+  // in a node's): its bytes as f32 [1, ceil(bytes / 4)] (raw bytes, not floats; zero padding), kept in flash.
+  // A reader that does not know the role ignores it, so the image keeps its version.
+  kTokenizer = 15,
   kAttnNorm = 16, kFfnNorm, kAttnSubNorm, kFfnSubNorm, kWq, kWk, kWv, kWo, kW1, kW2, kW3,
   kWqkv, kPleNorm, kPleGate, kPleProj,  // PLE: fused QKV, the per-layer gate's norm and matrices
   kBq, kBk, kBv,                        // qwen2: the q, k and v biases

@@ -350,13 +350,41 @@ Status node_plan_from_image(const BoardImage& img, Arena& tables, BoardModel* ou
   return Status::Ok();
 }
 
+// The tokenizer image: raw bytes in an f32 row, whole or master images only, the image's own size
+// within the last 4 bytes of padding (zeros), and open() content with it.
+Status tokenizer_from_image(const BoardImage& img, BoardModel* out) {
+  const BoardImageTensor* t = img.find(board_tensor_id(BoardRole::kTokenizer));
+  if (!t) return Status::Ok();
+  if (!img.slice().embedding)
+    return Status::Error(Code::kCorrupt, "board image: a tokenizer in an image without the embedding (a node's image carries none)");
+  if (static_cast<DType>(t->dtype) != DType::kF32 || t->rows != 1)
+    return Status::Error(Code::kCorrupt, "board image: the tokenizer should be one f32 row of raw bytes");
+  const uint8_t* bytes = img.data(*t);
+  const size_t n = t->bytes;
+  if (Status st = out->tokenizer.open(bytes, n); !st.ok()) return st.prefix("board image: embedded ");
+  const size_t used = out->tokenizer.size_bytes();
+  bool zeros = n - used < 4;
+  for (size_t i = used; i < n && zeros; ++i) zeros = bytes[i] == 0;
+  if (!zeros) {
+    out->tokenizer = TokenizerImage();
+    return Status::Error(Code::kCorrupt, "board image: the tokenizer image of %zu bytes lies in %zu (its padding is 0 to 3 zero bytes)", used, n);
+  }
+  if (out->tokenizer.vocab_size() > out->cfg().vocab_size) {
+    const int tv = out->tokenizer.vocab_size();
+    out->tokenizer = TokenizerImage();
+    return Status::Error(Code::kCorrupt, "board image: the tokenizer has %d tokens, the model's vocabulary %d", tv, out->cfg().vocab_size);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* out) {
   *out = BoardModel();
   MC_TRY(arch_from_image(img, tables, out));
   MC_TRY(head_groups_from_image(img, tables, out));
-  return node_plan_from_image(img, tables, out);
+  MC_TRY(node_plan_from_image(img, tables, out));
+  return tokenizer_from_image(img, out);
 }
 
 }  // namespace mcullm

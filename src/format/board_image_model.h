@@ -14,6 +14,7 @@
 #include "model/qwen2.h"
 #include "model/ple.h"
 #include "model/vocab_head.h"
+#include "tokenizer/tokenizer_image.h"
 
 namespace mcullm {
 
@@ -31,6 +32,8 @@ struct BoardModel {
   int plan_nodes = 0;
   SliceRange plan_ranges[kBoardMaxPlanNodes];
   uint64_t plan_hashes[kBoardMaxPlanNodes] = {};
+  // The tokenizer the image carries (BoardRole::kTokenizer), opened in place; is_open() false when none.
+  TokenizerImage tokenizer;
   // That head over head_groups (full when the image stores no groups).
   HeadChoice head() const;
   const LlamaConfig& cfg() const;
@@ -41,7 +44,8 @@ LlamaConfig board_llama_config(const BoardImageConfig& c);
 
 // Builds the model over `img` (call place() first if sections move); tables from `tables`.
 // Every tensor the architecture needs must be present with the shape the config implies. Head
-// groups, when present, are checked against the head (format/vocab_head_gguf.h check_vocab_head).
+// groups, when present, are checked against the head (format/vocab_head_gguf.h check_vocab_head); an
+// embedded tokenizer image is opened (TokenizerImage::open checks all of it) and must fit the vocabulary.
 Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* out);
 
 // The decoder of whichever architecture the model has; KV cache and activations from `work`.

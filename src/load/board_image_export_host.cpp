@@ -8,6 +8,7 @@
 #include "model/llama_slice.h"
 #include "quant/q4e.h"
 #include "quant/ternary.h"
+#include "tokenizer/tokenizer_image.h"
 
 namespace mcullm {
 
@@ -121,6 +122,7 @@ int placement_rank(const BoardTensorSource& t, bool tied) {
   if (t.cls == TensorClass::kNorm) return 0;
   if (id == board_tensor_id(BoardRole::kTokEmb)) return tied ? 2 : kRankFlashOnly;
   if (id == board_tensor_id(BoardRole::kPleTable)) return kRankFlashOnly;  // one row read per token
+  if (id == board_tensor_id(BoardRole::kTokenizer)) return kRankFlashOnly;  // read in place, a few bytes a token
   if (id == board_tensor_id(BoardRole::kOutput)) return 2;
   return 1;
 }
@@ -264,6 +266,27 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     }
     c.head_table(BoardRole::kNodePlan, plan.data(), 1, static_cast<uint32_t>(plan.size()));
   }
+  if (!opt.tokenizer.empty()) {
+    if (!r.master) return Status::Error(Code::kInvalidArgument, "board image: a node's image carries no tokenizer");
+    TokenizerImage check;
+    if (Status st = check.open(opt.tokenizer.data(), opt.tokenizer.size()); !st.ok()) return st.prefix("board image: ");
+    if (check.vocab_size() > cfg.vocab_size)
+      return Status::Error(Code::kInvalidArgument, "board image: the tokenizer has %d tokens, the model's vocabulary %d", check.vocab_size(),
+                           cfg.vocab_size);
+    const size_t words = (opt.tokenizer.size() + 3) / 4;
+    auto copy = std::make_unique<uint8_t[]>(words * 4);
+    std::memset(copy.get(), 0, words * 4);
+    std::memcpy(copy.get(), opt.tokenizer.data(), opt.tokenizer.size());
+    BoardTensorSource s;
+    s.id = board_tensor_id(BoardRole::kTokenizer);
+    s.type = DType::kF32;  // raw bytes: the format has no byte type, and nothing reads them as floats
+    s.rows = 1;
+    s.cols = static_cast<uint32_t>(words);
+    s.data = copy.get();
+    s.cls = TensorClass::kOther;
+    c.copies.push_back(std::move(copy));
+    c.tensors.push_back(s);
+  }
   if (opt.bos_id >= cfg.vocab_size || opt.eos_id >= cfg.vocab_size)
     return Status::Error(Code::kInvalidArgument, "board image: BOS %d / EOS %d outside the vocabulary of %d", opt.bos_id,
                          opt.eos_id, cfg.vocab_size);
@@ -280,8 +303,9 @@ Status export_board_image(const LoadedModel& m, const BoardImageOptions& opt, st
     slice.hash = report->slice_hash = slice_hash(m.model, r);
   }
   for (const BoardTensorSource& t : c.tensors) {
-    report->tier_bytes[static_cast<int>(t.tier)] += dtype_tensor_bytes(t.type, t.rows, t.cols);
     ++report->tensors;
+    if (t.id == board_tensor_id(BoardRole::kTokenizer)) report->tokenizer_bytes = dtype_tensor_bytes(t.type, t.rows, t.cols);
+    else report->tier_bytes[static_cast<int>(t.tier)] += dtype_tensor_bytes(t.type, t.rows, t.cols);
   }
   return write_board_image(cfg, std::move(c.tensors), image, slice);
 }

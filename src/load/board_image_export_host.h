@@ -23,12 +23,16 @@ struct BoardImageOptions {
   // A master's image (slice.master): the nodes' layers in ring order (consecutive, 0 to n_layers), stored
   // with their slice hashes so the board master checks each node's hello (BoardRole::kNodePlan).
   std::vector<SliceRange> node_plan;
+  // The board tokenizer image (tokenizer/tokenizer_image_writer_host.h) to embed (BoardRole::kTokenizer): whole
+  // and master images only. Empty: none.
+  std::vector<uint8_t> tokenizer;
 };
 
 struct BoardImageReport {
   int tensors = 0;
   uint64_t slice_hash = 0;  // a sliced image's slice_hash
-  uint64_t tier_bytes[kTierCount] = {};  // tensor bytes per tier
+  uint64_t tier_bytes[kTierCount] = {};  // weight bytes per tier (the tokenizer apart)
+  uint64_t tokenizer_bytes = 0;          // the embedded tokenizer image's tensor (padded to 4 bytes; in flash)
 };
 
 // The placement rule itself (also the cost model's, plan/cost_model_host.h): items in rank order (stable;

@@ -164,6 +164,12 @@ Status BoardLink::generate(const CompletionParams& p, int n_predict, int vocab_s
       case lineproto::Kind::kGenerate:
         fail(Status::Error(Code::kCorrupt, "the board sent a G line"));
         break;
+      case lineproto::Kind::kGenerateText:
+        fail(Status::Error(Code::kCorrupt, "the board sent an S line"));
+        break;
+      case lineproto::Kind::kPiece:  // the answer to an S line; the bridge sends G lines
+        fail(Status::Error(Code::kCorrupt, "the board sent a U line to a G request"));
+        break;
     }
   }
 }

@@ -28,8 +28,35 @@ Status parse_line(std::string_view line, Message* out) {
   out->token = v.token;
   out->us = v.us;
   out->n_tokens = v.n_tokens;
-  out->text.assign(v.text, v.text_len);
+  if (v.kind == Kind::kGenerateText || v.kind == Kind::kPiece) {  // unescaped (parse_message checked the escapes)
+    out->text.resize(v.text_len);
+    size_t len = 0;
+    const char* why = "";
+    unescape_text(v.text, v.text_len, out->text.data(), v.text_len, &len, &why);
+    out->text.resize(len);
+  } else {
+    out->text.assign(v.text, v.text_len);
+  }
   return Status::Ok();
+}
+
+std::string format_text_request(const GenerateCommand& g, std::string_view text) {
+  std::string s = "S";
+  for (const uint32_t v : {g.n_predict, g.temp_x1000, g.top_k, g.seed, g.flags}) {
+    s += ' ';
+    s += std::to_string(v);
+  }
+  std::string esc(4 * text.size(), '\0');
+  esc.resize(escape_text(text.data(), text.size(), esc.data()));
+  if (!esc.empty()) s += ' ' + esc;
+  s += '\n';
+  return s;
+}
+
+std::string format_piece(int32_t id, uint32_t us, std::string_view piece) {
+  std::string buf(kMaxFormattedLine + 4 * piece.size(), '\0');
+  buf.resize(format_piece(id, us, piece.data(), piece.size(), buf.data()));
+  return buf;
 }
 
 std::string format_generate(const GenerateCommand& g) {

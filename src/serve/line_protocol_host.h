@@ -35,7 +35,7 @@ struct Message {
   int32_t token = 0;         // T
   uint32_t us = 0;           // T: the token's time in microseconds
   uint32_t n_tokens = 0;     // E
-  std::string text;          // X
+  std::string text;          // X; S: the prompt text, U: the token's bytes (both unescaped)
 };
 
 // Parses one line (without '\n'; a trailing '\r' is accepted). Fields are separated by one or more
@@ -45,6 +45,10 @@ Status parse_generate(std::string_view line, GenerateCommand* out);
 
 // Each returns one line including its '\n'.
 std::string format_generate(const GenerateCommand& g);
+// S n_predict temp_x1000 top_k seed flags text (g.prompt unused; the text escaped).
+std::string format_text_request(const GenerateCommand& g, std::string_view text);
+// U id us [piece escaped].
+std::string format_piece(int32_t id, uint32_t us, std::string_view piece);
 std::string format_prompt_done(double ms);
 std::string format_token(int32_t id, uint32_t us);
 std::string format_end(uint32_t n_tokens, double ms_per_token);
