@@ -255,34 +255,43 @@ def i2s_unpack(raw, rows, cols):
     return codes.astype(np.float32) - 1.0, np.frombuffer(raw[n:n + 4], dtype="<f4")[0]
 
 
-def check_ternary(cli, work, tok, seed):
-    m = random_model("ternary", tok.vocab_size, seed)
-    path = os.path.join(work, "ternary.bin")
-    export.write_bitllama2c(m, path)
-    g = os.path.join(work, "ternary-i2s.gguf")
-    run([cli, "convert", path, "-o", g, "--bit-order", "msb"])
-    _, tensors = gguf.read(g)
+def check_ternary_weights(what, path, m, values):
+    """Every i2_s weight of the GGUF at `path`, unpacked here, equals values(w) of the QAT model m."""
+    _, tensors = gguf.read(path)
     checked = 0
     for l, b in enumerate(m.layers):
         for attr, name in LAYER_NAMES:
             w = getattr(b, attr).weight
             codes, scale = i2s_unpack(tensors[f"blk.{l}.{name}.weight"][2], w.shape[0], w.shape[1])
             held = torch.from_numpy(codes) * torch.tensor(scale)
-            if not torch.equal(held, quant.ternary_values(w)):
-                fail(f"ternary: blk.{l}.{name}: mcullm holds other weights than the QAT quantizer")
+            if not torch.equal(held, values(w)):
+                fail(f"{what}: blk.{l}.{name}: mcullm holds other weights than the QAT quantizer")
             checked += w.numel()
-    print(f"ternary: {checked} weights mcullm holds equal the QAT quantizer's values", flush=True)
+    print(f"{what}: {checked} weights mcullm holds equal the QAT quantizer's values", flush=True)
+
+
+def check_ternary(cli, work, tok, seed):
+    m = random_model("ternary", tok.vocab_size, seed)
+    path = os.path.join(work, "ternary.bin")
+    export.write_bitllama2c(m, path)
+    g = os.path.join(work, "ternary-i2s.gguf")
+    run([cli, "convert", path, "-o", g, "--bit-order", "msb"])
+    check_ternary_weights("ternary", g, m, quant.ternary_values)
     # within 1e-4 although mcullm runs int8 activations: the QAT forward quantizes them as mcullm does
     check_logits("ternary", cli, path, m, tok.encode("Once upon a time"), work, ("--bit-order", "msb"), 16)
 
 
 def check_qwen2(cli, work, tok, seed):
     """qwen2 f32 (1e-4) and ternary QAT through `mcullm convert --type i2_s` (weights exact, choices)."""
-    m = random_model("none", tok.vocab_size, seed, arch="qwen2")
-    with torch.no_grad():  # biases the check can see
-        for b in m.layers:
-            for lin in (b.wq, b.wk, b.wv):
-                lin.bias.uniform_(-0.5, 0.5)
+    def qwen2_model(quant_mode, s):
+        m = random_model(quant_mode, tok.vocab_size, s, arch="qwen2")
+        with torch.no_grad():  # biases the check can see
+            for b in m.layers:
+                for lin in (b.wq, b.wk, b.wv):
+                    lin.bias.uniform_(-0.5, 0.5)
+        return m
+
+    m = qwen2_model("none", seed)
     path = os.path.join(work, "qwen2-f32.gguf")
     export.write_gguf(m, tok, path)
     kv, _ = gguf.read(path)
@@ -290,26 +299,12 @@ def check_qwen2(cli, work, tok, seed):
         fail(f"qwen2: the GGUF says architecture {kv.get('general.architecture')}")
     check_logits("qwen2 f32", cli, path, m, tok.encode("Once upon a time"), work, ())
 
-    m = random_model("ternary", tok.vocab_size, seed + 1, arch="qwen2")
-    with torch.no_grad():
-        for b in m.layers:
-            for lin in (b.wq, b.wk, b.wv):
-                lin.bias.uniform_(-0.5, 0.5)
+    m = qwen2_model("ternary", seed + 1)
     f32 = os.path.join(work, "qwen2-ternary-f32.gguf")
     g = os.path.join(work, "qwen2-ternary-i2s.gguf")
     export.write_gguf(m, tok, f32)
     run([cli, "convert", f32, "-o", g, "--type", "i2_s", "--embd-type", "f32"])
-    kv, tensors = gguf.read(g)
-    checked = 0
-    for l, b in enumerate(m.layers):
-        for attr, name in LAYER_NAMES:
-            w = getattr(b, attr).weight
-            codes, scale = i2s_unpack(tensors[f"blk.{l}.{name}.weight"][2], w.shape[0], w.shape[1])
-            held = torch.from_numpy(codes) * torch.tensor(scale)
-            if not torch.equal(held, quant.ternary_values_absmean(w)):
-                fail(f"qwen2 ternary: blk.{l}.{name}: mcullm holds other weights than the QAT quantizer")
-            checked += w.numel()
-    print(f"qwen2 ternary: {checked} weights mcullm holds equal the QAT quantizer's values", flush=True)
+    check_ternary_weights("qwen2 ternary", g, m, quant.ternary_values_absmean)
     # within 1e-4 although mcullm runs int8 activations: the QAT forward quantizes them as mcullm's i2_s path does
     check_logits("qwen2 ternary", cli, g, m, tok.encode("Once upon a time"), work, (), 16)
 
