@@ -283,6 +283,11 @@ TEST(CostModel, AModelTooBigIsReportedWithWhatOverflows) {
   EXPECT_FALSE(r.fits);
   EXPECT_NE(r.overflow.find("flash"), std::string::npos) << r.overflow;
   board.tiers[2].capacity_bytes = 16 << 20;
+  board.image_bytes_max = 100000;  // the flash is large, the partition the image goes to is not
+  ASSERT_TRUE(cost_model(*m, board, CostOptions(), &r).ok());
+  EXPECT_FALSE(r.fits);
+  EXPECT_NE(r.overflow.find("image partition overflows: the model image needs"), std::string::npos) << r.overflow;
+  board.image_bytes_max = kEsp32s3ModelPartitionBytes;
   board.tiers[0].capacity_bytes = 1000;  // not even the activations
   ASSERT_TRUE(cost_model(*m, board, CostOptions(), &r).ok());
   EXPECT_FALSE(r.fits);
