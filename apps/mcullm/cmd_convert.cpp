@@ -49,8 +49,6 @@ struct BuiltImage {
   BoardImageReport rep;
 };
 
-// A board takes an image of at most its image_bytes_max (the partition it is flashed into): a bigger
-// one is refused, naming what shrinks it, rather than written for a board that cannot use it.
 // Bytes a q4g64 embedding (and untied head) would save over the model's: 0 when none or unknown.
 uint64_t q4g64_embedding_saving(const LoadedModel& lm) {
   ClusterModel cm;
