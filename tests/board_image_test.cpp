@@ -2,6 +2,7 @@
 // every architecture we load), tier placement into arenas, and hostile input: every truncation,
 // a bad CRC, wrong version, bad offsets / sizes / counts / ids / types, each with a clear message.
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <random>
@@ -16,6 +17,7 @@
 #include "load/layer_slice_loader_host.h"
 #include "load/model_loader_host.h"
 #include "model/llama_slice.h"
+#include "plan/board_profile_host.h"
 #include "test_support.h"
 #include "tokenizer/llama2c_tokenizer_host.h"
 #include "tokenizer/tokenizer_image_writer_host.h"
@@ -909,6 +911,86 @@ TEST(BoardImageCli, ConvertWritesPerNodeImages) {
   EXPECT_NE(no_image.err.find("give --image"), std::string::npos) << no_image.err;
   const test::CommandResult too_many = test::run_cli({"convert", gguf, "--image", dir + "/x.img", "--nodes", "5"});
   EXPECT_NE(too_many.err.find("5 nodes for 4 layers"), std::string::npos) << too_many.err;
+}
+
+// A board profile like the preset but taking images of at most `limit` bytes, as a JSON file.
+std::string board_with_image_limit(const std::string& dir, uint64_t limit) {
+  BoardProfile b;
+  EXPECT_OK(board_preset("esp32s3-psram80", &b));
+  b.name = "tight-board";
+  b.image_bytes_max = limit;
+  const std::string path = dir + "/tight" + std::to_string(limit) + ".json", json = board_profile_to_json(b);
+  test::write_file(path, std::vector<uint8_t>(json.begin(), json.end()));
+  return path;
+}
+
+bool exists(const std::string& path) { return std::filesystem::exists(path); }
+
+// convert --image (whole, --layers, --nodes) refuses an image larger than --board's image_bytes_max
+// (the partition it is flashed into) with exit code 3, writing nothing and naming what shrinks it;
+// exactly at the limit it is written.
+TEST(BoardImageCli, ConvertRefusesAnImageLargerThanTheBoardTakes) {
+  MC_REQUIRE_SHARED();
+  const std::string dir = test::temp_dir();
+  const std::string model = test::shared_path("models/stories260K/stories260K.bin");
+  ASSERT_EQ(test::run_cli({"convert", model, "--image", dir + "/s.img"}).exit_code, 0);  // the default board takes it
+  const uint64_t whole = test::read_file(dir + "/s.img").size();
+  const test::CommandResult at = test::run_cli({"convert", model, "--image", dir + "/at.img", "--board", board_with_image_limit(dir, whole)});
+  ASSERT_EQ(at.exit_code, 0) << at.err;
+  EXPECT_EQ(test::read_file(dir + "/at.img"), test::read_file(dir + "/s.img"));
+  const test::CommandResult over =
+      test::run_cli({"convert", model, "--image", dir + "/over.img", "--board", board_with_image_limit(dir, whole - 1)});
+  EXPECT_EQ(over.exit_code, 3) << over.err;
+  EXPECT_FALSE(exists(dir + "/over.img"));
+  for (const std::string& want : {dir + "/over.img would be " + std::to_string(whole) + " bytes", std::string("1 more than board tight-board"),
+                                  "at most " + std::to_string(whole - 1) + " bytes", std::string("--no-tokenizer (the tokenizer image is"),
+                                  std::string("--nodes N")})
+    EXPECT_NE(over.err.find(want), std::string::npos) << want << " in " << over.err;
+  const test::CommandResult bad = test::run_cli({"convert", model, "--image", dir + "/bad.img", "--board", dir + "/none.json"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("neither a preset"), std::string::npos) << bad.err;
+  EXPECT_FALSE(exists(dir + "/bad.img"));
+
+  // One node's layers: no tokenizer, no embedding to shrink; fewer layers.
+  const std::string gguf = dir + "/q.gguf";
+  ASSERT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "-o", gguf}).exit_code, 0);
+  ASSERT_EQ(test::run_cli({"convert", gguf, "--image", dir + "/n.img", "--layers", "1:3"}).exit_code, 0);
+  const uint64_t node = test::read_file(dir + "/n.img").size();
+  EXPECT_EQ(test::run_cli({"convert", gguf, "--image", dir + "/n2.img", "--layers", "1:3", "--board", board_with_image_limit(dir, node)})
+                .exit_code,
+            0);
+  const test::CommandResult node_over =
+      test::run_cli({"convert", gguf, "--image", dir + "/n3.img", "--layers", "1:3", "--board", board_with_image_limit(dir, node - 1)});
+  EXPECT_EQ(node_over.exit_code, 3) << node_over.err;
+  EXPECT_FALSE(exists(dir + "/n3.img"));
+  EXPECT_NE(node_over.err.find("To shrink it: fewer --layers"), std::string::npos) << node_over.err;
+  EXPECT_EQ(node_over.err.find("--no-tokenizer"), std::string::npos) << node_over.err;
+
+  // --nodes 4 (one layer each): the master's image without the tokenizer is the largest.
+  ASSERT_EQ(test::run_cli({"convert", gguf, "--image", dir + "/c.img", "--nodes", "4", "--no-tokenizer"}).exit_code, 0);
+  uint64_t largest = 0;
+  for (const char* part : {"master", "node1", "node2", "node3", "node4"})
+    largest = std::max<uint64_t>(largest, test::read_file(dir + "/c." + part + ".img").size());
+  ASSERT_EQ(largest, test::read_file(dir + "/c.master.img").size());
+  const std::string tight = board_with_image_limit(dir, largest);
+  const test::CommandResult split = test::run_cli({"convert", gguf, "--image", dir + "/t.img", "--nodes", "4", "--no-tokenizer", "--board", tight});
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_EQ(test::read_file(dir + "/t.master.img"), test::read_file(dir + "/c.master.img"));
+  // One byte less: the planner counts weights only (they fit), the image itself does not: nothing written.
+  const test::CommandResult split_over = test::run_cli(
+      {"convert", gguf, "--image", dir + "/u.img", "--nodes", "4", "--no-tokenizer", "--board", board_with_image_limit(dir, largest - 1)});
+  EXPECT_EQ(split_over.exit_code, 3) << split_over.err;
+  EXPECT_NE(split_over.err.find(dir + "/u.master.img would be " + std::to_string(largest) + " bytes"), std::string::npos) << split_over.err;
+  // With the tokenizer the planner refuses the master first (its weights + the tokenizer image).
+  const test::CommandResult with_tok = test::run_cli({"convert", gguf, "--image", dir + "/v.img", "--nodes", "4", "--board", tight});
+  EXPECT_EQ(with_tok.exit_code, 3) << with_tok.err;
+  for (const std::string& want : {std::string("master's embedding and head do not fit tight-board"), std::string("of the tokenizer image"),
+                                  std::string("--no-tokenizer (the tokenizer image is")})
+    EXPECT_NE(with_tok.err.find(want), std::string::npos) << want << " in " << with_tok.err;
+  for (const char* part : {"master", "node1", "node2", "node3", "node4"}) {
+    EXPECT_FALSE(exists(dir + "/u." + part + ".img")) << part;
+    EXPECT_FALSE(exists(dir + "/v." + part + ".img")) << part;
+  }
 }
 
 }  // namespace

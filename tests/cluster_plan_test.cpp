@@ -154,6 +154,65 @@ TEST(ClusterPlan, ClearErrorsWhenItCannotFit) {
   EXPECT_EQ(plan_cluster(m, b, b, o, &p).code(), Code::kInvalidArgument);
 }
 
+// Stages that become board images (plan_board_split: convert --nodes) must fit the board's image
+// partition, the master's with the tokenizer image it carries: exactly at the limit fits, one byte
+// over does not. Plans of designs (board_images off) keep the flash tier's capacity only.
+TEST(ClusterPlan, BoardImagesFitTheImagePartitionWithTheMastersTokenizer) {
+  const ClusterModel m = synthetic(6, 3);
+  BoardProfile b = small_board(1500000, 3000000);
+  ClusterOptions o;
+  o.nodes = 2;
+  const uint64_t master_weights = plan_stage(m, b, 0, 0, true, o).weight_bytes;
+  const uint64_t layer0 = plan_stage(m, b, 0, 1, false, o).weight_bytes;
+  ASSERT_EQ(master_weights, m.master.embedding_bytes + m.master.norm_bytes);
+  ASSERT_EQ(layer0, m.layers[0].weight_bytes);
+  const uint64_t tokenizer = 4000;
+  b.image_bytes_max = master_weights + tokenizer;
+  o.master_image_extra = tokenizer;
+  EXPECT_TRUE(plan_stage(m, b, 0, 0, true, o).fits);  // not images: the limit does not apply
+  b.image_bytes_max = 1;
+  EXPECT_TRUE(plan_stage(m, b, 0, 0, true, o).fits);
+  o.board_images = true;
+  b.image_bytes_max = master_weights + tokenizer;
+  EXPECT_TRUE(plan_stage(m, b, 0, 0, true, o).fits);
+  b.image_bytes_max = master_weights + tokenizer - 1;
+  StagePlan s = plan_stage(m, b, 0, 0, true, o);
+  EXPECT_FALSE(s.fits);
+  EXPECT_NE(s.overflow.find("+ 4000 of the tokenizer image"), std::string::npos) << s.overflow;
+  EXPECT_NE(s.overflow.find("image partition holds " + std::to_string(master_weights + tokenizer - 1)), std::string::npos)
+      << s.overflow;
+  o.master_image_extra = 0;  // without the tokenizer it fits again
+  EXPECT_TRUE(plan_stage(m, b, 0, 0, true, o).fits);
+  o.master_image_extra = tokenizer;
+  ClusterPlan p;
+  Status st = plan_cluster(m, b, small_board(1500000, 3000000), o, &p);
+  EXPECT_EQ(st.code(), Code::kOutOfRange);
+  EXPECT_NE(std::string(st.message()).find("master's embedding and head"), std::string::npos) << st.message();
+  // A node's image: its weights alone (the extra is the master's), against the smaller of flash and the partition.
+  b.image_bytes_max = layer0;
+  EXPECT_TRUE(plan_stage(m, b, 0, 1, false, o).fits);
+  b.image_bytes_max = layer0 - 1;
+  s = plan_stage(m, b, 0, 1, false, o);
+  EXPECT_FALSE(s.fits);
+  EXPECT_NE(s.overflow.find("image partition holds"), std::string::npos) << s.overflow;
+  BoardProfile node = small_board(1500000, layer0 - 1);  // flash smaller than the partition: flash decides
+  node.image_bytes_max = 1ull << 40;
+  s = plan_stage(m, node, 0, 1, false, o);
+  EXPECT_FALSE(s.fits);
+  EXPECT_NE(s.overflow.find("flash has"), std::string::npos) << s.overflow;
+  // No node takes the largest layer: the error names the image limit.
+  uint64_t biggest = 0;
+  for (const LayerWork& w : m.layers) biggest = std::max(biggest, w.weight_bytes);
+  node = small_board(1500000, 3000000);
+  node.image_bytes_max = biggest - 1;
+  st = plan_cluster(m, small_board(1500000, 3000000), node, o, &p);
+  EXPECT_EQ(st.code(), Code::kOutOfRange);
+  EXPECT_NE(std::string(st.message()).find("(image " + std::to_string(biggest - 1)), std::string::npos) << st.message();
+  node.image_bytes_max = biggest;  // every layer on a node of its own would fit: 6 nodes do
+  o.nodes = 6;
+  EXPECT_OK(plan_cluster(m, small_board(1500000, 3000000), node, o, &p));
+}
+
 TEST(ClusterPlan, MoreStreamsMoreKvCacheAndThroughputUpToTheBottleneck) {
   ClusterModel m;
   ASSERT_TRUE(cluster_model_from_qwen2_layout("ref", DType::kI2_S, DType::kQ4_0, 0, 1, 0, 0, &m).ok());

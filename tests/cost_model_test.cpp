@@ -30,11 +30,77 @@ TEST(BoardProfile, PresetsRoundTripThroughJson) {
     EXPECT_NEAR(q.matvec_cycles, p.matvec_cycles, 1e-9);
     EXPECT_NEAR(q.attn_entry_cycles, p.attn_entry_cycles, 1e-9);
     EXPECT_NEAR(q.handoff_s, p.handoff_s, 1e-12);
+    EXPECT_EQ(q.image_bytes_max, p.image_bytes_max);
+    EXPECT_EQ(p.image_bytes_max, kEsp32s3ModelPartitionBytes);
   }
   BoardProfile a, b;
   ASSERT_TRUE(board_preset("esp32s3-psram80", &a).ok());
   ASSERT_TRUE(board_preset("esp32s3-psram120", &b).ok());
   EXPECT_LT(a.tiers[1].read_bytes_per_s[1], b.tiers[1].read_bytes_per_s[1]);  // the faster PSRAM clock
+}
+
+// The presets' image limit is the firmware's model partition: read from partitions.csv, so that a
+// changed partition table cannot leave the limit behind.
+TEST(BoardProfile, PartitionTableMatchesTheModelPartition) {
+  const std::string csv = test::read_text(std::string(MCULLM_SOURCE_DIR) + "/firmware/esp32s3/partitions.csv");
+  uint64_t model_size = 0;
+  int rows = 0;
+  size_t at = 0;
+  while (at < csv.size()) {
+    size_t end = csv.find('\n', at);
+    if (end == std::string::npos) end = csv.size();
+    std::string line = csv.substr(at, end - at);
+    at = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> cells;  // Name, Type, SubType, Offset, Size, Flags
+    for (size_t c = 0;;) {
+      const size_t comma = line.find(',', c);
+      std::string cell = line.substr(c, comma == std::string::npos ? std::string::npos : comma - c);
+      cell.erase(0, cell.find_first_not_of(" \t"));
+      cell.erase(cell.find_last_not_of(" \t\r") + 1);
+      cells.push_back(cell);
+      if (comma == std::string::npos) break;
+      c = comma + 1;
+    }
+    ASSERT_GE(cells.size(), 5u) << line;
+    if (cells[0] != "model") continue;
+    ++rows;
+    EXPECT_EQ(cells[1], "data") << line;
+    model_size = std::stoull(cells[4], nullptr, 0);
+  }
+  ASSERT_EQ(rows, 1) << csv;
+  EXPECT_EQ(model_size, kEsp32s3ModelPartitionBytes);
+  for (const char* name : {"esp32s3-psram80", "esp32s3-psram120"}) {
+    BoardProfile p;
+    ASSERT_OK(board_preset(name, &p));
+    EXPECT_EQ(p.image_bytes_max, model_size) << name;
+  }
+}
+
+// image_bytes_max is optional in a JSON profile (files written before it keep working, with the
+// presets' partition); when given it is a whole number of bytes > 0.
+TEST(BoardProfile, ImageLimitIsOptionalInJsonAndChecked) {
+  BoardProfile p, q;
+  ASSERT_OK(board_preset("esp32s3-psram80", &p));
+  p.image_bytes_max = 123456;
+  const std::string good = board_profile_to_json(p);
+  ASSERT_OK(board_profile_from_json(good, &q));
+  EXPECT_EQ(q.image_bytes_max, 123456u);
+  const std::string key = "\"image_bytes_max\": 123456";
+  const size_t at = good.find(key);
+  ASSERT_NE(at, std::string::npos) << good;
+  std::string old = good;  // without the field (and the comma before it)
+  old.erase(old.rfind(',', at), at + key.size() - old.rfind(',', at));
+  ASSERT_OK(board_profile_from_json(old, &q));
+  EXPECT_EQ(q.image_bytes_max, kEsp32s3ModelPartitionBytes);
+  EXPECT_EQ(q.tiers[2].capacity_bytes, p.tiers[2].capacity_bytes);
+  for (const char* bad : {"0", "-1", "1.5", "\"big\"", "null", "1e20"}) {
+    std::string s = good;
+    s.replace(at, key.size(), "\"image_bytes_max\": " + std::string(bad));
+    const Status st = board_profile_from_json(s, &q);
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_NE(std::string(st.message()).find("image_bytes_max"), std::string::npos) << st.message();
+  }
 }
 
 TEST(BoardProfile, UnknownPresetAndMissingFileAreRefused) {
@@ -217,6 +283,11 @@ TEST(CostModel, AModelTooBigIsReportedWithWhatOverflows) {
   EXPECT_FALSE(r.fits);
   EXPECT_NE(r.overflow.find("flash"), std::string::npos) << r.overflow;
   board.tiers[2].capacity_bytes = 16 << 20;
+  board.image_bytes_max = 100000;  // the flash is large, the partition the image goes to is not
+  ASSERT_TRUE(cost_model(*m, board, CostOptions(), &r).ok());
+  EXPECT_FALSE(r.fits);
+  EXPECT_NE(r.overflow.find("image partition overflows: the model image needs"), std::string::npos) << r.overflow;
+  board.image_bytes_max = kEsp32s3ModelPartitionBytes;
   board.tiers[0].capacity_bytes = 1000;  // not even the activations
   ASSERT_TRUE(cost_model(*m, board, CostOptions(), &r).ok());
   EXPECT_FALSE(r.fits);

@@ -73,7 +73,9 @@ struct LayerSplitter {
     ClusterModel cm;
     ::mcullm::ClusterOptions co;  // the planner's (this file's ClusterOptions are the command's)
     ClusterPlan p;
-    Status st = plan_board_split(*model, board, nodes, &cm, &co, &p);
+    // A PC master keeps the tokenizer itself: the master's image extra (the tokenizer image) does not
+    // move the split, the master holding no layers; `convert --nodes` counts it.
+    Status st = plan_board_split(*model, board, nodes, 0, &cm, &co, &p);
     if (st.ok()) {
       *out = plan_node_ranges(p);
       for (const SliceRange& r : *out)

@@ -41,36 +41,99 @@ std::string part_path(const std::string& image, const std::string& part) {
   return ext ? image.substr(0, dot) + "." + part + image.substr(dot) : image + "." + part;
 }
 
+// One board image, built in memory: written only when every image of the command fits its board.
+struct BuiltImage {
+  std::string path;
+  BoardImageOptions opt;
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+};
+
+// Bytes a q4g64 embedding (and untied head) would save over the model's: 0 when none or unknown.
+uint64_t q4g64_embedding_saving(const LoadedModel& lm) {
+  ClusterModel cm;
+  if (!cluster_model_from_loaded(lm, 0, 4, 0, 0, &cm).ok() || !dtype_row_fits(DType::kQ4G64, cm.dim)) return 0;
+  const MasterWork& ms = cm.master;
+  const uint64_t now = ms.embedding_bytes + ms.head_bytes;
+  const uint64_t q = dtype_tensor_bytes(DType::kQ4G64, cm.vocab, cm.dim) * (ms.head_bytes ? 2 : 1);
+  return now > q ? now - q : 0;
+}
+
+// What shrinks an image: a smaller embedding (whole and master images), no tokenizer, fewer layers.
+// layers: "" holds none, else how to hold fewer.
+std::string shrink_hint(const LoadedModel& lm, bool embedding, uint64_t tokenizer_bytes, const std::string& layers) {
+  std::vector<std::string> ways;
+  if (const uint64_t saved = embedding ? q4g64_embedding_saving(lm) : 0)
+    ways.push_back("a q4g64 embedding (" + std::to_string(saved) + " bytes less; " +
+                   (lm.arch->ternary ? "convert keeps a ternary model's embedding: export the model with one"
+                                     : "convert the model to GGUF with --embd-type q4g64 first") + ")");
+  if (tokenizer_bytes) ways.push_back("--no-tokenizer (the tokenizer image is " + std::to_string(tokenizer_bytes) + " bytes)");
+  if (!layers.empty()) ways.push_back(layers);
+  if (ways.empty()) return "nothing convert can do: a board with a larger image partition (--board)";
+  std::string s;
+  for (size_t i = 0; i < ways.size(); ++i) s += (i ? ", " : "") + ways[i];
+  return s;
+}
+
+// A board takes an image of at most its image_bytes_max (the partition it is flashed into): a bigger
+// one is refused, naming what shrinks it, rather than written for a board that cannot use it.
+int check_image_fits(const LoadedModel& lm, const BuiltImage& im, const BoardProfile& board, bool nodes_given) {
+  if (im.bytes.size() <= board.image_bytes_max) return 0;
+  const bool embedding = !im.opt.sliced || im.opt.slice.master;
+  const bool layers = !im.opt.sliced || im.opt.slice.end > im.opt.slice.first;
+  const std::string fewer = !layers ? "" : nodes_given ? "more --nodes" : im.opt.sliced ? "fewer --layers" : "split the layers over boards (--nodes N)";
+  std::fprintf(stderr,
+               "mcullm: error: %s would be %zu bytes, %llu more than board %s takes (an image of at most %llu bytes: its "
+               "image partition); not written. To shrink it: %s\n",
+               im.path.c_str(), im.bytes.size(), static_cast<unsigned long long>(im.bytes.size() - board.image_bytes_max),
+               board.name.c_str(), static_cast<unsigned long long>(board.image_bytes_max),
+               shrink_hint(lm, embedding, im.rep.tokenizer_bytes, fewer).c_str());
+  return kExitDoesNotFit;
+}
+
 // The master's image (embedding, final norm, head) and one image per node, the layers split by the
 // planner (plan/cluster_plan_host.h) for the board profile: FILE.master.img, FILE.node1.img, ...
-template <class Write>
-int convert_cluster_images(const ConvertOptions& o, const LoadedModel& lm, BoardImageOptions opt, Write write) {
+template <class Build, class Write>
+int convert_cluster_images(const ConvertOptions& o, const LoadedModel& lm, const BoardProfile& board, BoardImageOptions opt,
+                           Build build, Write write) {
   if (!o.layers.empty()) return report(Status::Error(Code::kInvalidArgument, "--nodes splits the layers itself: leave out --layers"));
-  BoardProfile board;
-  if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);
   ClusterModel cm;
   ClusterOptions co;
   ClusterPlan plan;
-  if (Status st = plan_board_split(lm, board, o.nodes, &cm, &co, &plan); !st.ok())
-    return report(st.prefix("--nodes %d on %s: ", o.nodes, o.board.c_str()));
+  // The master's image carries the tokenizer image too (a tensor padded to 4 bytes).
+  const uint64_t tokenizer = (opt.tokenizer.size() + 3) & ~uint64_t{3};
+  if (Status st = plan_board_split(lm, board, o.nodes, tokenizer, &cm, &co, &plan); !st.ok()) {
+    if (st.code() != Code::kOutOfRange) return report(st.prefix("--nodes %d on %s: ", o.nodes, o.board.c_str()));
+    const bool master_fits = plan_stage(cm, board, 0, 0, true, co).fits;  // else the nodes: more of them
+    std::fprintf(stderr, "mcullm: error: --nodes %d on %s: %s. To shrink the %s: %s\n", o.nodes, o.board.c_str(), st.message(),
+                 master_fits ? "nodes' images" : "master's image",
+                 (master_fits ? shrink_hint(lm, false, 0, "more --nodes") : shrink_hint(lm, true, tokenizer, "")).c_str());
+    return kExitDoesNotFit;
+  }
   std::fputs(format_cluster_plan(cm, board, board, co, plan).c_str(), stdout);
+  for (const StagePlan& st : plan.stages)
+    if (!st.fits) {
+      std::fprintf(stderr, "mcullm: error: %s does not fit %s: %s\n", st.name.c_str(), o.board.c_str(), st.overflow.c_str());
+      return kExitDoesNotFit;
+    }
   opt.sliced = true;
   opt.node_plan = plan_node_ranges(plan);
+  std::vector<BuiltImage> images(plan.stages.size());
   for (size_t i = 0; i < plan.stages.size(); ++i) {
     const StagePlan& sp = plan.stages[i];
     const bool master = i == 0;
     opt.slice = SliceRange{sp.first, sp.end, master};
     opt.sram_budget = sp.weights_placed[0];  // the planner's tiers for this stage's weights (whole tensors here)
     opt.psram_budget = sp.weights_placed[1];
-    if (int rc = write(part_path(o.image, sp.name), opt); rc != 0) return rc;
+    if (int rc = build(part_path(o.image, sp.name), opt, &images[i]); rc != 0) return rc;
     opt.node_plan.clear();  // the master's image (the first) only
     opt.tokenizer.clear();
   }
-  for (const StagePlan& st : plan.stages)
-    if (!st.fits) {
-      std::fprintf(stderr, "mcullm: error: %s does not fit %s: %s\n", st.name.c_str(), o.board.c_str(), st.overflow.c_str());
-      return kExitDoesNotFit;
-    }
+  // The planner counts weights and the tokenizer, not the image's headers and padding: the images' sizes decide.
+  for (const BuiltImage& im : images)
+    if (int rc = check_image_fits(lm, im, board, true); rc != 0) return rc;
+  for (const BuiltImage& im : images)
+    if (int rc = write(im); rc != 0) return rc;
   return 0;
 }
 
@@ -79,6 +142,8 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
   if (!o.type.empty() || !o.embd_type.empty())
     return report(Status::Error(Code::kInvalidArgument,
                                 "--image keeps the weights as loaded: convert with --type / --embd-type to GGUF first"));
+  BoardProfile board;
+  if (Status st = load_board_profile(o.board, &board); !st.ok()) return report(st);
   BoardImageOptions opt;
   opt.sram_budget = o.sram_budget;
   opt.psram_budget = o.psram_budget;
@@ -98,11 +163,16 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
   } else {
     std::fprintf(stderr, "mcullm: note: no tokenizer found (%s); the image has no stop tokens and no tokenizer\n", st.message());
   }
-  auto write = [&](const std::string& path, const BoardImageOptions& io) -> int {
-    std::vector<uint8_t> bytes;
-    BoardImageReport rep;
-    if (Status st = export_board_image(lm, io, &bytes, &rep); !st.ok()) return report(st);
-    if (Status st = write_file_atomic(path, bytes.data(), bytes.size()); !st.ok()) return report(st);
+  auto build = [&](const std::string& path, const BoardImageOptions& io, BuiltImage* out) -> int {
+    out->path = path;
+    out->opt = io;
+    if (Status st = export_board_image(lm, io, &out->bytes, &out->rep); !st.ok()) return report(st);
+    return 0;
+  };
+  auto write = [&](const BuiltImage& im) -> int {
+    const BoardImageOptions& io = im.opt;
+    const BoardImageReport& rep = im.rep;
+    if (Status st = write_file_atomic(im.path, im.bytes.data(), im.bytes.size()); !st.ok()) return report(st);
     std::string part;
     if (io.sliced) {
       char b[96];
@@ -112,20 +182,23 @@ int convert_image(const ConvertOptions& o, const LoadedModel& lm) {
     }
     if (rep.tokenizer_bytes) part += "tokenizer image " + std::to_string(rep.tokenizer_bytes) + " bytes, ";
     std::fprintf(stderr, "mcullm: wrote %s: %s, %s%d tensors, %zu bytes; weights sram %llu, psram %llu, flash %llu bytes\n",
-                 path.c_str(), lm.arch_name(), part.c_str(), rep.tensors, bytes.size(),
+                 im.path.c_str(), lm.arch_name(), part.c_str(), rep.tensors, im.bytes.size(),
                  static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kSram)]),
                  static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kPsram)]),
                  static_cast<unsigned long long>(rep.tier_bytes[static_cast<int>(Tier::kFlash)]));
     return 0;
   };
-  if (o.nodes > 0) return convert_cluster_images(o, lm, opt, write);
+  if (o.nodes > 0) return convert_cluster_images(o, lm, board, opt, build, write);
   if (!o.layers.empty()) {
     opt.sliced = true;
     if (o.layers == "master") opt.slice = SliceRange{0, 0, true};
     else if (Status st = parse_layer_range(o.layers, "--layers", &opt.slice); !st.ok()) return report(st);
     if (!opt.slice.master) opt.tokenizer.clear();  // a node's image never carries it
   }
-  return write(o.image, opt);
+  BuiltImage im;
+  if (int rc = build(o.image, opt, &im); rc != 0) return rc;
+  if (int rc = check_image_fits(lm, im, board, false); rc != 0) return rc;
+  return write(im);
 }
 
 // PLE (esp32-ai) models keep their int4 weights as they are, to GGUF or back to an esp32-ai file.
@@ -348,8 +421,9 @@ void add_convert_command(CLI::App& app, int* exit_code) {
                   "split by the cluster planner for --board")
       ->check(CLI::Range(1, 64))
       ->excludes(layers);
-  cmd->add_option("--board", o->board, "--nodes: board profile the planner splits for and whose SRAM / PSRAM it fills "
-                  "(preset or JSON file; replaces --sram-budget / --psram-budget)");
+  cmd->add_option("--board", o->board, "--image: the board profile (preset or JSON file, default esp32s3-psram80) whose "
+                  "image_bytes_max (its model partition) every image must fit; --nodes: also the one the planner splits for "
+                  "and whose SRAM / PSRAM it fills (replacing --sram-budget / --psram-budget)");
   cmd->add_option("--type", o->type, "Weight type of the layers' matrices (default f32; ternary models: i2_s (default), tl1 or tl2; "
                   "a Hugging Face Qwen2 folder with i2_s / tl1 / tl2: ternarized by absmean)")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0", "q4g64", "i2_s", "tl1", "tl2"}));

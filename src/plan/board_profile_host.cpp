@@ -69,6 +69,8 @@ BoardProfile esp32s3_board(const char* name, double psram_one_core_mb_s, double 
   // "flash mmap stream | ~25.8 MB/s", one or two cores (one bus).
   p.tiers[2].capacity_bytes = 16ull << 20;
   p.tiers[2].read_bytes_per_s[0] = p.tiers[2].read_bytes_per_s[1] = 25.8 * MB;
+  // A board image goes into the firmware's model partition, not the whole flash.
+  p.image_bytes_max = kEsp32s3ModelPartitionBytes;
   // Compute per core; two cores split every matmul, so twice that.
   for (int k = 0; k < kKernelKindCount; ++k) {
     p.macs_per_s[k][0] = p.clock_hz / compute.cycles_per_mac[k];
@@ -96,6 +98,15 @@ Status number(const json& obj, const char* key, const std::string& where, double
     return bad("field " + where + key + (zero_ok ? " must be a finite number >= 0" : " must be a finite number > 0") +
                " and <= 1e15");
   *out = d;
+  return Status::Ok();
+}
+
+// A byte count: a whole number > 0.
+Status bytes(const json& obj, const char* key, const std::string& where, uint64_t* out) {
+  double d = 0;
+  MC_TRY(number(obj, key, where, &d));
+  if (d != std::floor(d)) return bad("field " + where + key + " must be a whole number");
+  *out = static_cast<uint64_t>(d);
   return Status::Ok();
 }
 
@@ -152,10 +163,7 @@ Status board_profile_from_json(const std::string& text, BoardProfile* out) {
     const std::string where = std::string("tiers.") + kTierKeys[t] + ".";
     if (!j["tiers"].contains(kTierKeys[t])) return bad("missing field tiers." + std::string(kTierKeys[t]));
     const json& tier = j["tiers"][kTierKeys[t]];
-    double cap = 0;
-    MC_TRY(number(tier, "capacity_bytes", where, &cap));
-    if (cap != std::floor(cap)) return bad("field " + where + "capacity_bytes must be a whole number");
-    p.tiers[t].capacity_bytes = static_cast<uint64_t>(cap);
+    MC_TRY(bytes(tier, "capacity_bytes", where, &p.tiers[t].capacity_bytes));
     MC_TRY(pair(tier, "read_mb_s", where, MB, p.tiers[t].read_bytes_per_s));
   }
   if (!j.contains("compute_mmac_s") || !j["compute_mmac_s"].is_object())
@@ -168,6 +176,8 @@ Status board_profile_from_json(const std::string& text, BoardProfile* out) {
   MC_TRY(number(o, "attn_entry_cycles", "overheads.", &p.attn_entry_cycles, true));
   MC_TRY(number(o, "handoff_us", "overheads.", &p.handoff_s, true));
   p.handoff_s *= 1e-6;
+  // Optional: profiles written before it keep the presets' model partition.
+  if (j.contains("image_bytes_max")) MC_TRY(bytes(j, "image_bytes_max", "", &p.image_bytes_max));
   *out = p;
   return Status::Ok();
 }
@@ -185,6 +195,7 @@ std::string board_profile_to_json(const BoardProfile& p) {
   j["overheads"]["matvec_cycles"] = p.matvec_cycles;
   j["overheads"]["attn_entry_cycles"] = p.attn_entry_cycles;
   j["overheads"]["handoff_us"] = p.handoff_s * 1e6;
+  j["image_bytes_max"] = p.image_bytes_max;
   return j.dump(2);
 }
 

@@ -5,14 +5,17 @@
 //              "psram": {...}, "flash": {...}},
 //    "compute_mmac_s": {"f32": [1, 2], "int8": [1, 2], "int4": [1, 2], "ternary": [1, 2],
 //                       "f32_c": [1, 2], "int8_c": [1, 2], "int4_c": [1, 2]},
-//    "overheads": {"matvec_cycles": C, "attn_entry_cycles": C, "handoff_us": U}}
+//    "overheads": {"matvec_cycles": C, "attn_entry_cycles": C, "handoff_us": U},
+//    "image_bytes_max": N}
 // (MB = 1e6 bytes; MMAC/s = 1e6 multiply-accumulates per second.) Kernel kinds: "f32" (an optimized
 // f32 dot product, esp-dsp's), "int8"/"int4"/"ternary" (PIE SIMD: int8 activations times weights of
 // that kind), and the plain C kernels of the peers the model is calibrated on: "f32_c" (f32 x f32,
 // attention with an f32 KV cache), "int8_c" (int8 x int8), "int4_c" (f32 activations x int4 codes).
 // Overheads: cycles per matvec call, cycles per attention entry (one head at one position: score,
 // softmax, mixing, beyond the MACs), and the cross-core hand-off per matvec on two cores.
-// Every field is required, every number finite, > 0 (overheads >= 0) and at most 1e15.
+// image_bytes_max: the largest board image the board takes (the flash partition it is written to);
+// optional, the ESP32-S3 presets' model partition when left out (files written before it existed).
+// Every other field is required, every number finite, > 0 (overheads >= 0) and at most 1e15.
 // docs/cost-model.md gives the equations and where each preset figure comes from.
 #pragma once
 #include <stdint.h>
@@ -36,6 +39,11 @@ struct TierProfile {
   double read_bytes_per_s[2] = {};  // streaming reads with 1 and with 2 cores
 };
 
+// The firmware's model partition: the `model` row of firmware/esp32s3/partitions.csv (0xEF0000 at
+// 0x110000, the rest of a 16 MB flash), where a board image is written. BoardProfile.PartitionTable-
+// MatchesTheModelPartition reads the CSV, so the two cannot drift.
+constexpr uint64_t kEsp32s3ModelPartitionBytes = 0xEF0000;
+
 struct BoardProfile {
   std::string name;
   double clock_hz = 0;
@@ -44,6 +52,9 @@ struct BoardProfile {
   double matvec_cycles = 0;      // fixed cost of one matvec call
   double attn_entry_cycles = 0;  // per (head, position) of attention, on one core
   double handoff_s = 0;          // per matvec, when two cores split it
+  // The largest board image (format/board_image.h) this board takes: the partition it is flashed into.
+  // `mcullm convert --image` refuses a bigger one; the planner counts a board image's stage against it.
+  uint64_t image_bytes_max = kEsp32s3ModelPartitionBytes;
 };
 
 // The ESP32-S3's compute figures: cycles per MAC on one core for each kernel kind, and the fixed

@@ -204,6 +204,10 @@ double ClusterPlan::tokens_per_s() const {
   return std::min(static_cast<double>(streams) / latency_s, 1.0 / bottleneck_s);
 }
 
+uint64_t stage_store_bytes_max(const BoardProfile& b, const ClusterOptions& o) {
+  return o.board_images ? std::min(b.tiers[2].capacity_bytes, b.image_bytes_max) : b.tiers[2].capacity_bytes;
+}
+
 StagePlan plan_stage(const ClusterModel& m, const BoardProfile& b, int first, int end, bool master, const ClusterOptions& o) {
   StagePlan s;
   s.first = first;
@@ -277,10 +281,16 @@ StagePlan plan_stage(const ClusterModel& m, const BoardProfile& b, int first, in
     w.matvecs += 1;
     s.instr_s += ms.instructions;
   }
-  // Every weight is stored in flash (copied to SRAM / PSRAM at boot).
-  if (s.fits && s.weight_bytes > flash) {
+  // Every weight is stored in flash (copied to SRAM / PSRAM at boot); a board image also holds the
+  // master's extra (the tokenizer image) and must fit the board's image partition.
+  const uint64_t extra = master && o.board_images ? o.master_image_extra : 0;
+  const uint64_t room = stage_store_bytes_max(b, o);
+  if (s.fits && s.weight_bytes + extra > room) {
     s.fits = false;
-    s.overflow = "flash: " + std::to_string(s.weight_bytes) + " bytes of weights, flash has " + std::to_string(flash);
+    s.overflow = room < flash ? "image: " + std::to_string(s.weight_bytes) + " bytes of weights" +
+                                    (extra ? " + " + std::to_string(extra) + " of the tokenizer image" : std::string()) +
+                                    ", the board's image partition holds " + std::to_string(room)
+                              : "flash: " + std::to_string(s.weight_bytes) + " bytes of weights, flash has " + std::to_string(flash);
   }
   s.compute_s = stage_seconds(w, b);
   s.instr_s = m.instr_unsupported.empty() ? s.instr_s / b.clock_hz : 0;  // measured on one core (instruction_table_host.h)
@@ -389,12 +399,13 @@ Status plan_cluster(const ClusterModel& m, const BoardProfile& master_board, con
       total += w.weight_bytes + w.kv_bytes_per_pos * static_cast<uint64_t>(m.ctx_len);
     }
     const StagePlan one = plan_stage(m, node_board, 0, 1, false, o);
-    const uint64_t room = node_board.tiers[2].capacity_bytes;
+    const uint64_t room = stage_store_bytes_max(node_board, o);
     return Status::Error(Code::kOutOfRange,
                          "cluster plan: %d layers (%llu bytes of weights and KV cache, the largest layer %llu) do not fit on "
-                         "%d nodes of %s (flash %llu, psram %llu bytes each)%s%s",
+                         "%d nodes of %s (%s %llu, psram %llu bytes each)%s%s",
                          L, static_cast<unsigned long long>(total), static_cast<unsigned long long>(biggest), N,
-                         node_board.name.c_str(), static_cast<unsigned long long>(room),
+                         node_board.name.c_str(), room < node_board.tiers[2].capacity_bytes ? "image" : "flash",
+                         static_cast<unsigned long long>(room),
                          static_cast<unsigned long long>(node_board.tiers[1].capacity_bytes), one.fits ? "" : "; one layer alone: ",
                          one.fits ? "" : one.overflow.c_str());
   }
@@ -407,11 +418,13 @@ Status plan_cluster(const ClusterModel& m, const BoardProfile& master_board, con
   return price_partition(m, master_board, node_board, o, cuts, out);
 }
 
-Status plan_board_split(const LoadedModel& lm, const BoardProfile& board, int nodes, ClusterModel* cm, ClusterOptions* co,
-                        ClusterPlan* out) {
+Status plan_board_split(const LoadedModel& lm, const BoardProfile& board, int nodes, uint64_t master_extra, ClusterModel* cm,
+                        ClusterOptions* co, ClusterPlan* out) {
   MC_TRY(cluster_model_from_loaded(lm, 0, 4, 0, 0, cm));
   *co = ClusterOptions();
   co->nodes = nodes;
+  co->board_images = true;
+  co->master_image_extra = master_extra;
   return plan_cluster(*cm, board, board, *co, out);
 }
 

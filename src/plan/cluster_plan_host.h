@@ -93,7 +93,16 @@ struct ClusterOptions {
   int pos = -1;                // position of the predicted token (-1: the context's last)
   int streams = 1;             // sequences in flight: each node keeps one KV cache per stream
   LinkOptions link;
+  // Stages that become board images (plan_board_split): a stage's stored bytes (its weights, and on
+  // the master master_image_extra: the tokenizer image its image carries) must also fit the board's
+  // image_bytes_max, the partition an image is flashed into. Off, the flash tier's capacity only:
+  // `mcullm plan --cluster` prices designs (the reference's, with a 16 MB flash), not our images.
+  bool board_images = false;
+  uint64_t master_image_extra = 0;
 };
+
+// What a stage of board `b` may store: its flash, and with o.board_images the board's image size.
+uint64_t stage_store_bytes_max(const BoardProfile& b, const ClusterOptions& o);
 
 struct StagePlan {
   std::string name;            // "master", "node1", ...
@@ -136,11 +145,13 @@ Status price_partition(const ClusterModel& m, const BoardProfile& master_board, 
                        const ClusterOptions& o, const std::vector<int>& cuts, ClusterPlan* out);
 
 // The split of a loaded model over `nodes` boards of one profile (the master on the same board), for
-// the model's context, an f32 KV cache, one stream and the default link: what `mcullm convert --image
-// --nodes N` cuts the board images by and `mcullm cluster --local N --split plan` runs on PC nodes.
-// *cm and *co are what it was priced with (for format_cluster_plan).
-Status plan_board_split(const LoadedModel& lm, const BoardProfile& board, int nodes, ClusterModel* cm, ClusterOptions* co,
-                        ClusterPlan* out);
+// the model's context, an f32 KV cache, one stream and the default link, every stage a board image
+// (ClusterOptions::board_images; master_extra: the bytes the master's image carries beside its weights,
+// the tokenizer image): what `mcullm convert --image --nodes N` cuts the board images by and `mcullm
+// cluster --local N --split plan` runs on PC nodes. *cm and *co are what it was priced with (for
+// format_cluster_plan).
+Status plan_board_split(const LoadedModel& lm, const BoardProfile& board, int nodes, uint64_t master_extra, ClusterModel* cm,
+                        ClusterOptions* co, ClusterPlan* out);
 // The nodes' layer ranges of a plan, in chain order (the master's stage left out).
 std::vector<SliceRange> plan_node_ranges(const ClusterPlan& p);
 

@@ -331,12 +331,14 @@ Status cost_model(const LoadedModel& model, const BoardProfile& board, const Cos
     weights += t.bytes;
     r.tensors.push_back(t);
   }
-  // The image (every weight) is stored in flash; SRAM and PSRAM copies are made at boot.
-  if (r.fits && weights > board.tiers[2].capacity_bytes) {
+  // The image (every weight) is stored in flash, in the board's image partition; SRAM and PSRAM
+  // copies are made at boot.
+  const uint64_t flash = board.tiers[2].capacity_bytes, room = std::min(flash, board.image_bytes_max);
+  if (r.fits && weights > room) {
     std::vector<const CostTensor*> all;
     for (const CostTensor& t : r.tensors) all.push_back(&t);
     r.fits = false;
-    r.overflow = overflow_msg("flash", "the model image", weights, board.tiers[2].capacity_bytes, human_list(all));
+    r.overflow = overflow_msg(room < flash ? "image partition" : "flash", "the model image", weights, room, human_list(all));
   }
 
   // The KV cache read by the token at `pos`: keys and values of positions 0..pos, every layer.
