@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <sstream>
 
 #include "cluster_process.h"
 #include "plan/board_profile_host.h"
@@ -296,6 +297,56 @@ TEST_F(ClusterCli, BadArgumentsAreClearErrors) {
   EXPECT_NE(r.exit_code, 0);
   r = test::run_cli({"node", "-m", *model_, "--layers", "0:4"});
   EXPECT_EQ(r.exit_code, 2);
+}
+
+
+// The firmware's model partition (firmware/esp32s3/partitions.csv, the "model" row's size): what a
+// board image must fit.
+uint64_t model_partition_bytes() {
+  const std::vector<uint8_t> csv = test::read_file(std::string(MCULLM_SOURCE_DIR) + "/firmware/esp32s3/partitions.csv");
+  std::istringstream in(std::string(csv.begin(), csv.end()));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model,", 0) != 0) continue;
+    std::istringstream fields(line);  // Name, Type, SubType, Offset, Size, Flags
+    std::string field;
+    for (int i = 0; i < 5; ++i) std::getline(fields, field, ',');  // the fifth: Size
+    return std::strtoull(field.c_str(), nullptr, 0);
+  }
+  return 0;
+}
+
+// The cluster's model (models/tinystories-qwen2-ternary.gguf, `make train-qwen2`: 12 ternary Qwen2
+// layers trained by train/): a story written on 6 local nodes, star and ring, is `mcullm run`'s, token
+// for token (same text, same fingerprint); its per-node board images, cut by the planner, each fit the
+// firmware's model partition.
+TEST(ClusterTrainedQwen2, WritesRunsStoryOnSixNodesStarAndRingAndItsImagesFitTheBoards) {
+  const std::string model = std::string(MCULLM_SOURCE_DIR) + "/models/tinystories-qwen2-ternary.gguf";
+  const std::vector<std::string> gen = {"-m", model, "-p", "Once upon a time", "-n", "48", "--temp", "0.8", "--seed", "7",
+                                        "--fingerprint"};
+  std::vector<std::string> args = {"run"};
+  args.insert(args.end(), gen.begin(), gen.end());
+  const auto one = test::run_cli(args);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_NE(one.out.find("fingerprint "), std::string::npos) << one.out;
+  for (const char* topology : {"star", "ring"}) {
+    args = {"cluster"};
+    args.insert(args.end(), gen.begin(), gen.end());
+    for (const char* a : {"--local", "6", "--topology", topology}) args.push_back(a);
+    test::CliProcess p;
+    ASSERT_TRUE(p.start(args, test::temp_dir(), "master"));
+    ASSERT_EQ(p.wait(kWaitMs), 0) << topology << ": " << p.err();
+    EXPECT_EQ(p.out(), one.out) << topology << ": " << p.err();
+  }
+  const uint64_t partition = model_partition_bytes();
+  ASSERT_GT(partition, 0u) << "no model row in firmware/esp32s3/partitions.csv";
+  const std::string dir = test::temp_dir();
+  const auto conv = test::run_cli({"convert", model, "--image", dir + "/q.img", "--nodes", "6"});
+  ASSERT_EQ(conv.exit_code, 0) << conv.err;
+  for (const std::string part : {"master", "node1", "node2", "node3", "node4", "node5", "node6"}) {
+    const size_t bytes = test::read_file(dir + "/q." + part + ".img").size();
+    EXPECT_GT(bytes, 0u) << part;
+    EXPECT_LE(bytes, partition) << part;
+  }
 }
 
 }  // namespace
