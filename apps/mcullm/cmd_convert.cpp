@@ -395,7 +395,7 @@ int convert(const ConvertOptions& o) {
   if (Status st = writer.write_file(o.output); !st.ok()) return report(st);
   for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
   std::fprintf(stderr, "mcullm: wrote %s: %d matrices as %s (%d kept f32), %.2f MiB of weights, tokenizer %s\n",
-               o.output.c_str(), rep.matrices, o.type.c_str(), rep.kept_f32, rep.weight_bytes / 1048576.0,
+               o.output.c_str(), rep.matrices, o.type.empty() ? "f32" : o.type.c_str(), rep.kept_f32, rep.weight_bytes / 1048576.0,
                tok_status.ok() ? tok_source.c_str() : "none");
   return 0;
 }
