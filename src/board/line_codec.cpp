@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tokenizer/pretokenizer.h"
+
 namespace mcullm::lineproto {
 
 namespace {
@@ -158,24 +160,6 @@ int hex_digit(char c) {
   return -1;
 }
 
-// Length of the complete UTF-8 character at s[0, n) (shortest form, no surrogates, <= U+10FFFF), or 0.
-size_t utf8_char(const unsigned char* s, size_t n) {
-  const unsigned char c = s[0];
-  size_t len = 0;
-  uint32_t cp = 0;
-  if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1f;
-  else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0f;
-  else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07;
-  else return 0;
-  if (n < len) return 0;
-  for (size_t i = 1; i < len; ++i) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    cp = cp << 6 | (s[i] & 0x3f);
-  }
-  if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) return 0;
-  return len;
-}
-
 size_t fixed2(double v, char* out, size_t cap) {
   if (!(v >= 0)) v = 0;  // NaN or negative
   if (v > 1e12) v = 1e12;
@@ -263,7 +247,8 @@ size_t escape_text(const char* s, size_t n, char* out) {
   for (size_t i = 0; i < n;) {
     const unsigned char c = u[i];
     if (c >= 0x80) {
-      if (const size_t w = utf8_char(u + i, n - i)) {  // a whole character: as it is
+      size_t w = 0;
+      if (utf8_decode(u + i, n - i, &w) < kInvalidCodePoint) {  // a whole well-formed character: as it is
         memcpy(out + k, s + i, w);
         k += w;
         i += w;
