@@ -261,17 +261,30 @@ Status local_endpoints(const ClusterOptions& o, const std::vector<SliceRange>& p
   return Status::Ok();
 }
 
-Status remote_endpoints(const std::string& list, std::vector<cluster::NodeEndpoint>* eps) {
+// --nodes HOST:PORT,...: each node as written, its host and its port, in order.
+struct NodeAddress {
+  std::string text, host;
+  uint16_t port = 0;
+};
+Status parse_node_list(const std::string& list, std::vector<NodeAddress>* out) {
   std::stringstream ss(list);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::string host;
-    uint16_t port = 0;
-    if (!split_host_port(item, &host, &port).ok() || port == 0)
+  for (std::string item; std::getline(ss, item, ',');) {
+    NodeAddress a{item, "", 0};
+    if (!split_host_port(item, &a.host, &a.port).ok() || a.port == 0)
       return Status::Error(Code::kInvalidArgument, "--nodes: '%s' is not HOST:PORT", item.c_str());
-    eps->push_back({item, [host, port](std::unique_ptr<cluster::Transport>* t) { return cluster::tcp_connect(host, port, 1000, t); }});
+    out->push_back(a);
   }
-  if (eps->empty()) return Status::Error(Code::kInvalidArgument, "--nodes is empty");
+  if (out->empty()) return Status::Error(Code::kInvalidArgument, "--nodes is empty");
+  return Status::Ok();
+}
+
+Status remote_endpoints(const std::string& list, std::vector<cluster::NodeEndpoint>* eps) {
+  std::vector<NodeAddress> nodes;
+  MC_TRY(parse_node_list(list, &nodes));
+  for (const NodeAddress& a : nodes)
+    eps->push_back({a.text, [host = a.host, port = a.port](std::unique_ptr<cluster::Transport>* t) {
+                      return cluster::tcp_connect(host, port, 1000, t);
+                    }});
   return Status::Ok();
 }
 
@@ -322,14 +335,12 @@ struct LocalRing {
 Status remote_ring(const ClusterOptions& o, int* count, decltype(cluster::RingOptions::wire)* wire) {
   if (o.listen.empty())
     return Status::Error(Code::kInvalidArgument, "--topology ring --nodes: give --listen HOST:PORT, the last node's --next");
-  std::vector<std::string> items;
-  std::stringstream ss(o.nodes);
-  for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
-  if (items.empty()) return Status::Error(Code::kInvalidArgument, "--nodes is empty");
-  std::string host, listen_host;
-  uint16_t port = 0, listen_port = 0;
-  for (const std::string& item : items) MC_TRY(split_host_port(item, &host, &port).prefix("--nodes: "));
-  MC_TRY(split_host_port(items[0], &host, &port));
+  std::vector<NodeAddress> nodes;
+  MC_TRY(parse_node_list(o.nodes, &nodes));
+  const std::string host = nodes[0].host;
+  const uint16_t port = nodes[0].port;
+  std::string listen_host;
+  uint16_t listen_port = 0;
   MC_TRY(split_host_port(o.listen, &listen_host, &listen_port).prefix("--listen: "));
   std::shared_ptr<cluster::TcpListener> listener;
   {
@@ -337,7 +348,7 @@ Status remote_ring(const ClusterOptions& o, int* count, decltype(cluster::RingOp
     MC_TRY(cluster::tcp_listen(listen_host, listen_port, &l));
     listener = std::move(l);
   }
-  *count = static_cast<int>(items.size());
+  *count = static_cast<int>(nodes.size());
   *wire = [listener, host, port](std::unique_ptr<cluster::Transport>* to_first, std::unique_ptr<cluster::Transport>* from_last) {
     constexpr int kWaitMs = 60000;
     MC_TRY(cluster::tcp_connect(host, port, kWaitMs, to_first).prefix("the ring's first node: "));
