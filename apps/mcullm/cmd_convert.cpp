@@ -275,7 +275,10 @@ Status write_ternarized(const ConvertOptions& o, const GgufWriter& writer) {
   return Status::Ok();
 }
 
-bool is_ternary_type(const std::string& type) { return type == "i2_s" || type == "tl1" || type == "tl2"; }
+bool is_ternary_type(const std::string& type) {
+  const DTypeInfo* info = dtype_info_by_name(type.c_str());
+  return info && is_ternary_matrix_type(info->type);
+}
 
 // A Hugging Face folder (load/hf_checkpoint_host.h): its f32 weights written as --type (dense), or
 // ternarized (absmean) for i2_s / tl1 / tl2, with tokenizer.json as the GGUF's "gpt2" vocabulary.
