@@ -13,6 +13,7 @@
 
 #include "core/thread_pool_host.h"
 #include "model/sparse_ffn.h"
+#include "model/vocab_head_build_host.h"
 #include "format/esp32ai_writer_host.h"
 #include "format/transformer_gguf.h"
 #include "quant/q4e.h"
@@ -352,6 +353,77 @@ TEST(Esp32ai, ReluFfnGateFirstEqualsDense) {
             EXPECT_EQ(run_logits(a.model, &pool1, k, false, 6), dense);  // the greedy run too
           }
         }
+  }
+}
+
+// Batched prefill (PleContext::prefill, n tokens per call, every matrix read once for them) gives
+// each row the bits forward() gives token by token: SwiGLU and the ReLU FFN (whose single tokens run
+// gate first), an odd group, f32 and int8 activations, the full and the two-stage head, kernel
+// tables ref and the best one, one and two threads; chunks of 5, 5 and 3, the first without logits
+// (cache only) and the cache continued by forward.
+TEST(Esp32ai, BatchedPrefillEqualsForward) {
+  for (int variant = 0; variant < 3; ++variant) {
+    Spec s;
+    s.version = 1;
+    s.relu = variant != 0;
+    s.tied = variant != 2;
+    s.out_vocab = s.tied ? s.vocab : 33;
+    s.dim = 32;
+    s.heads = 4;
+    s.ffn = 70;
+    s.group = variant == 2 ? 7 : 16;
+    Loaded a;
+    ASSERT_TRUE(load(write_model(s, 21 + variant), &a).ok());
+    if (s.relu) {
+      ASSERT_TRUE(ple_build_sparse_ffn(&a.model, a.arena).ok());
+    }
+    VocabHead groups;
+    ASSERT_TRUE(build_vocab_head(a.model.output, 4, 4, a.arena, &groups).ok());
+    const int tokens[13] = {1, 5, 9, 3, 30, 2, 7, 7, 11, 0, 39, 4, 8};
+    const int V = a.model.cfg.output_vocab;
+    HostThreadPool pool1(1), pool2(2);
+    for (bool f32 : {false, true})
+      for (bool two_stage : {false, true})
+        for (const KernelSet* k : {&kernels_ref(), &kernels_best()})
+          for (ThreadPool* pool : {static_cast<ThreadPool*>(&pool1), static_cast<ThreadPool*>(&pool2)}) {
+            HeadChoice head;
+            if (two_stage) {
+              head.mode = HeadMode::kTwoStage;
+              head.groups = &groups;
+              head.top_groups = 2;
+            }
+            std::vector<uint8_t> mem1(4 << 20), mem2(4 << 20);
+            Arena w1(Tier::kHost, mem1.data(), mem1.size()), w2(Tier::kHost, mem2.data(), mem2.size());
+            PleContext one, batched;
+            ASSERT_TRUE(one.init(&a.model, 0, w1, pool, k, f32).ok());
+            ASSERT_TRUE(batched.init(&a.model, 0, w2, pool, k, f32).ok());
+            EXPECT_EQ(batched.max_batch(), 1);
+            ASSERT_TRUE(batched.enable_batch(5, w2).ok());
+            EXPECT_EQ(batched.max_batch(), 5);
+            ASSERT_TRUE(one.set_head(head, w1).ok());
+            ASSERT_TRUE(batched.set_head(head, w2).ok());
+            std::vector<float> want;
+            for (int pos = 0; pos < 13; ++pos) {
+              const float* lg = nullptr;
+              ASSERT_TRUE(one.forward(tokens[pos], pos, &lg).ok());
+              want.insert(want.end(), lg, lg + V);
+            }
+            std::vector<float> got(static_cast<size_t>(13) * V, 0.0f);
+            ASSERT_TRUE(batched.prefill(tokens, 5, 0, nullptr).ok());  // cache only
+            const float* lg = nullptr;
+            ASSERT_TRUE(batched.prefill(tokens + 5, 5, 5, &lg).ok());
+            std::memcpy(got.data() + 5 * V, lg, sizeof(float) * 5 * V);
+            ASSERT_TRUE(batched.prefill(tokens + 10, 2, 10, &lg).ok());
+            std::memcpy(got.data() + 10 * V, lg, sizeof(float) * 2 * V);
+            ASSERT_TRUE(batched.forward(tokens[12], 12, &lg).ok());
+            std::memcpy(got.data() + 12 * V, lg, sizeof(float) * V);
+            EXPECT_EQ(0, std::memcmp(got.data() + 5 * V, want.data() + 5 * V, sizeof(float) * 8 * V))
+                << "variant " << variant << " f32 " << f32 << " two-stage " << two_stage << " " << k->name;
+            EXPECT_EQ(batched.prefill(tokens, 6, 0, &lg).code(), Code::kInvalidArgument);  // over the cap
+            EXPECT_EQ(batched.prefill(tokens, 2, 31, &lg).code(), Code::kOutOfRange);      // past the context
+            const int bad[2] = {1, 40};
+            EXPECT_EQ(batched.prefill(bad, 2, 0, &lg).code(), Code::kOutOfRange);
+          }
   }
 }
 

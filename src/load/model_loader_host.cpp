@@ -253,7 +253,12 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
   const size_t batch = static_cast<size_t>(kPrefillBatch) *
                            (4ull * c.dim + 2ull * c.hidden_dim + static_cast<size_t>(c.vocab_size) + 2 * widest) * sizeof(float) +
                        (64u << 10);
-  const size_t bytes = kv + 16ull * (c.vocab_size + c.hidden_dim + c.dim) * sizeof(float) +
+  // A PLE model's columns also hold their per-layer inputs and gates (PleContext::enable_batch).
+  const size_t ple = m.is(ArchFamily::kPle) ? static_cast<size_t>(kPrefillBatch + 1) *
+                                                  (static_cast<size_t>(m.ple.cfg.n_layers + 1) * m.ple.cfg.ple_dim + 2 * widest) *
+                                                  sizeof(float)
+                                            : 0;
+  const size_t bytes = kv + ple + 16ull * (c.vocab_size + c.hidden_dim + c.dim) * sizeof(float) +
                        4ull * c.n_heads * static_cast<size_t>(ctx_len) * sizeof(float) + batch + extra_bytes + (1u << 20);
   out->memory.reset(new uint8_t[bytes]);
   out->work.reset(Tier::kHost, out->memory.get(), bytes);
@@ -267,6 +272,7 @@ Status make_decoder(const LoadedModel& m, int ctx_len, ThreadPool* pool, const K
     auto ple = std::make_shared<PleContext>();
     MC_TRY(ple->init(&m.ple, ctx_len, out->work, pool, kernels, m.f32_activations, m.kv));
     ple->set_sparse_ffn(!m.dense_ffn, m.sparse_max_live);
+    MC_TRY(ple->enable_batch(kPrefillBatch, out->work));
     out->decoder = ple;
     return Status::Ok();
   }

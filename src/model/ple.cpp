@@ -107,13 +107,11 @@ Status PleContext::init(const PleModel* model, int ctx_len, Arena& arena, Thread
   kernels_ = kernels;
   f32_act_ = f32_activations;
   MC_TRY(s_.init(base_, ctx_len, arena, kv));
-  const int LP = c.n_layers * c.ple_dim;
-  int widest = c.dim > c.ffn ? c.dim : c.ffn;
-  widest = widest > c.ple_dim ? widest : c.ple_dim;
-  MC_TRY(arena.alloc_array(c.ple_dim, TensorClass::kActivations, &gate_));
-  MC_TRY(arena.alloc_array(LP, TensorClass::kActivations, &ple_));
-  MC_TRY(arena.alloc_array(LP, TensorClass::kActivations, &row_));
-  MC_TRY(arena.alloc_array(widest, TensorClass::kActivations, &act_q_));
+  b_.view(base_, s_);
+  widest_ = c.dim + 64 > c.ffn ? c.dim + 64 : c.ffn;
+  widest_ = widest_ > c.ple_dim ? widest_ : c.ple_dim;
+  MC_TRY(arena.alloc_array(c.n_layers * c.ple_dim, TensorClass::kActivations, &row_));
+  MC_TRY(alloc_columns(1, arena));
   ffn_h_ = nullptr;
   ffn_live_ = nullptr;
   bool any_cols = false;  // a layer whose down matrix could not be column-stored runs dense
@@ -126,6 +124,22 @@ Status PleContext::init(const PleModel* model, int ctx_len, Arena& arena, Thread
   return Status::Ok();
 }
 
+Status PleContext::alloc_columns(int cap, Arena& arena) {
+  const PleConfig& c = model_->cfg;
+  const size_t n = static_cast<size_t>(cap);
+  const TensorClass act = TensorClass::kActivations;
+  MC_TRY(arena.alloc_array(n * static_cast<size_t>(c.ple_dim), act, &gate_));
+  MC_TRY(arena.alloc_array(n * static_cast<size_t>(c.n_layers * c.ple_dim), act, &ple_));
+  MC_TRY(arena.alloc_array(n * static_cast<size_t>(widest_), act, &act_q_));
+  return arena.alloc_array(n + static_cast<size_t>(widest_), act, &act_scales_);
+}
+
+Status PleContext::enable_batch(int cap, Arena& arena) {
+  MC_TRY(b_.init(base_, cap, arena));
+  MC_TRY(s_.reserve_stage(cap, arena));
+  return alloc_columns(cap, arena);
+}
+
 Status PleContext::set_head(const HeadChoice& c, Arena& arena) {
   return apply_head_choice(c, model_->output, arena, &head_rows_, &head_);
 }
@@ -136,121 +150,147 @@ bool PleContext::ffn_counts(FfnCounts* counts) const {
   return true;
 }
 
-void PleContext::run(const MatRef* const* mats, float* const* outs, int count, const float* x, int n) {
-  ActVec act;
+void PleContext::run(const MatRef* const* mats, float* const* outs, const size_t* strides, int count, const float* x,
+                     size_t x_stride, int n_vals, int n) {
+  ActMat act;
   act.f = x;
+  act.f_stride = x_stride;
   if (!f32_act_) {
-    q4e_quantize_activations(x, n, act_q_, &act_scale_);
+    const size_t w = static_cast<size_t>(widest_);
+    for (int i = 0; i < n; ++i) q4e_quantize_activations(x + i * x_stride, n_vals, act_q_ + i * w, act_scales_ + i);
     act.q = act_q_;
-    act.scales = &act_scale_;
-    act.block = n;
+    act.q_stride = w;
+    act.scales = act_scales_;
+    act.s_stride = 1;
+    act.block = n_vals;
   }
-  run_matvecs(*pool_, *kernels_, mats, outs, count, act);
+  run_matmats(*pool_, *kernels_, mats, outs, strides, count, act, n);
 }
 
-Status PleContext::forward(int token, int pos, const float** logits) {
+// One token's FFN gate first (model/sparse_ffn.h), its output added to x; false where it cannot run.
+bool PleContext::sparse_ffn(const PleLayer& Ly) {
+  if (!model_->cfg.relu_ffn || !sparse_on_ || f32_act_ || !Ly.down_cols.w || !ffn_h_) return false;
+  const int D = model_->cfg.dim;
+  // x quantized once (as run() does) for gate and up; h's quantization goes to the same buffers after.
+  ActVec act;
+  act.f = b_.xb;
+  q4e_quantize_activations(b_.xb, D, act_q_, act_scales_);
+  act.q = act_q_;
+  act.scales = act_scales_;
+  act.block = D;
+  const ReluFfnQ f{Ly.gate, Ly.up, Ly.down_cols, Ly.down, sparse_max_live_};
+  const FfnScratchQ sc{b_.hb, b_.hb2, ffn_h_, act_q_, act_scales_, ffn_live_};
+  FfnStats st;
+  ffn_relu_sparse_q(*pool_, *kernels_, f, act, sc, b_.xb, &st);
+  ffn_.neurons += static_cast<unsigned long long>(st.neurons);
+  ffn_.live += static_cast<unsigned long long>(st.live);
+  ffn_.skipped += static_cast<unsigned long long>(st.skipped);
+  for (int i = 0; i < D; ++i) b_.x[i] += b_.xb[i];
+  return true;
+}
+
+Status PleContext::forward(int token, int pos, const float** logits) { return prefill(&token, 1, pos, logits); }
+
+// The one layer loop, for any n: per column the same float operations in the same order.
+Status PleContext::prefill(const int* tokens, int n, int pos0, const float** logits) {
   const PleModel& m = *model_;
   const PleConfig& c = m.cfg;
-  if (token < 0 || token >= c.input_vocab)
-    return Status::Error(Code::kOutOfRange, "token id %d is outside the vocabulary of %d", token, c.input_vocab);
-  MC_TRY(check_token_pos(base_, s_.ctx_len, 0, pos));
-  const int D = c.dim, L = c.n_layers, P = c.ple_dim, F = c.ffn, hs = c.head_dim();
+  if (n < 1 || n > max_batch())
+    return Status::Error(Code::kInvalidArgument, "a batch of %d tokens (this decoder takes 1..%d)", n, max_batch());
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= c.input_vocab)
+      return Status::Error(Code::kOutOfRange, "token id %d is outside the vocabulary of %d", tokens[i], c.input_vocab);
+  }
+  if (pos0 < 0 || pos0 > s_.ctx_len - n)
+    return Status::Error(Code::kOutOfRange, "positions %d..%d are outside the context of %d tokens", pos0, pos0 + n - 1,
+                         s_.ctx_len);
+  const int D = c.dim, L = c.n_layers, P = c.ple_dim, F = c.ffn, hs = c.head_dim(), half = hs / 2;
+  const size_t Dz = static_cast<size_t>(D), Fz = static_cast<size_t>(F), Pz = static_cast<size_t>(P);
+  const size_t LP = static_cast<size_t>(L) * Pz;
+  const size_t nD = static_cast<size_t>(n) * Dz;
   const KernelSet& k = *kernels_;
+  float *const x = b_.x, *const xb = b_.xb;
 
-  q4e_dequantize_row(m.tok_emb, token, s_.x);
+  for (int i = 0; i < n; ++i) q4e_dequantize_row(m.tok_emb, tokens[i], x + i * Dz);
 
   // Per-layer inputs: (RMSNorm(proj(x) / sqrt(D)) + table[token] * sqrt(P)) / sqrt(2).
-  {
-    const MatRef* mats[1] = {&m.ple_model_proj};
-    float* outs[1] = {ple_};
-    run(mats, outs, 1, s_.x, D);
-  }
+  run1(m.ple_model_proj, ple_, LP, x, Dz, D, n);
   const float dscale = 1.0f / mc_sqrtf(static_cast<float>(D));
-  for (int i = 0; i < L * P; ++i) ple_[i] *= dscale;
-  for (int l = 0; l < L; ++l) rmsnorm(k, ple_ + l * P, ple_ + l * P, m.ple_proj_norm, P, c.norm_eps);
-  q4e_dequantize_row(m.ple_table, token, row_);  // the one table row this token reads
   const float sp = mc_sqrtf(static_cast<float>(P)), inv2 = 0.70710678f;
-  for (int i = 0; i < L * P; ++i) ple_[i] = (ple_[i] + row_[i] * sp) * inv2;
+  for (int i = 0; i < n; ++i) {
+    float* ple = ple_ + i * LP;
+    for (size_t j = 0; j < LP; ++j) ple[j] *= dscale;
+    for (int l = 0; l < L; ++l) rmsnorm(k, ple + l * Pz, ple + l * Pz, m.ple_proj_norm, P, c.norm_eps);
+    q4e_dequantize_row(m.ple_table, tokens[i], row_);  // the one table row this token reads
+    for (size_t j = 0; j < LP; ++j) ple[j] = (ple[j] + row_[j] * sp) * inv2;
+  }
 
-  rope_angles(c.rope_theta, hs, pos, s_.rope_cos, s_.rope_sin);
+  for (int i = 0; i < n; ++i) rope_angles(c.rope_theta, hs, pos0 + i, b_.rope_cos + i * half, b_.rope_sin + i * half);
+  auto norm = [&](float* out, const float* in, const float* w) {
+    for (int i = 0; i < n; ++i) rmsnorm(k, out + i * Dz, in + i * Dz, w, D, c.norm_eps);
+  };
   for (int l = 0; l < L; ++l) {
     const PleLayer& Ly = m.layers[l];
-    float* key = s_.new_keys(l, pos);
-    float* value = s_.new_values(l, pos);
-    rmsnorm(k, s_.xb, s_.x, Ly.attn_norm, D, c.norm_eps);
+    float* keys = s_.new_keys(l, pos0);
+    float* values = s_.new_values(l, pos0);
+    norm(xb, x, Ly.attn_norm);
     {
       const MatRef* mats[3] = {&Ly.wq, &Ly.wk, &Ly.wv};  // the fused QKV, one hand-off
-      float* outs[3] = {s_.q, key, value};
-      run(mats, outs, 3, s_.xb, D);
+      float* outs[3] = {b_.q, keys, values};
+      const size_t strides[3] = {Dz, Dz, Dz};
+      run(mats, outs, strides, 3, xb, Dz, D, n);
     }
-    rope_rotate(s_.q, D, hs, s_.rope_cos, s_.rope_sin, RopeStyle::kNeox);  // split-half pairs
-    rope_rotate(key, D, hs, s_.rope_cos, s_.rope_sin, RopeStyle::kNeox);
-    attend(*pool_, k, base_, s_, l, pos, 1, s_.q, s_.att_out);
-    {
-      const MatRef* mats[1] = {&Ly.attn_proj};
-      float* outs[1] = {s_.xb};
-      run(mats, outs, 1, s_.att_out, D);
+    for (int i = 0; i < n; ++i) {  // split-half pairs
+      rope_rotate(b_.q + i * Dz, D, hs, b_.rope_cos + i * half, b_.rope_sin + i * half, RopeStyle::kNeox);
+      rope_rotate(keys + i * Dz, D, hs, b_.rope_cos + i * half, b_.rope_sin + i * half, RopeStyle::kNeox);
     }
-    for (int i = 0; i < D; ++i) s_.x[i] += s_.xb[i];
+    attend(*pool_, k, base_, s_, l, pos0, n, b_.q, b_.att_out);
+    run1(Ly.attn_proj, xb, Dz, b_.att_out, Dz, D, n);
+    for (size_t i = 0; i < nD; ++i) x[i] += xb[i];
 
-    rmsnorm(k, s_.xb, s_.x, Ly.ffn_norm, D, c.norm_eps);
-    if (c.relu_ffn && sparse_on_ && !f32_act_ && Ly.down_cols.w && ffn_h_) {
-      // Gate first: x quantized once (as run() does) for gate and up; the FFN output lands in xb.
-      ActVec act;
-      act.f = s_.xb;
-      q4e_quantize_activations(s_.xb, D, act_q_, &act_scale_);
-      act.q = act_q_;
-      act.scales = &act_scale_;
-      act.block = D;
-      const ReluFfnQ f{Ly.gate, Ly.up, Ly.down_cols, Ly.down, sparse_max_live_};
-      // act_q_ / act_scale_ hold x until the gate and up rows are done; h's go to the same buffers after.
-      const FfnScratchQ sc{s_.hb, s_.hb2, ffn_h_, act_q_, &act_scale_, ffn_live_};
-      FfnStats st;
-      ffn_relu_sparse_q(*pool_, k, f, act, sc, s_.xb, &st);
-      ffn_.neurons += static_cast<unsigned long long>(st.neurons);
-      ffn_.live += static_cast<unsigned long long>(st.live);
-      ffn_.skipped += static_cast<unsigned long long>(st.skipped);
-    } else {
-      const MatRef* mats[2] = {&Ly.gate, &Ly.up};
-      float* outs[2] = {s_.hb, s_.hb2};
-      run(mats, outs, 2, s_.xb, D);
-      if (c.relu_ffn) {
-        ffn_.live += static_cast<unsigned long long>(relu_mul(s_.hb, s_.hb2, s_.hb, F));
-        ffn_.neurons += static_cast<unsigned long long>(F);
-      } else {
-        k.silu_mul(s_.hb, s_.hb2, F);
+    norm(xb, x, Ly.ffn_norm);
+    if (n > 1 || !sparse_ffn(Ly)) {
+      {
+        const MatRef* mats[2] = {&Ly.gate, &Ly.up};
+        float* outs[2] = {b_.hb, b_.hb2};
+        const size_t strides[2] = {Fz, Fz};
+        run(mats, outs, strides, 2, xb, Dz, D, n);
       }
-      const MatRef* down[1] = {&Ly.down};
-      float* dout[1] = {s_.xb};
-      run(down, dout, 1, s_.hb, F);
+      for (int i = 0; i < n; ++i) {
+        float *g = b_.hb + i * Fz, *u = b_.hb2 + i * Fz;
+        if (c.relu_ffn) {
+          ffn_.live += static_cast<unsigned long long>(relu_mul(g, u, g, F));
+          ffn_.neurons += static_cast<unsigned long long>(F);
+        } else {
+          k.silu_mul(g, u, F);
+        }
+      }
+      run1(Ly.down, xb, Dz, b_.hb, Fz, F, n);
+      for (size_t i = 0; i < nD; ++i) x[i] += xb[i];
     }
-    for (int i = 0; i < D; ++i) s_.x[i] += s_.xb[i];
 
     // PLE gate: x += RMSNorm(ple_proj(gelu(ple_gate(x)) * ple_l)).
-    {
-      const MatRef* mats[1] = {&Ly.ple_gate};
-      float* outs[1] = {gate_};
-      run(mats, outs, 1, s_.x, D);
+    run1(Ly.ple_gate, gate_, Pz, x, Dz, D, n);
+    for (int i = 0; i < n; ++i) {
+      float* g = gate_ + i * Pz;
+      const float* ple = ple_ + i * LP + l * Pz;
+      for (int j = 0; j < P; ++j) g[j] = mc_gelu_erf(g[j]) * ple[j];
     }
-    for (int i = 0; i < P; ++i) gate_[i] = mc_gelu_erf(gate_[i]) * ple_[l * P + i];
-    {
-      const MatRef* mats[1] = {&Ly.ple_proj};
-      float* outs[1] = {s_.xb};
-      run(mats, outs, 1, gate_, P);
-    }
-    rmsnorm(k, s_.xb, s_.xb, Ly.ple_norm, D, c.norm_eps);
-    for (int i = 0; i < D; ++i) s_.x[i] += s_.xb[i];
+    run1(Ly.ple_proj, xb, Dz, gate_, Pz, P, n);
+    norm(xb, xb, Ly.ple_norm);
+    for (size_t i = 0; i < nD; ++i) x[i] += xb[i];
   }
+  if (!logits) return Status::Ok();
 
-  rmsnorm(k, s_.x, s_.x, m.out_norm, D, c.norm_eps);
+  norm(x, x, m.out_norm);
+  const size_t V = static_cast<size_t>(c.output_vocab);
   if (head_.grouped()) {
-    grouped_head_logits(k, head_, s_.x, D, f32_act_, act_q_, &act_scale_, head_rows_, s_.logits);
+    for (int i = 0; i < n; ++i)  // column by column: each the bits of a single token's head
+      grouped_head_logits(k, head_, x + i * Dz, D, f32_act_, act_q_, act_scales_, head_rows_, b_.logits + i * V);
   } else {
-    const MatRef* mats[1] = {&m.output};
-    float* outs[1] = {s_.logits};
-    run(mats, outs, 1, s_.x, D);
+    run1(m.output, b_.logits, V, x, Dz, D, n);
   }
-  *logits = s_.logits;
+  *logits = b_.logits;
   return Status::Ok();
 }
 

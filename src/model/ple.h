@@ -81,12 +81,18 @@ class PleContext final : public Decoder {
  public:
   Status init(const PleModel* model, int ctx_len, Arena& arena, ThreadPool* pool, const KernelSet* kernels,
               bool f32_activations, KvType kv = KvType::kF32);
+  // Buffers for batched prefill of up to `cap` tokens (1..4096) from `arena`; without it max_batch() is 1.
+  Status enable_batch(int cap, Arena& arena);
   Status forward(int token, int pos, const float** logits) override;
+  // Every weight matrix read once for the n tokens (kernels.h matmat); row i of *logits has the bits
+  // forward(tokens[i], pos0 + i) gives. n == 1 is forward (the gate-first sparse FFN runs there only).
+  Status prefill(const int* tokens, int n, int pos0, const float** logits) override;
+  int max_batch() const override { return b_.cap; }
   Status set_head(const HeadChoice& c, Arena& arena) override;
   int vocab_size() const override { return model_->cfg.output_vocab; }
   int ctx_len() const override { return s_.ctx_len; }
   // After forward: the head's input (the final RMSNorm's output), [dim].
-  const float* head_input() const { return s_.x; }
+  const float* head_input() const { return b_.x; }
   const PleModel& model() const { return *model_; }
   bool f32_activations() const { return f32_act_; }
   // A ReLU FFN (cfg.relu_ffn): its counts since init. Gate first (ffn_relu_sparse_q) in the layers
@@ -100,20 +106,32 @@ class PleContext final : public Decoder {
   }
 
  private:
-  // Matrices reading the same input x (n values): int8 quantization (one scale) unless f32.
-  void run(const MatRef* const* mats, float* const* outs, int count, const float* x, int n);
+  // Matrices reading the same n columns (column i at x + i * x_stride, n_vals values; output m of
+  // column i at outs[m] + i * strides[m]): int8 quantization (one scale per column) unless f32.
+  void run(const MatRef* const* mats, float* const* outs, const size_t* strides, int count, const float* x,
+           size_t x_stride, int n_vals, int n);
+  // One matrix of n columns, output column i at out + i * out_stride.
+  void run1(const MatRef& w, float* out, size_t out_stride, const float* x, size_t x_stride, int n_vals, int n) {
+    const MatRef* mats[1] = {&w};
+    run(mats, &out, &out_stride, 1, x, x_stride, n_vals, n);
+  }
+  // Scratch for `cap` columns: per-layer inputs, PLE gates, int8 activations and their scales.
+  Status alloc_columns(int cap, Arena& arena);
+  bool sparse_ffn(const PleLayer& Ly);
 
   const PleModel* model_ = nullptr;
   LlamaConfig base_;
   ThreadPool* pool_ = nullptr;
   const KernelSet* kernels_ = nullptr;
   bool f32_act_ = false;
-  DecoderState s_;           // x, xb, q, att_out, hb (gate), hb2 (up), attention, KV cache, logits
-  float* gate_ = nullptr;    // [ple_dim]: the PLE gate
-  float* ple_ = nullptr;     // [L * P]: this token's per-layer inputs
-  float* row_ = nullptr;     // [L * P]: the PLE table row
-  int8_t* act_q_ = nullptr;  // [max(dim, ffn, ple_dim)]
-  float act_scale_ = 0.0f;
+  DecoderState s_;           // attention scratch, KV cache; single-token buffers until enable_batch
+  BatchState b_;             // x, xb, q, att_out, hb (gate), hb2 (up), logits, RoPE angles: [cap, ...]
+  float* gate_ = nullptr;    // [cap, ple_dim]: the PLE gates
+  float* ple_ = nullptr;     // [cap, L * P]: each token's per-layer inputs
+  float* row_ = nullptr;     // [L * P]: a PLE table row
+  int widest_ = 0;           // max(dim + 64, ffn, ple_dim): a column of act_q_ (the grouped head's scratch too)
+  int8_t* act_q_ = nullptr;  // [cap, widest_]
+  float* act_scales_ = nullptr;  // [cap + widest_]: one per column, or the grouped head's scales
   HeadChoice head_;
   float* head_rows_ = nullptr;  // grouped head: head_scratch_floats (model/vocab_head.h)
   FfnCounts ffn_;

@@ -305,8 +305,13 @@ void run_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats
   a.q = act.q;
   a.scales = act.scales;
   a.block = act.block;
-  MatmatJob job{&k, mats, outs, nullptr, count, &a, 1};
-  pool.run_sized(matmat_task, &job, mats_work(mats, count, 1));
+  run_matmats(pool, k, mats, outs, nullptr, count, a, 1);
+}
+
+void run_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
+                 const size_t* out_strides, int count, const ActMat& act, int n) {
+  MatmatJob job{&k, mats, outs, out_strides, count, &act, n};
+  pool.run_sized(matmat_task, &job, mats_work(mats, count, n));
 }
 
 AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderState& s, int layer, int pos) {
@@ -358,8 +363,7 @@ void run_ternary_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* con
   a.scales = b.act_scales;
   a.s_stride = 1;
   a.block = n_vals;
-  MatmatJob job{&k, mats, outs, out_strides, count, &a, n};
-  pool.run_sized(matmat_task, &job, mats_work(mats, count, n));
+  run_matmats(pool, k, mats, outs, out_strides, count, a, n);
 }
 
 void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
@@ -381,8 +385,7 @@ void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const
       a.s_stride = qs;
       a.block = block;
     }
-    MatmatJob job{&k, mats + start, outs + start, out_strides + start, end - start, &a, n};
-    pool.run_sized(matmat_task, &job, mats_work(mats + start, end - start, n));
+    run_matmats(pool, k, mats + start, outs + start, out_strides + start, end - start, a, n);
     start = end;
   }
 }

@@ -137,6 +137,10 @@ size_t mats_work(const MatRef* const* mats, int count, int n);
 // Rows of each matrix split over the pool's threads, all reading the same input `act`, in one hand-off.
 void run_matvecs(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs, int count,
                  const ActVec& act);
+// The same for the n columns of `act` (output m of column i at outs[m] + i * out_strides[m]; n = 1
+// runs the matvecs): kernels.h matmat, every column with the matvec's bits.
+void run_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const* mats, float* const* outs,
+                 const size_t* out_strides, int count, const ActMat& act, int n);
 
 // Matrices reading n columns (column i of the input at x + i * x_stride, n_vals values; of output
 // m at outs[m] + i * out_strides[m]), one hand-off to the pool: each weight matrix is read once for
