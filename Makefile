@@ -68,7 +68,7 @@ train-qwen2: cli deps-train
 	$(PYTHON) train/train.py --out $(QWEN2_DIR) --arch qwen2 --quant ternary --untied --vocab 1024 --dim 128 \
 	  --layers 12 --heads 4 --kv-heads 2 --hidden 256 --steps 1200 --warmup 100 --batch 16 --seq 256 --lr 3e-3 \
 	  --seed 1 --threads 1 --eval-every 200 --checkpoint-every 100 $(if $(RESUME),--resume)
-	./build/release/mcullm convert $(QWEN2_DIR)/model-f32.gguf -o $(QWEN2_DIR)/tinystories-qwen2-ternary.gguf --type i2_s
+	./build/release/mcullm convert $(QWEN2_DIR)/model-f32.gguf -o $(QWEN2_DIR)/tinystories-qwen2-ternary.gguf --type i2_s --embd-type q8_0
 	@echo "train-qwen2: wrote $(QWEN2_DIR)/tinystories-qwen2-ternary.gguf"
 
 test-release: release
