@@ -14,6 +14,7 @@
 #   --quant TYPE      first convert MODEL to GGUF with --type TYPE (e.g. q4g64), then run that
 #   -n N              tokens to generate (16)      --prompt-ids IDS   (1,403,407)
 #   --temp T --seed S sampling (0 = greedy; defaults 0 and 42)
+#   --kv TYPE         KV cache f32 (default) or int8: `mcullm run --kv`, the runners' kv=
 #   --refusals        instead: every runner must refuse a truncated image, a corrupt one, an image
 #                     whose SRAM section does not fit and one larger than its flash, each with its
 #                     message and exit code
@@ -31,6 +32,7 @@ N=16
 IDS=1,403,407
 TEMP=0
 SEED=42
+KV=f32
 MODE=compare
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,10 +42,11 @@ while [ $# -gt 0 ]; do
     --prompt-ids) IDS=$2; shift 2 ;;
     --temp) TEMP=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
+    --kv) KV=$2; shift 2 ;;
     --refusals) MODE=refusals; shift ;;
     --build) BUILD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     -*) echo "run_targets: unknown option $1" >&2; exit 1 ;;
     *) MODEL=$1; shift ;;
   esac
@@ -124,7 +127,7 @@ echo "$IDS" | tr ',' ' ' >"$WORK/prompt.txt"
 run_board() {
   local target=$1 image=$2
   shift 2
-  local args=(image="$image" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" seed="$SEED" "$@")
+  local args=(image="$image" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" seed="$SEED" kv="$KV" "$@")
   local rc=0
   case "$target" in
     board-host) "$BOARD" "${args[@]}" >"$WORK/$target.out" 2>&1 || rc=$? ;;
@@ -181,7 +184,7 @@ grep -qw avx2 /proc/cpuinfo 2>/dev/null && SIMD=avx2
 for k in ref "$SIMD"; do
   name=x86-ref
   [ "$k" = ref ] || name=x86-simd
-  out=$("$MCULLM" run -m "$MODEL" "${TOKARGS[@]}" --prompt-ids "$IDS" -n "$N" --temp "$TEMP" -s "$SEED" --kernels "$k" \
+  out=$("$MCULLM" run -m "$MODEL" "${TOKARGS[@]}" --prompt-ids "$IDS" -n "$N" --temp "$TEMP" -s "$SEED" --kernels "$k" --kv "$KV" \
         --fingerprint -q 2>"$WORK/$name.err") || { cat "$WORK/$name.err" >&2; exit 1; }
   FP[$name]=$(echo "$out" | grep '^fingerprint' | cut -d' ' -f2)
 done
@@ -197,7 +200,7 @@ done
 
 ref=${FP[x86-ref]}
 fail=0
-echo "model $MODEL, prompt $IDS, $N tokens, temp $TEMP, seed $SEED"
+echo "model $MODEL, prompt $IDS, $N tokens, temp $TEMP, seed $SEED, kv $KV"
 echo "tokens: $(grep '^tokens' "$WORK/xtensa.out" | cut -d' ' -f2-)"
 declare -A KERNELS=([x86-ref]=ref [x86-simd]=$SIMD)
 for t in x86-ref x86-simd "${BOARDS[@]}"; do

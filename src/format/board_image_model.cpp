@@ -231,20 +231,21 @@ static Status arch_from_image(const BoardImage& img, Arena& tables, BoardModel* 
   return Status::Error(Code::kUnsupported, "board image: unknown architecture");
 }
 
-Status BoardDecoder::init(const BoardModel& model, int ctx_len, Arena& work, ThreadPool* pool, const KernelSet* kernels) {
+Status BoardDecoder::init(const BoardModel& model, int ctx_len, Arena& work, ThreadPool* pool, const KernelSet* kernels,
+                          KvType kv) {
   active_ = nullptr;
   if (!model.arch) return Status::Error(Code::kUnsupported, "board image: unknown architecture");
   switch (model.arch->family) {
     case ArchFamily::kTransformer:
-      MC_TRY(transformer_.init(&model.transformer, ctx_len, work, pool, kernels));
+      MC_TRY(transformer_.init(&model.transformer, ctx_len, work, pool, kernels, kv));
       active_ = &transformer_;
       break;
     case ArchFamily::kBitLlama2c:
-      MC_TRY(bitllama2c_.init(&model.bitllama2c, ctx_len, work, pool, kernels));
+      MC_TRY(bitllama2c_.init(&model.bitllama2c, ctx_len, work, pool, kernels, kv));
       active_ = &bitllama2c_;
       break;
     case ArchFamily::kPle:
-      MC_TRY(ple_.init(&model.ple, ctx_len, work, pool, kernels, false));
+      MC_TRY(ple_.init(&model.ple, ctx_len, work, pool, kernels, false, kv));
       active_ = &ple_;
       break;
   }

@@ -48,10 +48,12 @@ LlamaConfig board_llama_config(const BoardImageConfig& c);
 // embedded tokenizer image is opened (TokenizerImage::open checks all of it) and must fit the vocabulary.
 Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* out);
 
-// The decoder of whichever architecture the model has; KV cache and activations from `work`.
+// The decoder of whichever architecture the model has; KV cache (f32, or int8 with one scale per head
+// per position: `mcullm run --kv int8`'s bits) and activations from `work`.
 class BoardDecoder {
  public:
-  Status init(const BoardModel& model, int ctx_len, Arena& work, ThreadPool* pool, const KernelSet* kernels);
+  Status init(const BoardModel& model, int ctx_len, Arena& work, ThreadPool* pool, const KernelSet* kernels,
+              KvType kv = KvType::kF32);
   Decoder& decoder() { return *active_; }
   // The model's default head (BoardModel::head), or the full head where it is pruned and the
   // generation does not pick the argmax (sampling): a pruned head is exact for greedy decoding only.

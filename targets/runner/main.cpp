@@ -2,6 +2,7 @@
 //   image=PATH   board image (mcullm convert --image)     prompt=PATH  token ids, e.g. "1 403 407"
 //   n=16 temp=0.8 seed=42 top_k=40 top_p=0.95 min_p=0.05  (`mcullm run`'s defaults, but n)
 //   kernels=auto|ref|avx2|neon  work=sram|psram (where KV cache and activations go; default sram)
+//   kv=f32|int8  the KV cache (int8: one scale per head per position, `mcullm run --kv int8`'s bits)
 // It reads the image into the "flash" buffer, validates it, copies the SRAM / PSRAM sections into
 // those tiers' arenas, builds the model and generates. It prints one line per step with the target's
 // counter, the tokens, memory per tier and the run's fingerprint in `mcullm run --fingerprint`'s form.
@@ -35,6 +36,7 @@ struct Args {
   const char* prompt = nullptr;
   const char* kernels = "auto";
   bool work_psram = false;
+  KvType kv = KvType::kF32;
   int n = 16;
   SamplerConfig sampler;
 };
@@ -88,6 +90,7 @@ Status parse_args(int argc, char** argv, Args* a) {
     else if (is("prompt")) a->prompt = v;
     else if (is("kernels")) a->kernels = v;
     else if (is("work")) { a->work_psram = strcmp(v, "psram") == 0; ok = a->work_psram || strcmp(v, "sram") == 0; }
+    else if (is("kv")) { ok = parse_kv_type(v, &a->kv); }
     else if (is("n")) { ok = parse_uint(v, 1u << 20, &u); a->n = static_cast<int>(u); }
     else if (is("seed")) { ok = parse_uint(v, UINT64_MAX / 10, &u) && u != 0; a->sampler.seed = u; }
     else if (is("top_k")) { ok = parse_uint(v, 1u << 24, &u); a->sampler.top_k = static_cast<int>(u); }
@@ -202,9 +205,9 @@ int run(int argc, char** argv) {
   if (Status st = parse_args(argc, argv, &a); !st.ok()) return fail(1, st);
   const KernelSet* kernels = kernels_by_name(a.kernels);
   if (!kernels) return fail(1, Status::Error(Code::kInvalidArgument, "kernels=%s is unknown or not supported here", a.kernels));
-  printf("board: target %s, sram %lu, psram %lu, flash %lu bytes, kernels %s\n", board_target_name(),
+  printf("board: target %s, sram %lu, psram %lu, flash %lu bytes, kernels %s, kv %s\n", board_target_name(),
          static_cast<unsigned long>(BOARD_SRAM_BYTES), static_cast<unsigned long>(BOARD_PSRAM_BYTES),
-         static_cast<unsigned long>(BOARD_FLASH_BYTES), kernels->name);
+         static_cast<unsigned long>(BOARD_FLASH_BYTES), kernels->name, kv_type_name(a.kv));
 
   // The tiers: SRAM and PSRAM arenas, and the flash stand-in that holds the image as read.
   void* sram_mem = malloc(BOARD_SRAM_BYTES);
@@ -239,7 +242,7 @@ int run(int argc, char** argv) {
     return fail(1, Status::Error(Code::kOutOfRange, "the prompt has %d ids, the context holds %d", n_prompt, ctx_len));
   Arena& work = a.work_psram ? psram : sram;
   SerialPool pool;
-  if (Status st = g_decoder.init(g_model, ctx_len, work, &pool, kernels); !st.ok()) return fail(3, st);
+  if (Status st = g_decoder.init(g_model, ctx_len, work, &pool, kernels, a.kv); !st.ok()) return fail(3, st);
   if (Status st = g_sampler.init(a.sampler, cfg.vocab_size, work); !st.ok()) return fail(3, st);
   int* history = nullptr;
   if (Status st = work.alloc_array(static_cast<size_t>(n_prompt + a.n + 1), TensorClass::kScratch, &history); !st.ok())

@@ -3,7 +3,7 @@
 # tools/esp32s3-qemu/build.sh): its fingerprint must equal the PC's (`mcullm run --kernels ref
 # --fingerprint`), with kernels=pie and with kernels=ref (the same ELF), and the instructions per
 # sampled token of both runs are printed (-icount shift=0).
-# usage: tools/esp32s3-pie/run_board.sh QEMU MODEL [-z TOK] [--quant TYPE] [--prompt-ids IDS] [-n N]
+# usage: tools/esp32s3-pie/run_board.sh QEMU MODEL [-z TOK] [--quant TYPE] [--prompt-ids IDS] [-n N] [--kv f32|int8]
 #        [--build DIR (build/release, with mcullm)] [--work DIR]
 # The ELF is route 3's esp32-lx7 board runner (targets/Makefile) as the variant esp32s3-pie: the
 # PIE table and assembly added with LX7_EXTRA_SRCS, MCULLM_PIE defined with LX7_EXTRA_DEFS.
@@ -14,7 +14,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 board_parse_args "$@"
 board_build_elf
 board_image
-pc=$("$MCULLM" run -m "$MODEL" "${TOKARGS[@]}" --prompt-ids "$IDS" -n "$N" --temp 0 --kernels ref --fingerprint -q |
+pc=$("$MCULLM" run -m "$MODEL" "${TOKARGS[@]}" --prompt-ids "$IDS" -n "$N" --temp 0 --kernels ref --kv "$KV" --fingerprint -q |
      grep '^fingerprint' | cut -d' ' -f2)
 echo "model $MODEL, prompt $IDS, $N tokens"
 echo "pc (ref)        fingerprint $pc"
