@@ -12,6 +12,7 @@
 
 #include "core/thread_pool_host.h"
 #include "kernel_test_data.h"
+#include "kernels/ref/f32_unrolled.h"
 #include "quant/blocks.h"
 #include "quant/dtype.h"
 #include "test_support.h"
@@ -130,6 +131,71 @@ void check_quant_reference(DType type) {
   }
   EXPECT_EQ(contract_failures, 0);
   EXPECT_EQ(value_failures, 0) << "of " << checked;
+}
+
+// The unrolled f32 kernels (the PIE table's, kernels/ref/f32_unrolled.h) give the reference's bits:
+// every length 0..70 (whole and partial lane rounds, head sizes below 8 and between blocks of 8), every
+// position count up to 40, values with signed zeros (a lane of -0 folded with +0 lanes), infinities
+// and NaNs among ordinary ones (any NaN for a NaN).
+TEST(KernelsUnrolled, F32DotAndAttentionEqualTheReference) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto fill = [&](std::vector<float>& v, bool specials) {
+    for (float& x : v) {
+      x = normal(rng);
+      if (specials) {
+        const unsigned r = rng() % 64;
+        if (r == 0) x = -0.0f;
+        else if (r == 1) x = 0.0f;
+        else if (r == 2) x = INFINITY;
+        else if (r == 3) x = NAN;
+      }
+    }
+  };
+  // Bit for bit, except that two NaNs are equal: which NaN an add returns (its sign and payload) follows the
+  // operand order the compiler picks, as for every kernel (docs/pie.md).
+  const auto bits = [](const float* a, const float* b, int n) {
+    for (int i = 0; i < n; ++i)
+      if (std::memcmp(a + i, b + i, 4) != 0 && !(std::isnan(a[i]) && std::isnan(b[i]))) return false;
+    return true;
+  };
+  for (bool specials : {false, true}) {
+    for (int n = 0; n <= 70; ++n) {
+      std::vector<float> a(n + 1), b(n + 1);
+      fill(a, specials);
+      fill(b, specials);
+      const float want = dot_f32_ref(a.data(), b.data(), n), got = dot_f32_unrolled(a.data(), b.data(), n);
+      ASSERT_TRUE(bits(&want, &got, 1)) << "dot n " << n << ": " << want << " vs " << got;
+      if (n >= 1) {  // all -0 products: the lanes hold -0 and +0, the fold's order decides the sign
+        std::vector<float> z(n, -0.0f), o(n, 1.0f);
+        const float wz = dot_f32_ref(z.data(), o.data(), n), gz = dot_f32_unrolled(z.data(), o.data(), n);
+        ASSERT_TRUE(bits(&wz, &gz, 1)) << "signed zeros, n " << n;
+      }
+    }
+    for (int hs : {1, 3, 7, 8, 9, 16, 17, 32, 33, 64}) {
+      for (int n : {0, 1, 2, 5, 16, 40}) {
+        const size_t stride = static_cast<size_t>(hs) + 3;
+        std::vector<float> q(hs), rows(stride * (n + 1)), att(n + 1);
+        fill(q, specials);
+        fill(rows, specials);
+        fill(att, false);
+        std::vector<float> s_ref(n + 1, 7.0f), s_got(n + 1, 7.0f), o_ref(hs, 7.0f), o_got(hs, 7.0f);
+        attn_scores_ref(q.data(), rows.data(), stride, n, hs, 5.65685f, s_ref.data());
+        attn_scores_unrolled(q.data(), rows.data(), stride, n, hs, 5.65685f, s_got.data());
+        ASSERT_TRUE(bits(s_ref.data(), s_got.data(), n + 1)) << "scores hs " << hs << " n " << n;
+        attn_values_ref(att.data(), rows.data(), stride, n, hs, o_ref.data());
+        attn_values_unrolled(att.data(), rows.data(), stride, n, hs, o_got.data());
+        ASSERT_TRUE(bits(o_ref.data(), o_got.data(), hs)) << "values hs " << hs << " n " << n;
+      }
+    }
+  }
+  std::vector<float> data(5 * 37), x(37), y_ref(5), y_got(5);
+  fill(data, true);
+  fill(x, true);
+  const MatRef w = f32_matrix(data.data(), 5, 37);
+  matvec_f32_ref(w, x.data(), y_ref.data(), 0, 5);
+  matvec_f32_unrolled(w, x.data(), y_got.data(), 0, 5);
+  EXPECT_TRUE(bits(y_ref.data(), y_got.data(), 5));
 }
 
 TEST(KernelsRef, Q8_0MatchesContractAndDoublePrecision) { check_quant_reference(DType::kQ8_0); }

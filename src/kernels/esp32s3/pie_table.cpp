@@ -8,6 +8,7 @@
 #if defined(__XTENSA__) && defined(MCULLM_PIE)
 #include "kernels/kernels.h"
 #include "kernels/matmat_rows.h"
+#include "kernels/ref/f32_unrolled.h"
 #include "quant/q4e.h"
 
 extern "C" {
@@ -182,8 +183,12 @@ void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float
 }
 
 constexpr KernelSet kPie = {.name = "pie",
+                            .dot_f32 = dot_f32_unrolled,
+                            .matvec_f32 = matvec_f32_unrolled,
                             .matvec_q8_0 = matvec_blocks_pie<32, mcullm_pie_q8_0_rows, matvec_q8_0_ref>,
                             .matvec_q4g64 = matvec_blocks_pie<64, mcullm_pie_q4g64_rows, matvec_q4g64_ref>,
+                            .attn_scores = attn_scores_unrolled,
+                            .attn_values = attn_values_unrolled,
                             .matvec_i2s = matvec_i2s_pie,
                             .matmat_i2s = matmat_i2s_by_rows<matvec_i2s_pie>,
                             .matvec_q4e_q8 = matvec_q4e_q8_pie,
