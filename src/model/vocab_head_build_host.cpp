@@ -148,3 +148,96 @@ Status build_vocab_head(const MatRef& head, int n_groups, int iters, Arena& aren
 }
 
 }  // namespace mcullm
+
+namespace mcullm {
+
+namespace {
+
+// Solves (A + ridge I) x = b for a symmetric positive definite A [n, n] in place (Cholesky); b: [n, m].
+bool solve_spd(std::vector<double>& a, int n, std::vector<double>& b, int m, double ridge) {
+  for (int i = 0; i < n; ++i) a[static_cast<size_t>(i) * n + i] += ridge;
+  for (int j = 0; j < n; ++j) {
+    double d = a[static_cast<size_t>(j) * n + j];
+    for (int k = 0; k < j; ++k) d -= a[static_cast<size_t>(j) * n + k] * a[static_cast<size_t>(j) * n + k];
+    if (!(d > 0)) return false;
+    d = std::sqrt(d);
+    a[static_cast<size_t>(j) * n + j] = d;
+    for (int i = j + 1; i < n; ++i) {
+      double s = a[static_cast<size_t>(i) * n + j];
+      for (int k = 0; k < j; ++k) s -= a[static_cast<size_t>(i) * n + k] * a[static_cast<size_t>(j) * n + k];
+      a[static_cast<size_t>(i) * n + j] = s / d;
+    }
+  }
+  for (int c = 0; c < m; ++c) {  // L y = b, then L^T x = y
+    for (int i = 0; i < n; ++i) {
+      double s = b[static_cast<size_t>(i) * m + c];
+      for (int k = 0; k < i; ++k) s -= a[static_cast<size_t>(i) * n + k] * b[static_cast<size_t>(k) * m + c];
+      b[static_cast<size_t>(i) * m + c] = s / a[static_cast<size_t>(i) * n + i];
+    }
+    for (int i = n - 1; i >= 0; --i) {
+      double s = b[static_cast<size_t>(i) * m + c];
+      for (int k = i + 1; k < n; ++k) s -= a[static_cast<size_t>(k) * n + i] * b[static_cast<size_t>(k) * m + c];
+      b[static_cast<size_t>(i) * m + c] = s / a[static_cast<size_t>(i) * n + i];
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Status fit_head_router(const VocabHead& h, const float* states, int n, Arena& arena, VocabHead* out) {
+  if (n < 1) return Status::Error(Code::kInvalidArgument, "the head router needs calibration states");
+  const int V = h.rows.rows, D = h.dim, K = h.n_groups, P = D + 1;  // P: the inputs and a bias
+  std::vector<float> rows;
+  MC_TRY(dequantize_head(h.rows, &rows));
+  // Least squares, one shared Gram matrix: router[g] . x + bias[g] ~ the largest logit of g's rows.
+  std::vector<double> gram(static_cast<size_t>(P) * P, 0.0), rhs(static_cast<size_t>(P) * K, 0.0);
+  std::vector<float> logit(V);
+  std::vector<double> target(K);
+  for (int s = 0; s < n; ++s) {
+    const float* x = states + static_cast<size_t>(s) * D;
+    for (int r = 0; r < V; ++r) {
+      const float* w = &rows[static_cast<size_t>(r) * D];
+      float acc = 0;
+      for (int j = 0; j < D; ++j) acc += w[j] * x[j];
+      logit[r] = acc;
+    }
+    for (int g = 0; g < K; ++g) {
+      float m = logit[h.group_start[g]];
+      for (int r = h.group_start[g] + 1; r < h.group_start[g + 1]; ++r) m = std::max(m, logit[r]);
+      target[g] = h.group_start[g + 1] > h.group_start[g] ? m : -1e3;
+    }
+    for (int i = 0; i < P; ++i) {
+      const double xi = i < D ? x[i] : 1.0;
+      for (int j = 0; j <= i; ++j) gram[static_cast<size_t>(i) * P + j] += xi * (j < D ? x[j] : 1.0);
+      for (int g = 0; g < K; ++g) rhs[static_cast<size_t>(i) * K + g] += xi * target[g];
+    }
+  }
+  for (int i = 0; i < P; ++i)
+    for (int j = i + 1; j < P; ++j) gram[static_cast<size_t>(i) * P + j] = gram[static_cast<size_t>(j) * P + i];
+  double tr = 0;
+  for (int i = 0; i < P; ++i) tr += gram[static_cast<size_t>(i) * P + i];
+  if (!solve_spd(gram, P, rhs, K, 1e-6 * tr / P + 1e-12))
+    return Status::Error(Code::kInvalidArgument, "the head router's least squares are singular (too few calibration states?)");
+  int8_t* w = nullptr;
+  float *scale = nullptr, *bias = nullptr;
+  MC_TRY(arena.alloc_array(static_cast<size_t>(K) * D, TensorClass::kHead, &w));
+  MC_TRY(arena.alloc_array(static_cast<size_t>(K), TensorClass::kHead, &scale));
+  MC_TRY(arena.alloc_array(static_cast<size_t>(K), TensorClass::kHead, &bias));
+  for (int g = 0; g < K; ++g) {  // int8 per group: scale = amax / 127
+    double amax = 0;
+    for (int j = 0; j < D; ++j) amax = std::max(amax, std::fabs(rhs[static_cast<size_t>(j) * K + g]));
+    const float sc = amax > 0 ? static_cast<float>(amax / 127) : 1.0f;
+    for (int j = 0; j < D; ++j)
+      w[static_cast<size_t>(g) * D + j] = static_cast<int8_t>(std::lrint(std::clamp(rhs[static_cast<size_t>(j) * K + g] / sc, -127.0, 127.0)));
+    scale[g] = sc;
+    bias[g] = static_cast<float>(rhs[static_cast<size_t>(D) * K + g]);
+  }
+  *out = h;
+  out->router = w;
+  out->router_scale = scale;
+  out->router_bias = bias;
+  return Status::Ok();
+}
+
+}  // namespace mcullm

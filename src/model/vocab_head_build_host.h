@@ -14,3 +14,12 @@ namespace mcullm {
 Status build_vocab_head(const MatRef& head, int n_groups, int iters, Arena& arena, VocabHead* out);
 
 }  // namespace mcullm
+
+namespace mcullm {
+
+// *out = h with a router (vocab_head.h) fitted on calibration states ([n, h.dim], the head's input as
+// the head sees it): least squares (a small ridge) so that router[g] . x + bias[g] predicts the
+// largest logit of group g's rows, then int8 per group (scale amax / 127). Deterministic.
+Status fit_head_router(const VocabHead& h, const float* states, int n, Arena& arena, VocabHead* out);
+
+}  // namespace mcullm
