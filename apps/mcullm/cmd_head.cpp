@@ -25,7 +25,8 @@ struct HeadOptions {
   ModelOptions m;  // -m, --f32-activations
   std::string tops = "1,2,4,8,16,32", write, default_head = "full", calib_text;
   int steps = 200, groups = 256, iters = 10, start = 1, default_top = 0, calib_tokens = 20000, calib_sampled = 0;
-  bool groups_given = false;  // --groups: cluster again even when the file stores groups
+  bool groups_given = false;
+  bool logit_metric = false;  // k-means in the metric of the logits on the calibration states  // --groups: cluster again even when the file stores groups
 };
 
 // Feeds tokens and hands out the head's input after each step.
@@ -175,13 +176,20 @@ int run_head(const HeadOptions& o) {
   VocabHead vh;
   const bool stored = lm->has_head_groups && !o.groups_given;
   if (stored) vh = lm->head_groups;
-  else if (Status st = build_vocab_head(head, o.groups, o.iters, head_arena, &vh); !st.ok()) return report(st);
-  if (!o.calib_text.empty() || o.calib_sampled > 0) {
-    std::vector<float> states;
+  if (o.logit_metric && (stored || (o.calib_text.empty() && o.calib_sampled == 0)))
+    return report(Status::Error(Code::kInvalidArgument, "--logit-metric groups the rows anew on calibration states: give --groups and --calib-text or --calib-sampled"));
+  const bool calibrated = !o.calib_text.empty() || o.calib_sampled > 0;
+  std::vector<float> states;
+  if (calibrated)
     if (Status st = calibration_states(o, s, probe, head, ctx, &states); !st.ok()) return report(st);
-    if (Status st = fit_head_router(vh, states.data(), static_cast<int>(states.size() / dim), head_arena, &vh); !st.ok())
+  const int n_states = static_cast<int>(states.size() / dim);
+  if (!stored)
+    if (Status st = build_vocab_head(head, o.groups, o.iters, head_arena, &vh, o.logit_metric ? states.data() : nullptr,
+                                     o.logit_metric ? n_states : 0);
+        !st.ok())
       return report(st);
-  }
+  if (calibrated)
+    if (Status st = fit_head_router(vh, states.data(), n_states, head_arena, &vh); !st.ok()) return report(st);
   HeadMode default_head = HeadMode::kFull;
   parse_head_mode(o.default_head.c_str(), &default_head);
   if (o.write.empty() && (default_head != HeadMode::kFull || o.default_top > 0))
@@ -229,7 +237,8 @@ int run_head(const HeadOptions& o) {
     token = best;
   }
   char how[128];
-  std::snprintf(how, sizeof how, "%s%s", stored ? "stored in the file" : "k-means", vh.router ? ", routed by the router" : "");
+  std::snprintf(how, sizeof how, "%s%s%s", stored ? "stored in the file" : "k-means", o.logit_metric ? " in the logit metric" : "",
+                vh.router ? ", routed by the router" : "");
   if (!stored) std::snprintf(how + strlen(how), sizeof how - strlen(how), ", %d iterations", o.iters);
   std::printf("model %s (%s), head %d x %d %s, %d groups (%s), greedy from token %d, %d steps, %s activations\n",
               o.m.model.c_str(), lm->format.c_str(), vocab, dim, dtype_info(head.type)->name, vh.n_groups, how, o.start, steps,
@@ -265,6 +274,8 @@ void add_head_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--calib-sampled", o->calib_sampled,
                   "Fit the router on this many positions of text the model samples from itself (no tokenizer needed)")
       ->check(CLI::Range(1, 1 << 22));
+  cmd->add_flag("--logit-metric", o->logit_metric,
+               "With --groups and a calibration: cluster the rows by how their logits differ on the calibration states");
   cmd->add_option("--write", o->write, "Also write a copy of the (GGUF) model with these head groups stored in it");
   cmd->add_option("--default-head", o->default_head,
                   "With --write: the head generation uses by default (`run --head auto`): full, two-stage or pruned")
