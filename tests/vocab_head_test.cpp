@@ -168,6 +168,51 @@ TEST(VocabHead, TheRouterRanksGroupsBetterThanCentroids) {
   EXPECT_GT(by_router, by_centroid + 25) << by_router << " vs " << by_centroid << " of 500";
 }
 
+// In the logit metric, rows are near when their logits are: with states that move only the first
+// coordinate, rows are grouped by that coordinate alone (plain k-means sees the others, which are
+// larger), the grouping is deterministic, and the pruned head over it is still exact.
+TEST(VocabHead, LogitMetricGroupsRowsByTheirLogitsOnTheStates) {
+  std::mt19937_64 rng(13);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int rows = 120, cols = 16, n = 300;
+  std::vector<float> w(static_cast<size_t>(rows) * cols);
+  for (int r = 0; r < rows; ++r) {
+    w[static_cast<size_t>(r) * cols] = static_cast<float>(r % 4);
+    for (int j = 1; j < cols; ++j) w[static_cast<size_t>(r) * cols + j] = 5.0f * normal(rng);
+  }
+  const MatRef head = f32_matrix(w.data(), rows, cols);
+  std::vector<float> states(static_cast<size_t>(n) * cols, 0.0f);
+  for (int s = 0; s < n; ++s) states[static_cast<size_t>(s) * cols] = normal(rng);
+  std::vector<uint8_t> mem(1 << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  VocabHead vh, again, plain;
+  ASSERT_OK(build_vocab_head(head, 4, 10, arena, &vh, states.data(), n));
+  ASSERT_OK(build_vocab_head(head, 4, 10, arena, &again, states.data(), n));
+  ASSERT_OK(build_vocab_head(head, 4, 10, arena, &plain));
+  EXPECT_EQ(0, std::memcmp(vh.token_of_row, again.token_of_row, rows * 4));
+  EXPECT_EQ(0, std::memcmp(vh.centroids, again.centroids, 4 * cols * 4));
+  auto pure = [&](const VocabHead& h) {  // every group holds one residue of r % 4
+    for (int g = 0; g < h.n_groups; ++g)
+      for (int r = h.group_start[g]; r < h.group_start[g + 1]; ++r)
+        if (h.token_of_row[r] % 4 != h.token_of_row[h.group_start[g]] % 4) return false;
+    return true;
+  };
+  EXPECT_TRUE(pure(vh));
+  EXPECT_FALSE(pure(plain));
+  std::vector<float> x(cols), full(rows), scratch(rows);
+  for (int t = 0; t < 50; ++t) {
+    for (float& v : x) v = normal(rng);
+    ActVec act;
+    act.f = x.data();
+    matvec(kernels_best(), head, act, full.data(), 0, rows);
+    HeadStats st;
+    EXPECT_EQ(pruned_argmax(kernels_best(), vh, act, scratch.data(), &st),
+              static_cast<int>(std::max_element(full.begin(), full.end()) - full.begin()));
+  }
+  states[5] = __builtin_nanf("");  // states that are not numbers
+  EXPECT_FALSE(build_vocab_head(head, 4, 10, arena, &vh, states.data(), n).ok());
+}
+
 TEST(VocabHead, RefusesBadGroupCounts) {
   std::mt19937_64 rng(1);
   Head head = make_head(DType::kF32, 10, 8, rng, false);
