@@ -78,5 +78,52 @@ TEST(CliHead, RunWithAStoredHeadWritesTheFullHeadsGreedyText) {
   EXPECT_NE(stray.err.find("stored by --write"), std::string::npos) << stray.err;
 }
 
+// A router fitted on calibration text and groups in the logit metric (`head --calib-text
+// --logit-metric`): stored with the model, read back, and a two-stage head over every group still
+// writes the full head's greedy text; the flags refuse what they cannot do.
+TEST(CliHead, RouterAndLogitMetricGroupsFromCalibrationText) {
+  const std::string base = std::string(MCULLM_SOURCE_DIR) + "/models/tinystories-q4.gguf", dir = test::temp_dir();
+  std::string text;
+  for (int i = 0; i < 12; ++i)
+    text += "Once upon a time, there was a little dog named Max. Max liked to run in the park with his friend Lily. "
+            "One day, they found a big red ball under a tree. \"Can we play with it?\" Lily asked. Max wagged his tail.\n";
+  test::write_file(dir + "/calib.txt", std::vector<uint8_t>(text.begin(), text.end()));
+  const std::string grouped = dir + "/routed.gguf";
+  const auto w = run_cli({"head", "-m", base, "-n", "4", "--groups", "16", "--calib-text", dir + "/calib.txt", "--logit-metric",
+                          "--write", grouped, "--default-head", "two-stage", "--default-top", "16"});
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_NE(w.out.find("16 groups (k-means in the logit metric, routed by the router"), std::string::npos) << w.out;
+  const auto stored = run_cli({"head", "-m", grouped, "-n", "4"});
+  ASSERT_EQ(stored.exit_code, 0) << stored.err;
+  EXPECT_NE(stored.out.find("16 groups (stored in the file, routed by the router)"), std::string::npos) << stored.out;
+  const std::vector<std::string> greedy = {"run", "-n", "30", "--temp", "0", "-p", "Once upon a time", "-s", "3", "-m"};
+  auto run = [&](const std::string& m) {
+    std::vector<std::string> a = greedy;
+    a.push_back(m);
+    const auto r = run_cli(a);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  EXPECT_EQ(run(grouped), run(base));  // the file's default: two-stage over all 16 groups
+  const auto no_calib = run_cli({"head", "-m", base, "-n", "2", "--groups", "8", "--logit-metric"});
+  EXPECT_NE(no_calib.exit_code, 0);
+  EXPECT_NE(no_calib.err.find("--logit-metric"), std::string::npos) << no_calib.err;
+  const auto missing = run_cli({"head", "-m", base, "-n", "2", "--calib-text", dir + "/none.txt"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("none.txt"), std::string::npos) << missing.err;
+}
+
+TEST(CliHead, CalibrationTextNeedsATokenizer) {
+  MC_REQUIRE_SHARED();  // the esp32-ai fixture has none: --calib-sampled is its way
+  const std::string ple = test::shared_path("models/esp32-ai-ple/ple4096_int4.bin"), dir = test::temp_dir();
+  test::write_file(dir + "/c.txt", std::vector<uint8_t>{'h', 'i'});
+  const auto r = run_cli({"head", "-m", ple, "-n", "2", "--groups", "8", "--calib-text", dir + "/c.txt"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("tokenizer"), std::string::npos) << r.err;
+  const auto ok = run_cli({"head", "-m", ple, "-n", "4", "--groups", "8", "--top", "8", "--calib-sampled", "200"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("two-stage top 8            100.0%"), std::string::npos) << ok.out;
+}
+
 }  // namespace
 }  // namespace mcullm

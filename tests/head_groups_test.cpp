@@ -147,6 +147,54 @@ TEST(HeadGroups, CorruptOrMismatchedGroupsAreRefusedClearly) {
     ASSERT_TRUE(w2.write_file(dir + "/nocent.gguf").ok());
     expect_refused(dir + "/nocent.gguf", "head_groups.centroids is missing");
   }
+  {  // a router: stored and read back bit for bit; hostile values and a partial router refused
+    std::vector<float> calib(400 * static_cast<size_t>(vh.dim));
+    std::mt19937 rng(2);
+    std::normal_distribution<float> n01;
+    for (float& v : calib) v = n01(rng);
+    VocabHead routed;
+    ASSERT_OK(fit_head_router(vh, calib.data(), 400, arena, &routed));
+    const int K = vh.n_groups, D = vh.dim;
+    {
+      std::unique_ptr<LoadedModel> m;
+      const Status st = load_model(write(routed, "routed.gguf"), &m);
+      ASSERT_TRUE(st.ok()) << st.message();
+      const VocabHead& r = m->head_groups;
+      ASSERT_NE(r.router, nullptr);
+      EXPECT_EQ(0, std::memcmp(r.router, routed.router, static_cast<size_t>(K) * D));
+      EXPECT_EQ(0, std::memcmp(r.router_scale, routed.router_scale, K * 4));
+      EXPECT_EQ(0, std::memcmp(r.router_bias, routed.router_bias, K * 4));
+    }
+    std::vector<int8_t> w(routed.router, routed.router + static_cast<size_t>(K) * D);
+    std::vector<float> sc(routed.router_scale, routed.router_scale + K), bi(routed.router_bias, routed.router_bias + K);
+    auto variant = [&](auto edit, const std::string& name, const std::string& words) {
+      std::vector<int8_t> w2 = w;
+      std::vector<float> sc2 = sc, bi2 = bi;
+      VocabHead h = routed;
+      h.router = w2.data();
+      h.router_scale = sc2.data();
+      h.router_bias = bi2.data();
+      edit(h, w2, sc2, bi2);
+      expect_refused(write(h, name), words);
+    };
+    using I8 = std::vector<int8_t>;
+    using F = std::vector<float>;
+    variant([](VocabHead&, I8&, F& s, F&) { s[3] = 0.0f; }, "rs0.gguf", "router scale");
+    variant([](VocabHead&, I8&, F& s, F&) { s[1] = -__builtin_nanf(""); }, "rsnan.gguf", "router scale");
+    variant([](VocabHead&, I8&, F&, F& b) { b[0] = __builtin_huge_valf(); }, "rbinf.gguf", "router scale");
+    variant([](VocabHead&, I8& r, F&, F&) { r[5] = -128; }, "r128.gguf", "router value 5 is -128");
+    GgufWriter wr;  // a router without its scales and biases; one of the wrong length
+    ASSERT_TRUE(copy_gguf(lm->gguf, &wr).ok());
+    ASSERT_TRUE(add_vocab_head(vh, &wr).ok());
+    ASSERT_TRUE(wr.set_array("head_groups.router", GgufType::kI8, w.data(), w.size()).ok());
+    ASSERT_TRUE(wr.write_file(dir + "/partial.gguf").ok());
+    expect_refused(dir + "/partial.gguf", "head_groups.router_scale");
+    ASSERT_TRUE(wr.set_array("head_groups.router", GgufType::kI8, w.data(), w.size() - 1).ok());
+    wr.set_f32_array("head_groups.router_scale", sc);
+    wr.set_f32_array("head_groups.router_bias", bi);
+    ASSERT_TRUE(wr.write_file(dir + "/shortrouter.gguf").ok());
+    expect_refused(dir + "/shortrouter.gguf", "head_groups.router has");
+  }
   // Cut anywhere: a clear error, never a crash.
   const std::vector<uint8_t> bytes = test::read_file(good);
   for (size_t cut : {bytes.size() - 1, bytes.size() - 1000, bytes.size() / 2, size_t{200}}) {
@@ -165,7 +213,7 @@ TEST(HeadGroups, BoardImageCarriesThemAndTheBoardChecksThem) {
   ASSERT_EQ(run_cli({"convert", test::shared_path("models/esp32-ai-ple/ple4096_int4.bin"), "-o", ple}).exit_code, 0);
   for (const std::string& model : {stories_gguf(), ple}) {
     const std::string with = model + ".g.gguf", image = model + ".img";
-    ASSERT_EQ(run_cli({"head", "-m", model, "-n", "2", "--groups", "24", "--write", with}).exit_code, 0);
+    ASSERT_EQ(run_cli({"head", "-m", model, "-n", "2", "--groups", "24", "--calib-sampled", "300", "--write", with}).exit_code, 0);
     const auto conv = run_cli({"convert", with, "--image", image});
     ASSERT_EQ(conv.exit_code, 0) << conv.err;
     std::unique_ptr<LoadedModel> lm;
@@ -189,6 +237,11 @@ TEST(HeadGroups, BoardImageCarriesThemAndTheBoardChecksThem) {
     EXPECT_EQ(0, std::memcmp(a.centroids, b.centroids, static_cast<size_t>(K) * D * 4));
     EXPECT_EQ(0, std::memcmp(a.radius, b.radius, K * 4));
     EXPECT_EQ(0, std::memcmp(a.row_norm_max, b.row_norm_max, K * 4));
+    ASSERT_NE(a.router, nullptr);  // the router too
+    ASSERT_NE(b.router, nullptr);
+    EXPECT_EQ(0, std::memcmp(a.router, b.router, static_cast<size_t>(K) * D));
+    EXPECT_EQ(0, std::memcmp(a.router_scale, b.router_scale, K * 4));
+    EXPECT_EQ(0, std::memcmp(a.router_bias, b.router_bias, K * 4));
     // The heads on random inputs (quantized as each head type's kernels want them).
     std::mt19937 rng(7);
     std::normal_distribution<float> n01;
@@ -210,21 +263,24 @@ TEST(HeadGroups, BoardImageCarriesThemAndTheBoardChecksThem) {
       EXPECT_EQ(two_stage_argmax(kernels_best(), a, act, 4, la.data(), &sa), two_stage_argmax(kernels_best(), b, act, 4, lb.data(), &sb));
       EXPECT_EQ(sa.bytes_read, sb.bytes_read);
     }
-    // A corrupt token table (a non-integer id) is refused by name.
-    const BoardImageTensor* t = img.find(board_tensor_id(BoardRole::kHeadTokenOfRow));
-    ASSERT_NE(t, nullptr);
-    const size_t at = static_cast<size_t>(img.section(static_cast<Tier>(t->tier)).offset) + t->offset + 8;
-    const float bad = 1.5f;
-    std::memcpy(bytes.data() + at, &bad, 4);
-    const uint32_t crc = crc32_ieee(bytes.data() + kBoardImageCrcStart, bytes.size() - kBoardImageCrcStart);
-    std::memcpy(bytes.data() + offsetof(BoardImageHeader, crc32), &crc, 4);
-    std::memcpy(words.data(), bytes.data(), bytes.size());  // in place: the first image's buffer stays valid
-    BoardImage img2;
-    ASSERT_TRUE(img2.open(reinterpret_cast<const uint8_t*>(words.data()), bytes.size()).ok());
-    Arena tables2(Tier::kHost, mem.data(), mem.size());
-    const Status bad_st = board_model_from_image(img2, tables2, &bm);
-    EXPECT_FALSE(bad_st.ok());
-    EXPECT_NE(std::string(bad_st.message()).find("is not an integer"), std::string::npos) << bad_st.message();
+    // A corrupt router value and a corrupt token table (a non-integer id) are refused by name.
+    for (BoardRole role : {BoardRole::kHeadRouter, BoardRole::kHeadTokenOfRow}) {
+      bytes = test::read_file(image);
+      const BoardImageTensor* t = img.find(board_tensor_id(role));
+      ASSERT_NE(t, nullptr);
+      const size_t at = static_cast<size_t>(img.section(static_cast<Tier>(t->tier)).offset) + t->offset + 8;
+      const float bad = 1.5f;
+      std::memcpy(bytes.data() + at, &bad, 4);
+      const uint32_t crc = crc32_ieee(bytes.data() + kBoardImageCrcStart, bytes.size() - kBoardImageCrcStart);
+      std::memcpy(bytes.data() + offsetof(BoardImageHeader, crc32), &crc, 4);
+      std::memcpy(words.data(), bytes.data(), bytes.size());  // in place: the first image's buffer stays valid
+      BoardImage img2;
+      ASSERT_TRUE(img2.open(reinterpret_cast<const uint8_t*>(words.data()), bytes.size()).ok());
+      Arena tables2(Tier::kHost, mem.data(), mem.size());
+      const Status bad_st = board_model_from_image(img2, tables2, &bm);
+      EXPECT_FALSE(bad_st.ok());
+      EXPECT_NE(std::string(bad_st.message()).find("is not an integer"), std::string::npos) << bad_st.message();
+    }
   }
 }
 

@@ -61,6 +61,10 @@ TEST(VocabHead, PrunedIsExactAndTwoStageOverAllGroupsToo) {
       Arena arena(Tier::kHost, mem.data(), mem.size());
       VocabHead vh;
       ASSERT_TRUE(build_vocab_head(head.m, 40, 5, arena, &vh).ok());
+      VocabHead routed;  // the same groups, ranked by a router fitted on random states
+      std::vector<float> calib(200 * cols);
+      for (float& v : calib) v = normal(rng);
+      ASSERT_OK(fit_head_router(vh, calib.data(), 200, arena, &routed));
       std::vector<int> seen(rows, 0);
       for (int r = 0; r < rows; ++r) ++seen[vh.token_of_row[r]];
       EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), rows);
@@ -86,11 +90,127 @@ TEST(VocabHead, PrunedIsExactAndTwoStageOverAllGroupsToo) {
         EXPECT_LE(st.groups_visited, vh.n_groups);
         EXPECT_EQ(two_stage_argmax(k, vh, act, vh.n_groups, scratch.data(), &st), best);
         EXPECT_EQ(st.rows_computed, rows);
+        EXPECT_EQ(two_stage_argmax(k, routed, act, vh.n_groups, scratch.data(), &st), best);
+        EXPECT_EQ(st.bytes_read, static_cast<size_t>(vh.n_groups) * (cols + 8) + rows * head_row_bytes(head.m));
         two_stage_argmax(k, vh, act, 1, scratch.data(), &st);
         EXPECT_LT(st.rows_computed, rows);
       }
     }
   }
+}
+
+// One row per group: a group's largest logit is its row's logit, linear in x, so least squares
+// recovers the rows and the router's first group is the argmax but for int8 rounding; the fit is
+// deterministic. Centroid scoring is the same here (a centroid is its row): the router must match it.
+TEST(VocabHead, TheRouterLearnsLinearGroupMaximaAndIsDeterministic) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int rows = 200, cols = 48, n = 1500;
+  Head head = make_head(DType::kF32, rows, cols, rng, false);
+  std::vector<uint8_t> mem(1 << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  VocabHead vh, a, b;
+  ASSERT_OK(build_vocab_head(head.m, rows, 0, arena, &vh));
+  ASSERT_EQ(vh.n_groups, rows);
+  std::vector<float> calib(static_cast<size_t>(n) * cols);
+  for (float& v : calib) v = normal(rng) * 3.0f + 0.5f;  // an offset: the bias has something to fit
+  ASSERT_OK(fit_head_router(vh, calib.data(), n, arena, &a));
+  ASSERT_OK(fit_head_router(vh, calib.data(), n, arena, &b));
+  ASSERT_NE(a.router, nullptr);
+  EXPECT_EQ(0, std::memcmp(a.router, b.router, static_cast<size_t>(rows) * cols));
+  EXPECT_EQ(0, std::memcmp(a.router_scale, b.router_scale, rows * 4));
+  EXPECT_EQ(0, std::memcmp(a.router_bias, b.router_bias, rows * 4));
+  const KernelSet& k = kernels_best();
+  std::vector<float> x(cols), full(rows), scratch(rows);
+  int agree = 0;
+  const int trials = 400;
+  for (int t = 0; t < trials; ++t) {
+    for (float& v : x) v = normal(rng) * 3.0f + 0.5f;
+    ActVec act;
+    act.f = x.data();
+    matvec(k, head.m, act, full.data(), 0, rows);
+    const int best = static_cast<int>(std::max_element(full.begin(), full.end()) - full.begin());
+    HeadStats st;
+    agree += two_stage_argmax(k, a, act, 1, scratch.data(), &st) == best;
+    EXPECT_EQ(st.rows_computed, 1);
+  }
+  EXPECT_GE(agree, trials * 95 / 100);
+  EXPECT_FALSE(fit_head_router(vh, calib.data(), 0, arena, &a).ok());
+}
+
+// Groups of many rows: the router, fitted to each group's largest logit, ranks the group holding the
+// argmax first more often than the centroids (which score a group's mean row) on states it was not fitted on.
+TEST(VocabHead, TheRouterRanksGroupsBetterThanCentroids) {
+  std::mt19937_64 rng(12);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int rows = 600, cols = 32, n = 4000;
+  Head head = make_head(DType::kF32, rows, cols, rng, false);
+  std::vector<uint8_t> mem(1 << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  VocabHead vh, routed;
+  ASSERT_OK(build_vocab_head(head.m, 30, 5, arena, &vh));
+  std::vector<float> calib(static_cast<size_t>(n) * cols);
+  for (float& v : calib) v = normal(rng);
+  ASSERT_OK(fit_head_router(vh, calib.data(), n, arena, &routed));
+  const KernelSet& k = kernels_best();
+  std::vector<float> x(cols), full(rows), scratch(rows);
+  int by_router = 0, by_centroid = 0;
+  for (int t = 0; t < 500; ++t) {
+    for (float& v : x) v = normal(rng);
+    ActVec act;
+    act.f = x.data();
+    matvec(k, head.m, act, full.data(), 0, rows);
+    const int best = static_cast<int>(std::max_element(full.begin(), full.end()) - full.begin());
+    HeadStats st;
+    by_router += two_stage_argmax(k, routed, act, 2, scratch.data(), &st) == best;
+    by_centroid += two_stage_argmax(k, vh, act, 2, scratch.data(), &st) == best;
+  }
+  EXPECT_GT(by_router, by_centroid + 25) << by_router << " vs " << by_centroid << " of 500";
+}
+
+// In the logit metric, rows are near when their logits are: with states that move only the first
+// coordinate, rows are grouped by that coordinate alone (plain k-means sees the others, which are
+// larger), the grouping is deterministic, and the pruned head over it is still exact.
+TEST(VocabHead, LogitMetricGroupsRowsByTheirLogitsOnTheStates) {
+  std::mt19937_64 rng(13);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int rows = 120, cols = 16, n = 300;
+  std::vector<float> w(static_cast<size_t>(rows) * cols);
+  for (int r = 0; r < rows; ++r) {
+    w[static_cast<size_t>(r) * cols] = static_cast<float>(r % 4);
+    for (int j = 1; j < cols; ++j) w[static_cast<size_t>(r) * cols + j] = 5.0f * normal(rng);
+  }
+  const MatRef head = f32_matrix(w.data(), rows, cols);
+  std::vector<float> states(static_cast<size_t>(n) * cols, 0.0f);
+  for (int s = 0; s < n; ++s) states[static_cast<size_t>(s) * cols] = normal(rng);
+  std::vector<uint8_t> mem(1 << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  VocabHead vh, again, plain;
+  ASSERT_OK(build_vocab_head(head, 4, 10, arena, &vh, states.data(), n));
+  ASSERT_OK(build_vocab_head(head, 4, 10, arena, &again, states.data(), n));
+  ASSERT_OK(build_vocab_head(head, 4, 10, arena, &plain));
+  EXPECT_EQ(0, std::memcmp(vh.token_of_row, again.token_of_row, rows * 4));
+  EXPECT_EQ(0, std::memcmp(vh.centroids, again.centroids, 4 * cols * 4));
+  auto pure = [&](const VocabHead& h) {  // every group holds one residue of r % 4
+    for (int g = 0; g < h.n_groups; ++g)
+      for (int r = h.group_start[g]; r < h.group_start[g + 1]; ++r)
+        if (h.token_of_row[r] % 4 != h.token_of_row[h.group_start[g]] % 4) return false;
+    return true;
+  };
+  EXPECT_TRUE(pure(vh));
+  EXPECT_FALSE(pure(plain));
+  std::vector<float> x(cols), full(rows), scratch(rows);
+  for (int t = 0; t < 50; ++t) {
+    for (float& v : x) v = normal(rng);
+    ActVec act;
+    act.f = x.data();
+    matvec(kernels_best(), head, act, full.data(), 0, rows);
+    HeadStats st;
+    EXPECT_EQ(pruned_argmax(kernels_best(), vh, act, scratch.data(), &st),
+              static_cast<int>(std::max_element(full.begin(), full.end()) - full.begin()));
+  }
+  states[5] = __builtin_nanf("");  // states that are not numbers
+  EXPECT_FALSE(build_vocab_head(head, 4, 10, arena, &vh, states.data(), n).ok());
 }
 
 TEST(VocabHead, RefusesBadGroupCounts) {
@@ -158,6 +278,16 @@ void check_grouped_heads(const LoadedModel& lm, const MatRef& head, int steps) {
   const auto pruned = step_logits(lm, HeadChoice{HeadMode::kPruned, &vh, 1}, tokens);
   const auto all = step_logits(lm, HeadChoice{HeadMode::kTwoStage, &vh, vh.n_groups}, tokens);
   const auto few = step_logits(lm, HeadChoice{HeadMode::kTwoStage, &vh, 2}, tokens);
+  VocabHead routed;  // a router fitted on random states: over every group still the full head
+  std::vector<float> calib(300 * static_cast<size_t>(head.cols));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (float& v : calib) v = normal(rng);
+  ASSERT_OK(fit_head_router(vh, calib.data(), 300, arena, &routed));
+  const auto routed_all = step_logits(lm, HeadChoice{HeadMode::kTwoStage, &routed, vh.n_groups}, tokens);
+  const auto routed_few = step_logits(lm, HeadChoice{HeadMode::kTwoStage, &routed, 2}, tokens);
+  ASSERT_EQ(routed_all.size(), full.size());
+  ASSERT_EQ(routed_few.size(), full.size());
   ASSERT_EQ(full.size(), static_cast<size_t>(steps));
   ASSERT_EQ(pruned.size(), full.size());
   ASSERT_EQ(all.size(), full.size());
@@ -168,14 +298,15 @@ void check_grouped_heads(const LoadedModel& lm, const MatRef& head, int steps) {
     EXPECT_EQ(argmax_lowest(pruned[t].data(), V), argmax_lowest(full[t].data(), V)) << "step " << t;
     for (int v = 0; v < V; ++v) {
       EXPECT_EQ(bits(all[t][v]), bits(full[t][v])) << "step " << t << " token " << v;
-      for (const auto* g : {&pruned, &few}) {
+      EXPECT_EQ(bits(routed_all[t][v]), bits(full[t][v])) << "step " << t << " token " << v;
+      for (const auto* g : {&pruned, &few, &routed_few}) {
         const float x = (*g)[t][v];
         if (x == -__builtin_huge_valf()) ++(g == &pruned ? pruned_skipped : few_skipped);
         else EXPECT_EQ(bits(x), bits(full[t][v])) << "step " << t << " token " << v;
       }
     }
   }
-  EXPECT_GT(few_skipped, 0u);  // two groups of 24 leave most rows out
+  EXPECT_GT(few_skipped, 0u);  // two groups of 24 leave most rows out (with centroids or the router)
   (void)pruned_skipped;        // how many the bound skips depends on the model (docs/single-board.md)
 }
 

@@ -1,8 +1,13 @@
 // `mcullm head`: how the two-stage and the pruned greedy vocabulary heads (model/vocab_head.h) compare
 // with the full head on a model's own greedy stream: agreement with the full argmax and head bytes
 // read per token.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <vector>
 
@@ -18,9 +23,10 @@ namespace {
 
 struct HeadOptions {
   ModelOptions m;  // -m, --f32-activations
-  std::string tops = "1,2,4,8,16,32", write, default_head = "full";
-  int steps = 200, groups = 256, iters = 10, start = 1, default_top = 0;
-  bool groups_given = false;  // --groups: cluster again even when the file stores groups
+  std::string tops = "1,2,4,8,16,32", write, default_head = "full", calib_text;
+  int steps = 200, groups = 256, iters = 10, start = 1, default_top = 0, calib_tokens = 20000, calib_sampled = 0;
+  bool groups_given = false;
+  bool logit_metric = false;  // k-means in the metric of the logits on the calibration states  // --groups: cluster again even when the file stores groups
 };
 
 // Feeds tokens and hands out the head's input after each step.
@@ -66,9 +72,72 @@ class LlamaProbe final : public HiddenProbe {
   LlamaContext ctx_;
 };
 
+// The head's input as its kernel takes it: x itself, or int8 codes in q / scales ([dim + 64] each).
+ActVec head_act(const MatRef& head, bool f32_activations, const float* x, int8_t* q, float* scales) {
+  ActVec act;
+  act.f = x;
+  const int dim = head.cols;
+  const int block = head.type == DType::kQ4E ? (f32_activations ? 0 : dim) : dtype_info(head.type)->act_block;
+  if (block > 0) {
+    if (head.type == DType::kQ4E) q4e_quantize_activations(x, dim, q, scales);
+    else quantize_activations(x, dim, block, q, scales);
+    act.q = q;
+    act.scales = scales;
+    act.block = block;
+  }
+  return act;
+}
+
+// Calibration states for the router: the head's input (as the head sees it) at every position of
+// the training text (teacher-forced, in windows of the context) or of text the model samples from
+// itself (temperature 1, fixed seed, from token `start`).
+Status calibration_states(const HeadOptions& o, Session& s, HiddenProbe* probe, const MatRef& head, int ctx,
+                          std::vector<float>* states) {
+  const int dim = head.cols, vocab = head.rows;
+  std::vector<int> text;
+  int n = o.calib_sampled;
+  if (!o.calib_text.empty()) {
+    if (!s.tok) return Status::Error(Code::kNotFound, "--calib-text needs the model's tokenizer (-z)");
+    std::ifstream f(o.calib_text, std::ios::binary);
+    if (!f) return Status::Error(Code::kIo, "cannot read %s", o.calib_text.c_str());
+    std::stringstream ss;
+    ss << f.rdbuf();
+    EncodeOptions eo;
+    eo.add_bos = s.tok->wants_bos();
+    MC_TRY(s.tok->encode(ss.str(), eo, &text));
+    n = std::min(static_cast<int>(text.size()), o.calib_tokens);
+  }
+  std::vector<float> logits(vocab), xs(dim + 64);
+  std::vector<int8_t> xq(dim + 64);
+  std::mt19937 rng(1234);
+  states->resize(static_cast<size_t>(n) * dim);
+  int token = o.start;
+  for (int i = 0; i < n; ++i) {
+    if (!text.empty()) token = text[i];
+    const float* x = nullptr;
+    MC_TRY(probe->step(token, i % ctx, &x));
+    const ActVec act = head_act(head, o.m.f32_activations, x, xq.data(), xs.data());
+    head_effective_input(act, dim, states->data() + static_cast<size_t>(i) * dim);
+    if (text.empty()) {  // sample the next token from the full head
+      matvec(kernels_best(), head, act, logits.data(), 0, vocab);
+      const float mx = *std::max_element(logits.begin(), logits.end());
+      double sum = 0;
+      for (float& l : logits) sum += (l = std::exp(l - mx));
+      double u = std::uniform_real_distribution<double>(0, sum)(rng);
+      token = vocab - 1;
+      for (int v = 0; v < vocab; ++v)
+        if ((u -= logits[v]) <= 0) {
+          token = v;
+          break;
+        }
+    }
+  }
+  return Status::Ok();
+}
+
 int run_head(const HeadOptions& o) {
   Session s;
-  if (Status st = open_session(o.m, 0, &s); !st.ok()) return report(st);
+  if (Status st = open_session(o.m, o.calib_text.empty() ? 0u : static_cast<unsigned>(kOpenTokenizer), &s); !st.ok()) return report(st);
   const LoadedModel* lm = s.lm.get();
   if (!lm->arch->head_groups)
     return report(Status::Error(Code::kUnsupported, "mcullm head reads llama and PLE models (this one is %s)", lm->arch_name()));
@@ -89,12 +158,38 @@ int run_head(const HeadOptions& o) {
   const int dim = head.cols, vocab = head.rows;
   const KernelSet& k = kernels_best();
 
+  std::vector<uint8_t> llama_mem;
+  LlamaProbe llama_probe;
+  PleProbe ple_probe;
+  HiddenProbe* probe = nullptr;
+  if (ple) {
+    if (Status st = s.start_decoder(1, 0); !st.ok()) return report(st);
+    ple_probe.ctx = static_cast<PleContext*>(s.dec.decoder.get());
+    probe = &ple_probe;
+  } else {
+    if (Status st = llama_probe.init(lm->model, &llama_mem); !st.ok()) return report(st);
+    probe = &llama_probe;
+  }
+  const int ctx = ple ? lm->ple.cfg.seq_len : lm->model.cfg.seq_len;
   std::vector<uint8_t> head_mem(head.rows * (head_row_bytes(head) + 16) + static_cast<size_t>(kMaxHeadGroups) * (dim + 4) * 4 + (1u << 16));
   Arena head_arena(Tier::kHost, head_mem.data(), head_mem.size());
   VocabHead vh;
   const bool stored = lm->has_head_groups && !o.groups_given;
   if (stored) vh = lm->head_groups;
-  else if (Status st = build_vocab_head(head, o.groups, o.iters, head_arena, &vh); !st.ok()) return report(st);
+  if (o.logit_metric && (stored || (o.calib_text.empty() && o.calib_sampled == 0)))
+    return report(Status::Error(Code::kInvalidArgument, "--logit-metric groups the rows anew on calibration states: give --groups and --calib-text or --calib-sampled"));
+  const bool calibrated = !o.calib_text.empty() || o.calib_sampled > 0;
+  std::vector<float> states;
+  if (calibrated)
+    if (Status st = calibration_states(o, s, probe, head, ctx, &states); !st.ok()) return report(st);
+  const int n_states = static_cast<int>(states.size() / dim);
+  if (!stored)
+    if (Status st = build_vocab_head(head, o.groups, o.iters, head_arena, &vh, o.logit_metric ? states.data() : nullptr,
+                                     o.logit_metric ? n_states : 0);
+        !st.ok())
+      return report(st);
+  if (calibrated)
+    if (Status st = fit_head_router(vh, states.data(), n_states, head_arena, &vh); !st.ok()) return report(st);
   HeadMode default_head = HeadMode::kFull;
   parse_head_mode(o.default_head.c_str(), &default_head);
   if (o.write.empty() && (default_head != HeadMode::kFull || o.default_top > 0))
@@ -112,19 +207,6 @@ int run_head(const HeadOptions& o) {
     std::fprintf(stderr, "mcullm: wrote %s: the model with its %d head groups\n", o.write.c_str(), vh.n_groups);
   }
 
-  std::vector<uint8_t> llama_mem;
-  LlamaProbe llama_probe;
-  PleProbe ple_probe;
-  HiddenProbe* probe = nullptr;
-  if (ple) {
-    if (Status st = s.start_decoder(1, 0); !st.ok()) return report(st);
-    ple_probe.ctx = static_cast<PleContext*>(s.dec.decoder.get());
-    probe = &ple_probe;
-  } else {
-    if (Status st = llama_probe.init(lm->model, &llama_mem); !st.ok()) return report(st);
-    probe = &llama_probe;
-  }
-  const int ctx = ple ? lm->ple.cfg.seq_len : lm->model.cfg.seq_len;
   const int steps = o.steps < ctx ? o.steps : ctx;
 
   std::vector<float> full(vocab), scratch(vocab), xs(dim + 64);
@@ -138,16 +220,7 @@ int run_head(const HeadOptions& o) {
   for (int pos = 0; pos < steps; ++pos) {
     const float* x = nullptr;
     if (Status st = probe->step(token, pos, &x); !st.ok()) return report(st);
-    ActVec act;
-    act.f = x;
-    const int block = head.type == DType::kQ4E ? (o.m.f32_activations ? 0 : dim) : dtype_info(head.type)->act_block;
-    if (block > 0) {
-      if (head.type == DType::kQ4E) q4e_quantize_activations(x, dim, xq.data(), xs.data());
-      else quantize_activations(x, dim, block, xq.data(), xs.data());
-      act.q = xq.data();
-      act.scales = xs.data();
-      act.block = block;
-    }
+    const ActVec act = head_act(head, o.m.f32_activations, x, xq.data(), xs.data());
     matvec(k, head, act, full.data(), 0, vocab);
     int best = 0;
     for (int i = 1; i < vocab; ++i)
@@ -163,9 +236,10 @@ int run_head(const HeadOptions& o) {
     pruned_groups += hs.groups_visited;
     token = best;
   }
-  char how[64];
-  if (stored) std::snprintf(how, sizeof how, "stored in the file");
-  else std::snprintf(how, sizeof how, "k-means, %d iterations", o.iters);
+  char how[128];
+  std::snprintf(how, sizeof how, "%s%s%s", stored ? "stored in the file" : "k-means", o.logit_metric ? " in the logit metric" : "",
+                vh.router ? ", routed by the router" : "");
+  if (!stored) std::snprintf(how + strlen(how), sizeof how - strlen(how), ", %d iterations", o.iters);
   std::printf("model %s (%s), head %d x %d %s, %d groups (%s), greedy from token %d, %d steps, %s activations\n",
               o.m.model.c_str(), lm->format.c_str(), vocab, dim, dtype_info(head.type)->name, vh.n_groups, how, o.start, steps,
               head.type == DType::kF32 || o.m.f32_activations ? "f32" : "int8");
@@ -194,6 +268,14 @@ void add_head_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--iters", o->iters, "k-means iterations")->check(CLI::Range(0, 100));
   cmd->add_option("--top", o->tops, "Groups the two-stage head reads (comma list)");
   cmd->add_option("--start", o->start, "First token")->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--calib-text", o->calib_text,
+                  "Fit the two-stage head's router on the head inputs of this (training) text, teacher-forced");
+  cmd->add_option("--calib-tokens", o->calib_tokens, "Tokens of --calib-text used")->check(CLI::Range(1, 1 << 22));
+  cmd->add_option("--calib-sampled", o->calib_sampled,
+                  "Fit the router on this many positions of text the model samples from itself (no tokenizer needed)")
+      ->check(CLI::Range(1, 1 << 22));
+  cmd->add_flag("--logit-metric", o->logit_metric,
+               "With --groups and a calibration: cluster the rows by how their logits differ on the calibration states");
   cmd->add_option("--write", o->write, "Also write a copy of the (GGUF) model with these head groups stored in it");
   cmd->add_option("--default-head", o->default_head,
                   "With --write: the head generation uses by default (`run --head auto`): full, two-stage or pruned")

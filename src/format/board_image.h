@@ -48,7 +48,7 @@ constexpr size_t kBoardImageCrcStart = 16;  // the CRC covers [16, total)
 enum class BoardArch : uint32_t { kLlama = 1, kBitLlama2c = 2, kBitnet = 3, kBitnet25 = 4, kPle = 5, kQwen2 = 6 };
 const char* board_arch_name(BoardArch arch);  // nullptr for an unknown value
 
-// Tensor ids: a global role (< 16) or (layer << 8) | layer role (>= 16).
+// Tensor ids: a global role (< 16, or kHeadRouter) or (layer << 8) | layer role (16 .. 0x6f).
 enum class BoardRole : uint32_t {
   kTokEmb = 1, kOutput = 2, kOutNorm = 3, kPleModelProj = 4, kPleProjNorm = 5, kPleTable = 6,
   // Head groups (model/vocab_head.h, optional): the rows in group order (the head's type), centroids
@@ -64,6 +64,10 @@ enum class BoardRole : uint32_t {
   // in a node's): its bytes as f32 [1, ceil(bytes / 4)] (raw bytes, not floats; zero padding), kept in flash.
   // A reader that does not know the role ignores it, so the image keeps its version.
   kTokenizer = 15,
+  // The two-stage head's router (model/vocab_head.h, optional, with the head groups): f32 [n_groups, dim + 2],
+  // per group its int8 values as exact f32 integers in [-127, 127], then its scale and bias. Global roles
+  // past 15 sit in layer 0's ids above the layer roles.
+  kHeadRouter = 0x70,
   kAttnNorm = 16, kFfnNorm, kAttnSubNorm, kFfnSubNorm, kWq, kWk, kWv, kWo, kW1, kW2, kW3,
   kWqkv, kPleNorm, kPleGate, kPleProj,  // PLE: fused QKV, the per-layer gate's norm and matrices
   kBq, kBk, kBv,                        // qwen2: the q, k and v biases
@@ -71,7 +75,7 @@ enum class BoardRole : uint32_t {
 constexpr int kBoardMaxPlanNodes = 16;       // nodes a kNodePlan lists (the board master's ring)
 constexpr uint32_t kBoardScalesFlag = 0x80;  // roles stay below it
 inline uint32_t board_tensor_id(BoardRole role, int layer = 0) {
-  return static_cast<uint32_t>(role) < 16 ? static_cast<uint32_t>(role)
+  return static_cast<uint32_t>(role) < 16 || role == BoardRole::kHeadRouter ? static_cast<uint32_t>(role)
                                           : (static_cast<uint32_t>(layer) << 8) | static_cast<uint32_t>(role);
 }
 // The id of a q4e matrix's group scales.

@@ -318,6 +318,30 @@ Status head_groups_from_image(const BoardImage& img, Arena& tables, BoardModel* 
   MC_TRY(int_table(img, BoardRole::kHeadGroupStart, K + 1, head->rows, tables, &h.group_start));
   MC_TRY(f32_table(img, BoardRole::kHeadRadius, 1, K, &h.radius));
   MC_TRY(f32_table(img, BoardRole::kHeadRowNormMax, 1, K, &h.row_norm_max));
+  if (img.find(board_tensor_id(BoardRole::kHeadRouter))) {
+    const float* r = nullptr;  // per group: dim int8 values as f32, scale, bias
+    const uint32_t D = static_cast<uint32_t>(h.dim);
+    MC_TRY(f32_table(img, BoardRole::kHeadRouter, K, D + 2, &r));
+    int8_t* w = nullptr;
+    float *scale = nullptr, *bias = nullptr;
+    MC_TRY(tables.alloc_array(static_cast<size_t>(K) * D, TensorClass::kHead, &w));
+    MC_TRY(tables.alloc_array(K, TensorClass::kHead, &scale));
+    MC_TRY(tables.alloc_array(K, TensorClass::kHead, &bias));
+    for (uint32_t g = 0; g < K; ++g) {
+      const float* row = r + static_cast<size_t>(g) * (D + 2);
+      for (uint32_t j = 0; j < D; ++j) {
+        if (!(row[j] >= -127.0f && row[j] <= 127.0f) || static_cast<float>(static_cast<int>(row[j])) != row[j])
+          return Status::Error(Code::kCorrupt, "board image: head router value %" PRIu32 " of group %" PRIu32 " (%g) is not an integer in [-127, 127]",
+                               j, g, static_cast<double>(row[j]));
+        w[static_cast<size_t>(g) * D + j] = static_cast<int8_t>(row[j]);
+      }
+      scale[g] = row[D];
+      bias[g] = row[D + 1];
+    }
+    h.router = w;
+    h.router_scale = scale;
+    h.router_bias = bias;
+  }
   MC_TRY(check_vocab_head(h, *head, tables));
   out->has_head_groups = true;
   if (img.find(board_tensor_id(BoardRole::kHeadDefault))) {

@@ -16,8 +16,11 @@ constexpr const char* kTokenOfRow = "head_groups.token_of_row";
 constexpr const char* kGroupStart = "head_groups.group_start";
 constexpr const char* kRadius = "head_groups.radius";
 constexpr const char* kRowNormMax = "head_groups.row_norm_max";
+constexpr const char* kRouter = "head_groups.router";
+constexpr const char* kRouterScale = "head_groups.router_scale";
+constexpr const char* kRouterBias = "head_groups.router_bias";
 
-// A 4-byte array of exactly `count` elements, copied into the tables (GGUF values are unaligned).
+// An array of exactly `count` elements, copied into the tables (GGUF values are unaligned).
 template <typename T>
 Status copy_array(const GgufFile& f, const char* key, GgufType type, uint64_t count, Arena& tables, T** out) {
   const uint8_t* p = nullptr;
@@ -27,7 +30,7 @@ Status copy_array(const GgufFile& f, const char* key, GgufType type, uint64_t co
     return Status::Error(Code::kCorrupt, "%s has %llu entries, the head needs %llu", key, static_cast<unsigned long long>(n),
                          static_cast<unsigned long long>(count));
   MC_TRY(tables.alloc_array(static_cast<size_t>(count), TensorClass::kHead, out));
-  memcpy(*out, p, static_cast<size_t>(count) * 4);
+  memcpy(*out, p, static_cast<size_t>(count) * sizeof(T));
   return Status::Ok();
 }
 
@@ -58,6 +61,16 @@ Status check_vocab_head(const VocabHead& h, const MatRef& head, Arena& scratch) 
   for (size_t i = 0; i < static_cast<size_t>(K) * D; ++i)
     if (!(h.centroids[i] > -3.0e38f && h.centroids[i] < 3.0e38f))
       return Status::Error(Code::kCorrupt, "head groups: centroid value %zu is not finite", i);
+  if (h.router || h.router_scale || h.router_bias) {
+    if (!h.router || !h.router_scale || !h.router_bias)
+      return Status::Error(Code::kCorrupt, "head groups: the router needs its int8 table, scales and biases together");
+    for (int g = 0; g < K; ++g)
+      if (!(h.router_scale[g] > 0.0f && h.router_scale[g] < 3.0e38f) || !(h.router_bias[g] > -3.0e38f && h.router_bias[g] < 3.0e38f))
+        return Status::Error(Code::kCorrupt, "head groups: group %d's router scale %g / bias %g (scale > 0, both finite)", g,
+                             static_cast<double>(h.router_scale[g]), static_cast<double>(h.router_bias[g]));
+    for (size_t i = 0; i < static_cast<size_t>(K) * D; ++i)
+      if (h.router[i] < -127) return Status::Error(Code::kCorrupt, "head groups: router value %zu is -128 (int8 in [-127, 127])", i);
+  }
   const Arena::Mark mark = scratch.mark();
   uint8_t* seen = nullptr;
   MC_TRY(scratch.alloc_array(static_cast<size_t>(V), TensorClass::kScratch, &seen));
@@ -129,6 +142,16 @@ Status vocab_head_from_gguf(const GgufFile& f, const MatRef& head, Arena& tables
   MC_TRY(copy_array(f, kGroupStart, GgufType::kI32, K + 1, tables, &start));
   MC_TRY(copy_array(f, kRadius, GgufType::kF32, K, tables, &rad));
   MC_TRY(copy_array(f, kRowNormMax, GgufType::kF32, K, tables, &nmax));
+  if (f.find_kv(kRouter) || f.find_kv(kRouterScale) || f.find_kv(kRouterBias)) {
+    int8_t* router = nullptr;
+    float *rs = nullptr, *rb = nullptr;
+    MC_TRY(copy_array(f, kRouter, GgufType::kI8, K * static_cast<uint64_t>(D), tables, &router));
+    MC_TRY(copy_array(f, kRouterScale, GgufType::kF32, K, tables, &rs));
+    MC_TRY(copy_array(f, kRouterBias, GgufType::kF32, K, tables, &rb));
+    h.router = router;
+    h.router_scale = rs;
+    h.router_bias = rb;
+  }
   MC_TRY(tables.alloc_array(static_cast<size_t>(K) * D, TensorClass::kHead, &c));
   for (size_t i = 0; i < static_cast<size_t>(K) * D; ++i) {
     uint16_t v;

@@ -5,6 +5,8 @@
 //   tensor head_groups.centroids    f16 [dim, n_groups]
 //   i32 arrays head_groups.token_of_row [vocab], head_groups.group_start [n_groups + 1]
 //   f32 arrays head_groups.radius, head_groups.row_norm_max [n_groups]
+//   optional, all three or none: i8 array head_groups.router [n_groups * dim] (group-major), f32 arrays
+//   head_groups.router_scale, head_groups.router_bias [n_groups]: the two-stage head's router
 //   optional: string head_groups.default_mode ("full", "two-stage", "pruned"), u32 head_groups.default_top:
 //   the head generation uses when the user does not choose (`mcullm run --head auto`)
 #pragma once
@@ -20,8 +22,9 @@ bool gguf_has_vocab_head(const GgufFile& f);
 
 // Binds the stored groups of `head` (the model's output matrix): the rows in place, the tables
 // copied into `tables`. Every part is checked against the head: shapes and types, a permutation of
-// the vocabulary, group bounds in order, finite non-negative radii, and each stored row equal to the
-// head row it stands for; anything else is a kCorrupt error naming the part.
+// the vocabulary, group bounds in order, finite non-negative radii, each stored row equal to the
+// head row it stands for, and a router (if any) whole with positive finite scales, finite biases and
+// values in [-127, 127]; anything else is a kCorrupt error naming the part.
 Status vocab_head_from_gguf(const GgufFile& f, const MatRef& head, Arena& tables, VocabHead* out);
 
 // The stored default head (kFull with top 0 when the file names none); a name or count that is not

@@ -97,6 +97,11 @@ Status add_vocab_head(const VocabHead& h, GgufWriter* w, HeadMode mode, int top)
   w->set_i32_array("head_groups.group_start", std::vector<int32_t>(h.group_start, h.group_start + K + 1));
   w->set_f32_array("head_groups.radius", std::vector<float>(h.radius, h.radius + K));
   w->set_f32_array("head_groups.row_norm_max", std::vector<float>(h.row_norm_max, h.row_norm_max + K));
+  if (h.router) {
+    MC_TRY(w->set_array("head_groups.router", GgufType::kI8, h.router, static_cast<uint64_t>(K) * D));
+    w->set_f32_array("head_groups.router_scale", std::vector<float>(h.router_scale, h.router_scale + K));
+    w->set_f32_array("head_groups.router_bias", std::vector<float>(h.router_bias, h.router_bias + K));
+  }
   return Status::Ok();
 }
 

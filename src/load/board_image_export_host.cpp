@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "format/board_image_writer_host.h"
 #include "model/llama_slice.h"
@@ -86,6 +87,16 @@ struct Collector {
     head_table(BoardRole::kHeadGroupStart, h.group_start, 1, K + 1);
     head_table(BoardRole::kHeadRadius, h.radius, 1, K);
     head_table(BoardRole::kHeadRowNormMax, h.row_norm_max, 1, K);
+    if (h.router) {
+      const size_t D = static_cast<size_t>(h.dim);
+      std::vector<float> r(K * (D + 2));
+      for (size_t g = 0; g < K; ++g) {
+        for (size_t j = 0; j < D; ++j) r[g * (D + 2) + j] = h.router[g * D + j];
+        r[g * (D + 2) + D] = h.router_scale[g];
+        r[g * (D + 2) + D + 1] = h.router_bias[g];
+      }
+      head_table(BoardRole::kHeadRouter, r.data(), K, static_cast<uint32_t>(D + 2));
+    }
   }
 
   template <typename Layer>

@@ -17,6 +17,22 @@ void head_effective_input(const ActVec& x, int dim, float* out) {
     out[j] = x.q ? static_cast<float>(x.q[j]) * x.scales[x.block > 0 ? j / x.block : 0] : x.f[j];
 }
 
+void router_scores(const VocabHead& h, const float* xe, int8_t* q, double* score) {
+  float qs = 0;
+  q4e_quantize_activations(xe, h.dim, q, &qs);
+  for (int g = 0; g < h.n_groups; ++g) {
+    const int8_t* w = h.router + static_cast<size_t>(g) * h.dim;
+    int32_t acc = 0;  // exact: the same on every platform
+    for (int j = 0; j < h.dim; ++j) acc += static_cast<int32_t>(w[j]) * q[j];
+    score[g] = static_cast<double>(static_cast<float>(acc) * h.router_scale[g] * qs + h.router_bias[g]);
+  }
+}
+
+size_t two_stage_score_bytes(const VocabHead& h) {
+  if (h.router) return static_cast<size_t>(h.n_groups) * (static_cast<size_t>(h.dim) + 8);  // int8 rows, scale, bias
+  return static_cast<size_t>(h.n_groups) * static_cast<size_t>(h.dim) * 2;                  // f16 centroids
+}
+
 namespace {
 
 double dot_d(const float* a, const float* b, int n) {
@@ -56,9 +72,9 @@ void visit_group(const KernelSet& k, const VocabHead& h, const ActVec& x, int g,
 
 // Visits the groups `mode` reads (their rows' logits into logits[row]) and lists them in `visited`;
 // returns how many, and the best row in *best_row (-1 for none).
-// xe: [dim] scratch.
+// xe: [dim] scratch, q: [dim] scratch (the router's int8 input).
 int visit_groups(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups, const ActVec& x, float* logits,
-                 float* xe, int* visited, int* best_row, HeadStats* stats) {
+                 float* xe, int8_t* q, int* visited, int* best_row, HeadStats* stats) {
   const int dim = h.dim;
   head_effective_input(x, dim, xe);
   double score[kMaxHeadGroups];
@@ -75,8 +91,10 @@ int visit_groups(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_
                  2 * eps * h.row_norm_max[g] * xnorm;
     stats->bytes_read = static_cast<size_t>(h.n_groups) * (static_cast<size_t>(h.dim) * 2 + 8);  // f16 centroids, 2 f32 bounds
   } else {
-    for (int g = 0; g < h.n_groups; ++g) score[g] = dot_d(h.centroids + static_cast<size_t>(g) * h.dim, xe, dim);
-    stats->bytes_read = static_cast<size_t>(h.n_groups) * static_cast<size_t>(h.dim) * 2;  // f16 centroids
+    if (h.router) router_scores(h, xe, q, score);
+    else
+      for (int g = 0; g < h.n_groups; ++g) score[g] = dot_d(h.centroids + static_cast<size_t>(g) * h.dim, xe, dim);
+    stats->bytes_read = two_stage_score_bytes(h);
   }
   order_groups(score, h.n_groups, order);
   *best_row = -1;
@@ -96,9 +114,10 @@ int visit_groups(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_
 int two_stage_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, int top_groups, float* logits,
                      HeadStats* stats) {
   float xe[4096];  // a host tool's call (mcullm head); generation passes its own scratch
+  int8_t q[4096];
   int visited[kMaxHeadGroups], best = -1;
   if (h.dim > 4096) return -1;
-  visit_groups(k, h, HeadMode::kTwoStage, top_groups, x, logits, xe, visited, &best, stats);
+  visit_groups(k, h, HeadMode::kTwoStage, top_groups, x, logits, xe, q, visited, &best, stats);
   return best < 0 ? -1 : h.token_of_row[best];
 }
 
@@ -106,7 +125,7 @@ int pruned_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, float
   float xe[4096];
   int visited[kMaxHeadGroups], best = -1;
   if (h.dim > 4096) return -1;
-  visit_groups(k, h, HeadMode::kPruned, 0, x, logits, xe, visited, &best, stats);
+  visit_groups(k, h, HeadMode::kPruned, 0, x, logits, xe, nullptr, visited, &best, stats);
   return best < 0 ? -1 : h.token_of_row[best];
 }
 
@@ -114,7 +133,9 @@ void grouped_head_logits(const KernelSet& k, const VocabHead& h, HeadMode mode, 
                          float* row_logits, float* logits, HeadStats* stats) {
   int visited[kMaxHeadGroups], best = -1;
   const int vocab = h.group_start[h.n_groups];
-  const int n = visit_groups(k, h, mode, top_groups, x, row_logits, row_logits + vocab, visited, &best, stats);
+  float* xe = row_logits + vocab;  // head_scratch_floats: then dim floats of input, then its int8 copy
+  int8_t* q = reinterpret_cast<int8_t*>(xe + h.dim);
+  const int n = visit_groups(k, h, mode, top_groups, x, row_logits, xe, q, visited, &best, stats);
   for (int v = 0; v < vocab; ++v) logits[v] = -__builtin_huge_valf();
   for (int i = 0; i < n; ++i)
     for (int r = h.group_start[visited[i]]; r < h.group_start[visited[i] + 1]; ++r) logits[h.token_of_row[r]] = row_logits[r];

@@ -9,6 +9,10 @@
 //    for the kernel's rounding; groups are visited in decreasing bound order and the search stops at
 //    the first group whose bound is below the best logit found. Returns the full argmax (lowest id on
 //    ties), having read only the groups it visited.
+//  * Router (optional, two-stage only): an int8 table fitted offline on calibration states so that a
+//    group's score predicts the largest logit among its rows (vocab_head_build_host.h). It replaces
+//    the centroid scores of the two-stage head: smaller (int8) and a better ranking. Scored in
+//    integers with the input quantized to int8 (one scale), so every platform ranks alike.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -30,7 +34,16 @@ struct VocabHead {
   const float* centroids = nullptr;   // [n_groups, dim], f16 values (stored as f16: 2 bytes each)
   const float* radius = nullptr;      // [n_groups], rounded up
   const float* row_norm_max = nullptr;  // [n_groups]: max |row| in the group (rounding margin)
+  const int8_t* router = nullptr;       // [n_groups, dim] or null (then the two-stage head scores centroids)
+  const float* router_scale = nullptr;  // [n_groups]: score = router_scale * (router . q) * q_scale + router_bias
+  const float* router_bias = nullptr;   // [n_groups]
 };
+
+// Two-stage scores of every group from the router: xe, the input as the head sees it, is quantized
+// to int8 (one scale, q: [dim] scratch). h.router must be set.
+void router_scores(const VocabHead& h, const float* xe, int8_t* q, double* score);
+// Bytes the two-stage head reads to score the groups (router or f16 centroids).
+size_t two_stage_score_bytes(const VocabHead& h);
 
 // Bytes one stored row of `w` takes (q4e: codes and scales).
 size_t head_row_bytes(const MatRef& w);
@@ -72,7 +85,10 @@ struct HeadChoice {
 // A computed logit has the bits of the full head's (the rows are copies, the same kernel).
 // row_logits: [head_scratch_floats(h)] scratch (row logits in row order, then the input as the head sees it).
 // Floats of grouped_head_logits's scratch.
-inline size_t head_scratch_floats(const MatRef& head) { return static_cast<size_t>(head.rows) + static_cast<size_t>(head.cols); }
+// (row logits, the input as the head sees it, and that input as int8 for the router).
+inline size_t head_scratch_floats(const MatRef& head) {
+  return static_cast<size_t>(head.rows) + static_cast<size_t>(head.cols) + (static_cast<size_t>(head.cols) + 3) / 4;
+}
 
 // The choice fits a head matrix: full, or groups over the same rows (count, width, type).
 Status check_head_choice(const HeadChoice& c, const MatRef& head);

@@ -52,19 +52,26 @@ Status permute_rows(const MatRef& w, const std::vector<int32_t>& perm, Arena& ar
   return Status::Ok();
 }
 
-}  // namespace
-
-Status build_vocab_head(const MatRef& head, int n_groups, int iters, Arena& arena, VocabHead* out) {
-  if (head.type == DType::kI2_S) return Status::Error(Code::kUnsupported, "i2_s heads are not clustered");
-  if (n_groups < 1 || n_groups > kMaxHeadGroups)
-    return Status::Error(Code::kInvalidArgument, "%d head groups (1 to %d)", n_groups, kMaxHeadGroups);
-  if (head.cols > 4096) return Status::Error(Code::kUnsupported, "head width %d (at most 4096)", head.cols);
-  const int V = head.rows, D = head.cols, K = std::min(n_groups, V);
-  std::vector<float> rows;
-  MC_TRY(dequantize_head(head, &rows));
-  std::vector<float> cent(static_cast<size_t>(K) * D);
+// Each group's mean point into cent [K, D]; an empty group keeps its centroid.
+void group_means(const std::vector<float>& pts, const std::vector<int32_t>& assign, int V, int D, int K, std::vector<float>* cent) {
+  std::vector<double> sum(static_cast<size_t>(K) * D, 0.0);
+  std::vector<int> count(K, 0);
+  for (int r = 0; r < V; ++r) {
+    ++count[assign[r]];
+    for (int j = 0; j < D; ++j) sum[static_cast<size_t>(assign[r]) * D + j] += pts[static_cast<size_t>(r) * D + j];
+  }
   for (int g = 0; g < K; ++g)
-    std::memcpy(&cent[static_cast<size_t>(g) * D], &rows[static_cast<size_t>(static_cast<int64_t>(g) * V / K) * D], D * 4);
+    if (count[g] > 0)
+      for (int j = 0; j < D; ++j) (*cent)[static_cast<size_t>(g) * D + j] = static_cast<float>(sum[static_cast<size_t>(g) * D + j] / count[g]);
+}
+
+// Lloyd's k-means over `pts` [V, D] from points spread evenly over the rows: the group of each row,
+// and in *cent the centroids of the last update (before the last assignment).
+std::vector<int32_t> kmeans(const std::vector<float>& pts, int V, int D, int K, int iters, std::vector<float>* centroids) {
+  std::vector<float>& cent = *centroids;
+  cent.assign(static_cast<size_t>(K) * D, 0.0f);
+  for (int g = 0; g < K; ++g)
+    std::memcpy(&cent[static_cast<size_t>(g) * D], &pts[static_cast<size_t>(static_cast<int64_t>(g) * V / K) * D], D * 4);
   std::vector<int32_t> assign(V, 0);
   for (int it = 0; it <= iters; ++it) {
     std::vector<double> cnorm(K);
@@ -74,7 +81,7 @@ Status build_vocab_head(const MatRef& head, int n_groups, int iters, Arena& aren
       cnorm[g] = s;
     }
     for (int r = 0; r < V; ++r) {  // nearest centroid: min |c|^2 - 2 r.c
-      const float* row = &rows[static_cast<size_t>(r) * D];
+      const float* row = &pts[static_cast<size_t>(r) * D];
       double best = 0;
       for (int g = 0; g < K; ++g) {
         const float* c = &cent[static_cast<size_t>(g) * D];
@@ -88,15 +95,92 @@ Status build_vocab_head(const MatRef& head, int n_groups, int iters, Arena& aren
       }
     }
     if (it == iters) break;
-    std::vector<double> sum(static_cast<size_t>(K) * D, 0.0);
-    std::vector<int> count(K, 0);
-    for (int r = 0; r < V; ++r) {
-      ++count[assign[r]];
-      for (int j = 0; j < D; ++j) sum[static_cast<size_t>(assign[r]) * D + j] += rows[static_cast<size_t>(r) * D + j];
+    group_means(pts, assign, V, D, K, &cent);
+  }
+  return assign;
+}
+
+// A symmetric positive definite a [n, n] (lower triangle read) plus a small ridge (1e-6 of the mean
+// diagonal) into its Cholesky factor L (lower triangle, in place); false when not definite.
+bool cholesky(std::vector<double>& a, int n) {
+  double tr = 0;
+  for (int i = 0; i < n; ++i) tr += a[static_cast<size_t>(i) * n + i];
+  for (int i = 0; i < n; ++i) a[static_cast<size_t>(i) * n + i] += 1e-6 * tr / n + 1e-12;
+  for (int j = 0; j < n; ++j) {
+    double d = a[static_cast<size_t>(j) * n + j];
+    for (int k = 0; k < j; ++k) d -= a[static_cast<size_t>(j) * n + k] * a[static_cast<size_t>(j) * n + k];
+    if (!(d > 0)) return false;
+    d = std::sqrt(d);
+    a[static_cast<size_t>(j) * n + j] = d;
+    for (int i = j + 1; i < n; ++i) {
+      double v = a[static_cast<size_t>(i) * n + j];
+      for (int k = 0; k < j; ++k) v -= a[static_cast<size_t>(i) * n + k] * a[static_cast<size_t>(j) * n + k];
+      a[static_cast<size_t>(i) * n + j] = v / d;
     }
-    for (int g = 0; g < K; ++g)
-      if (count[g] > 0)
-        for (int j = 0; j < D; ++j) cent[static_cast<size_t>(g) * D + j] = static_cast<float>(sum[static_cast<size_t>(g) * D + j] / count[g]);
+  }
+  return true;
+}
+
+// Rows mapped so that squared distances are the mean squared logit differences over the states:
+// |L^T (a - b)|^2 = E[((a - b) . x)^2] with L L^T = E[x x^T] (a small ridge keeps it definite).
+Status logit_metric_rows(const std::vector<float>& rows, int V, int D, const float* states, int n, std::vector<float>* out) {
+  std::vector<double> m(static_cast<size_t>(D) * D, 0.0);
+  for (int s = 0; s < n; ++s) {
+    const float* x = states + static_cast<size_t>(s) * D;
+    for (int i = 0; i < D; ++i)
+      for (int j = 0; j <= i; ++j) m[static_cast<size_t>(i) * D + j] += static_cast<double>(x[i]) * x[j];
+  }
+  if (!cholesky(m, D))
+    return Status::Error(Code::kInvalidArgument, "the calibration states span too little to group the head by them");
+  out->assign(static_cast<size_t>(V) * D, 0.0f);
+  for (int r = 0; r < V; ++r)
+    for (int j = 0; j < D; ++j) {  // (L^T row)[j] = sum_{i >= j} L[i][j] row[i]
+      double v = 0;
+      for (int i = j; i < D; ++i) v += m[static_cast<size_t>(i) * D + j] * rows[static_cast<size_t>(r) * D + i];
+      (*out)[static_cast<size_t>(r) * D + j] = static_cast<float>(v / std::sqrt(static_cast<double>(n)));
+    }
+  return Status::Ok();
+}
+
+// Solves (A + ridge) x = b for a symmetric positive definite A [n, n] (cholesky's ridge) in place; b: [n, m].
+bool solve_spd(std::vector<double>& a, int n, std::vector<double>& b, int m) {
+  if (!cholesky(a, n)) return false;
+  for (int c = 0; c < m; ++c) {  // L y = b, then L^T x = y
+    for (int i = 0; i < n; ++i) {
+      double s = b[static_cast<size_t>(i) * m + c];
+      for (int k = 0; k < i; ++k) s -= a[static_cast<size_t>(i) * n + k] * b[static_cast<size_t>(k) * m + c];
+      b[static_cast<size_t>(i) * m + c] = s / a[static_cast<size_t>(i) * n + i];
+    }
+    for (int i = n - 1; i >= 0; --i) {
+      double s = b[static_cast<size_t>(i) * m + c];
+      for (int k = i + 1; k < n; ++k) s -= a[static_cast<size_t>(k) * n + i] * b[static_cast<size_t>(k) * m + c];
+      b[static_cast<size_t>(i) * m + c] = s / a[static_cast<size_t>(i) * n + i];
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Status build_vocab_head(const MatRef& head, int n_groups, int iters, Arena& arena, VocabHead* out, const float* states,
+                        int n_states) {
+  if (head.type == DType::kI2_S) return Status::Error(Code::kUnsupported, "i2_s heads are not clustered");
+  if (n_groups < 1 || n_groups > kMaxHeadGroups)
+    return Status::Error(Code::kInvalidArgument, "%d head groups (1 to %d)", n_groups, kMaxHeadGroups);
+  if (head.cols > 4096) return Status::Error(Code::kUnsupported, "head width %d (at most 4096)", head.cols);
+  const int V = head.rows, D = head.cols, K = std::min(n_groups, V);
+  std::vector<float> rows;
+  MC_TRY(dequantize_head(head, &rows));
+  std::vector<int32_t> assign;
+  std::vector<float> cent;
+  if (states && n_states > 0) {
+    std::vector<float> mapped;
+    MC_TRY(logit_metric_rows(rows, V, D, states, n_states, &mapped));
+    assign = kmeans(mapped, V, D, K, iters, &cent);
+    std::fill(cent.begin(), cent.end(), 0.0f);  // centroids in the rows' own space: each group's mean row
+    group_means(rows, assign, V, D, K, &cent);
+  } else {
+    assign = kmeans(rows, V, D, K, iters, &cent);
   }
   // Stored as f16 (the bounds below are taken around these rounded centroids, so they stay exact).
   for (float& v : cent) v = f16_to_f32(f32_to_f16(v));
@@ -144,6 +228,58 @@ Status build_vocab_head(const MatRef& head, int n_groups, int iters, Arena& aren
   h.radius = rad;
   h.row_norm_max = nmax;
   *out = h;
+  return Status::Ok();
+}
+
+
+Status fit_head_router(const VocabHead& h, const float* states, int n, Arena& arena, VocabHead* out) {
+  if (n < 1) return Status::Error(Code::kInvalidArgument, "the head router needs calibration states");
+  const int V = h.rows.rows, D = h.dim, K = h.n_groups, P = D + 1;  // P: the inputs and a bias
+  std::vector<float> rows;
+  MC_TRY(dequantize_head(h.rows, &rows));
+  // Least squares, one shared Gram matrix: router[g] . x + bias[g] ~ the largest logit of g's rows.
+  std::vector<double> gram(static_cast<size_t>(P) * P, 0.0), rhs(static_cast<size_t>(P) * K, 0.0);
+  std::vector<float> logit(V);
+  std::vector<double> target(K);
+  for (int s = 0; s < n; ++s) {
+    const float* x = states + static_cast<size_t>(s) * D;
+    for (int r = 0; r < V; ++r) {
+      const float* w = &rows[static_cast<size_t>(r) * D];
+      float acc = 0;
+      for (int j = 0; j < D; ++j) acc += w[j] * x[j];
+      logit[r] = acc;
+    }
+    for (int g = 0; g < K; ++g) {
+      float m = logit[h.group_start[g]];
+      for (int r = h.group_start[g] + 1; r < h.group_start[g + 1]; ++r) m = std::max(m, logit[r]);
+      target[g] = h.group_start[g + 1] > h.group_start[g] ? m : -1e3;
+    }
+    for (int i = 0; i < P; ++i) {
+      const double xi = i < D ? x[i] : 1.0;
+      for (int j = 0; j <= i; ++j) gram[static_cast<size_t>(i) * P + j] += xi * (j < D ? x[j] : 1.0);
+      for (int g = 0; g < K; ++g) rhs[static_cast<size_t>(i) * K + g] += xi * target[g];
+    }
+  }
+  if (!solve_spd(gram, P, rhs, K))
+    return Status::Error(Code::kInvalidArgument, "the head router's least squares are singular (too few calibration states?)");
+  int8_t* w = nullptr;
+  float *scale = nullptr, *bias = nullptr;
+  MC_TRY(arena.alloc_array(static_cast<size_t>(K) * D, TensorClass::kHead, &w));
+  MC_TRY(arena.alloc_array(static_cast<size_t>(K), TensorClass::kHead, &scale));
+  MC_TRY(arena.alloc_array(static_cast<size_t>(K), TensorClass::kHead, &bias));
+  for (int g = 0; g < K; ++g) {  // int8 per group: scale = amax / 127
+    double amax = 0;
+    for (int j = 0; j < D; ++j) amax = std::max(amax, std::fabs(rhs[static_cast<size_t>(j) * K + g]));
+    const float sc = amax > 0 ? static_cast<float>(amax / 127) : 1.0f;
+    for (int j = 0; j < D; ++j)
+      w[static_cast<size_t>(g) * D + j] = static_cast<int8_t>(std::lrint(std::clamp(rhs[static_cast<size_t>(j) * K + g] / sc, -127.0, 127.0)));
+    scale[g] = sc;
+    bias[g] = static_cast<float>(rhs[static_cast<size_t>(D) * K + g]);
+  }
+  *out = h;
+  out->router = w;
+  out->router_scale = scale;
+  out->router_bias = bias;
   return Status::Ok();
 }
 
