@@ -676,6 +676,13 @@ TEST(InstructionBound, Stories260kQ4g64IsTheTablesArithmetic) {
     EXPECT_TRUE(r.instr.unsupported.empty());
     EXPECT_DOUBLE_EQ(r.instr_s, r.instructions / board.clock_hz);  // one core, whatever -t says
     EXPECT_EQ(r.instructions_bind(), r.instr_s > r.memory_s);
+    // The int8 KV cache swaps the attention terms for their int8 ones and changes nothing else.
+    o.kv_bytes = 1;
+    CostReport r8;
+    ASSERT_TRUE(cost_model(*m, board, o, &r8).ok());
+    const double attn_f32 = u(InstrTerm::kAttnEntry) * entries + u(InstrTerm::kAttnEntryDim) * entries * c.head_dim();
+    const double attn_q8 = u(InstrTerm::kAttnEntryQ8) * entries + u(InstrTerm::kAttnEntryDimQ8) * entries * c.head_dim();
+    EXPECT_NEAR(r8.instructions, expect - attn_f32 + attn_q8, 1e-9 * expect) << pos;
   }
 }
 
@@ -706,7 +713,7 @@ TEST(CliPlan, PrintsBothBoundsAndWhichBinds) {
   char want[128];
   std::snprintf(want, sizeof want, "bounds: bytes %.3f ms (%.1f tok/s), instructions %.0f = %.3f ms", 1e3 * r.memory_s,
                 1.0 / r.memory_s, r.instructions, 1e3 * r.instr_s);
-  for (const char* w : {static_cast<const char*>(want), "(the instructions bind)", ": the instructions bind", "instr_tok/s",
+  for (const char* w : {static_cast<const char*>(want), "the larger time of the two: ", ": the instructions bind", "instr_tok/s",
                         "bounds, mean over positions 0..255: bytes", "q4e rows", "attention entries"})
     EXPECT_NE(cli.out.find(w), std::string::npos) << w << "\n" << cli.out;
   // The cluster plan gives both bounds through the chain.

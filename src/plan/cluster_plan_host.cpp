@@ -127,7 +127,7 @@ Status cluster_model_from_loaded(const LoadedModel& lm, int ctx_len, int kv_byte
   for (LayerWork& w : m.layers) {
     fill_attention(c, kv_bytes, &w);
     w.instructions = r.instr.elementwise_instructions() / c.n_layers;
-    w.attn_instr_per_pos = c.n_heads * InstrUnits::attention_entry_instructions(c.head_dim());
+    w.attn_instr_per_pos = c.n_heads * InstrUnits::attention_entry_instructions(c.head_dim(), kv_bytes == 1);
   }
   m.master.instructions = r.instr[InstrTerm::kLogit] * instr_term(InstrTerm::kLogit).per_unit;
   for (const CostTensor& t : r.tensors) {

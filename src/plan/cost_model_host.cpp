@@ -366,8 +366,7 @@ Status cost_model(const LoadedModel& model, const BoardProfile& board, const Cos
   for (int s = 0; s < kStageCount; ++s) r.token_s += r.stage_s[s] = stage_seconds(r.work[s], board);
   r.tokens_per_s = 1.0 / r.token_s;
   r.instr = b.instr;
-  r.instr[InstrTerm::kAttnEntry] = att.attn_entries;
-  r.instr[InstrTerm::kAttnEntryDim] = att.attn_entries * c.head_dim();
+  r.instr.add_attention(att.attn_entries, c.head_dim(), kv_int8);
   r.instructions = r.instr.instructions();
   r.instr_s = r.instr.unsupported.empty() ? r.instructions / board.clock_hz : 0;
   *out = std::move(r);

@@ -30,8 +30,14 @@ const InstrTermInfo kTable[kInstrTermCount] = {
     {"bitnet layer elements", 229.7},
     {"ple activation elements", 196.2},
     {"ple row elements", 86.47},
-    {"attention entries", 316.8},
-    {"attention entry dims", 20.58},
+    // The attention terms: the slope of instructions per token over positions (board runner with PIE,
+    // 2026-12-04, after f32_unrolled.h): esp32-ai fixture -n 509 (24 entries a position, head 32) and
+    // stories260K q4g64 -n 250 (40 entries, head 8), f32 and int8 KV; the two head sizes solved for a
+    // per-entry and a per-element figure (docs/cost-model.md, "The instruction bound").
+    {"attention entries", 273.4},
+    {"attention entry dims", 8.53},
+    {"attention entries (int8 KV)", 311.4},
+    {"attention entry dims (int8 KV)", 8.53},
     {"logits", 20.04},
     {"layers", 8353.0},
 };
@@ -89,8 +95,15 @@ double InstrUnits::elementwise_instructions() const {
   return s;
 }
 
-double InstrUnits::attention_entry_instructions(int head_dim) {
-  return instr_term(InstrTerm::kAttnEntry).per_unit + head_dim * instr_term(InstrTerm::kAttnEntryDim).per_unit;
+double InstrUnits::attention_entry_instructions(int head_dim, bool kv_int8) {
+  InstrUnits u;
+  u.add_attention(1.0, head_dim, kv_int8);
+  return u.instructions();
+}
+
+void InstrUnits::add_attention(double entries, int head_dim, bool kv_int8) {
+  (*this)[kv_int8 ? InstrTerm::kAttnEntryQ8 : InstrTerm::kAttnEntry] += entries;
+  (*this)[kv_int8 ? InstrTerm::kAttnEntryDimQ8 : InstrTerm::kAttnEntryDim] += entries * head_dim;
 }
 
 }  // namespace mcullm

@@ -32,8 +32,10 @@ enum class InstrTerm : int {
   kBitnetElem,   // BitNet llama2c layer body (SiLU gate, norms, residuals): per hidden element
   kPleActElem,   // esp32-ai PLE: GELU and gate per FFN element plus the PLE gate's SiLU per PLE element
   kPleRowElem,   // PLE rows and their glue: per PLE element per layer
-  kAttnEntry,    // attention: per (head, position) entry (score, softmax, value glue)
+  kAttnEntry,    // attention over the f32 KV cache: per (head, position) entry (score, softmax, value glue)
   kAttnEntryDim, //   per entry and element of the head (score and value MACs)
+  kAttnEntryQ8,  // attention over the int8 KV cache (PIE scores, scalar values): per entry
+  kAttnEntryDimQ8, //   per entry and element of the head
   kLogit,        // sampling (greedy argmax or candidates) per logit
   kLayer,        // per layer: the decoder glue
   kCount
@@ -60,8 +62,10 @@ struct InstrUnits {
   double instructions() const;  // sum of units x per_unit
   // Of it: the per-layer work besides matvecs and attention (norms, RoPE, activations, PLE rows, glue).
   double elementwise_instructions() const;
-  // Attention's instructions per (head, position) entry for heads of head_dim.
-  static double attention_entry_instructions(int head_dim);
+  // Attention's instructions per (head, position) entry for heads of head_dim, f32 or int8 KV cache.
+  static double attention_entry_instructions(int head_dim, bool kv_int8);
+  // entries (head, position) of attention into the f32 or int8 KV terms.
+  void add_attention(double entries, int head_dim, bool kv_int8);
 };
 
 }  // namespace mcullm
