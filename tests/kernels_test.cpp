@@ -186,6 +186,13 @@ TEST(KernelsUnrolled, F32DotAndAttentionEqualTheReference) {
         attn_values_ref(att.data(), rows.data(), stride, n, hs, o_ref.data());
         attn_values_unrolled(att.data(), rows.data(), stride, n, hs, o_got.data());
         ASSERT_TRUE(bits(o_ref.data(), o_got.data(), hs)) << "values hs " << hs << " n " << n;
+        std::vector<int8_t> qv(rows.size());  // int8 values with a scale per position (s_stride 2)
+        std::vector<float> vs(2 * (n + 1));
+        for (size_t j = 0; j < qv.size(); ++j) qv[j] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+        fill(vs, specials);
+        attn_values_q8_ref(att.data(), qv.data(), vs.data(), stride, 2, n, hs, o_ref.data());
+        attn_values_q8_unrolled(att.data(), qv.data(), vs.data(), stride, 2, n, hs, o_got.data());
+        ASSERT_TRUE(bits(o_ref.data(), o_got.data(), hs)) << "int8 values hs " << hs << " n " << n;
       }
     }
   }

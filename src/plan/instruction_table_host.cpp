@@ -36,8 +36,8 @@ const InstrTermInfo kTable[kInstrTermCount] = {
     // per-entry and a per-element figure (docs/cost-model.md, "The instruction bound").
     {"attention entries", 273.4},
     {"attention entry dims", 8.53},
-    {"attention entries (int8 KV)", 311.4},
-    {"attention entry dims (int8 KV)", 8.53},
+    {"attention entries (int8 KV)", 297.4},
+    {"attention entry dims (int8 KV)", 4.15},
     {"logits", 20.04},
     {"layers", 8353.0},
 };

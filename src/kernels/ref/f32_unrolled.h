@@ -5,6 +5,7 @@
 // (tests/kernels_test.cpp); the PIE table uses them.
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 
 #include "quant/mat_ref.h"
 
@@ -17,5 +18,8 @@ void matvec_f32_unrolled(const MatRef& w, const float* x, float* y, int r0, int 
 // attn_scores_ref / attn_values_ref with the loops above: per output the reference's order.
 void attn_scores_unrolled(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores);
 void attn_values_unrolled(const float* att, const float* values, size_t stride, int n, int hs, float* out);
+// attn_values_q8_ref likewise (int8 values, f32 sums).
+void attn_values_q8_unrolled(const float* att, const int8_t* values, const float* vscales, size_t stride, size_t s_stride,
+                             int n, int hs, float* out);
 
 }  // namespace mcullm
