@@ -3,7 +3,7 @@
 # tools/esp32s3-qemu/build.sh): its fingerprint must equal the PC's (`mcullm run --kernels ref
 # --fingerprint`), with kernels=pie and with kernels=ref (the same ELF), and the instructions per
 # sampled token of both runs are printed (-icount shift=0).
-# usage: tools/esp32s3-pie/run_board.sh QEMU MODEL [-z TOK] [--quant TYPE] [--prompt-ids IDS] [-n N] [--kv f32|int8]
+# usage: tools/esp32s3-pie/run_board.sh QEMU MODEL [-z TOK] [--quant TYPE] [--prompt-ids IDS] [-n N] [--kv f32|int8] [--work-tier sram|psram]
 #        [--build DIR (build/release, with mcullm)] [--work DIR]
 # The ELF is route 3's esp32-lx7 board runner (targets/Makefile) as the variant esp32s3-pie: the
 # PIE table and assembly added with LX7_EXTRA_SRCS, MCULLM_PIE defined with LX7_EXTRA_DEFS.
