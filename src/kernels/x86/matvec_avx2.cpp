@@ -146,11 +146,10 @@ __attribute__((target("f16c"))) static inline __m256 f16x8_to_f32(const uint16_t
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
-// One row at a time, front to back: the rows are read as one sequential stream, which the hardware
-// prefetcher follows. Four rows side by side (x loaded once for four) read four streams 1.5 KB
-// apart and ran the 47 MB F16 head of bitnet.cpp's 125M file 2.7x slower on an AMD EPYC Zen 4
-// (6.0-6.4 -> 2.3 ms, bench/kernels_bench); the two add chains per row are enough to keep up with
-// memory. Lanes and fold order as the reference (kernels.h).
+// One row at a time, front to back (rows_side_by_side): four 1.5 KB rows side by side ran the 47 MB
+// F16 head of bitnet.cpp's 125M file 2.7x slower on an AMD EPYC Zen 4 (6.0-6.4 -> 2.3 ms,
+// bench/kernels_bench); the two add chains per row keep up with memory. Lanes and fold order as the
+// reference (kernels.h).
 __attribute__((target("f16c"))) void matvec_f16(const MatRef& w, const float* x, float* y, int r0, int r1) {
   const int n = w.cols;
   const int n16 = n / 16 * 16;
