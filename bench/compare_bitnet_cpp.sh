@@ -15,6 +15,7 @@
 #   -n N      generated tokens of the tg test (default 128; $N_GEN)
 #   -r N      repetitions inside each tool (default 3; $REPS)
 #   -b BIN    our CLI (default build/release/mcullm; $MCULLM)
+#   -k TABLE  our kernel table (mcullm bench --kernels: avx512, avx2, ...; default auto; $KERNELS)
 #   -h        this help
 # Ours also runs its own dummy of the same layout (`mcullm dummy --arch bitnet --layout 125M
 # --embd-type q8_0 --seed 1`: q8_0 tied head) twice: i2_s layers, and tl2 layers (the same weights
@@ -34,9 +35,10 @@ N_PROMPT=${N_PROMPT:-128}
 N_GEN=${N_GEN:-128}
 REPS=${REPS:-3}
 MCULLM=${MCULLM:-"$repo_dir/build/release/mcullm"}
+KERNELS=${KERNELS:-}
 BITNET_BIN=${BITNET_BIN:-}
 
-while getopts ":i:l:t:p:n:r:b:h" opt; do
+while getopts ":i:l:t:p:n:r:b:k:h" opt; do
   case $opt in
     i) I2S_MODEL=$OPTARG ;;
     l) TL2_MODEL=$OPTARG ;;
@@ -45,6 +47,7 @@ while getopts ":i:l:t:p:n:r:b:h" opt; do
     n) N_GEN=$OPTARG ;;
     r) REPS=$OPTARG ;;
     b) MCULLM=$OPTARG ;;
+    k) KERNELS=$OPTARG ;;
     h) usage; exit 0 ;;
     :) die "option -$OPTARG needs a value (-h for help)" ;;
     *) die "unknown option -$OPTARG (-h for help)" ;;

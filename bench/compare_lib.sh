@@ -37,12 +37,15 @@ run_theirs() {
              NR > 1 {gsub(/"/, ""); print $col["n_threads"] "," $col["n_prompt"] "," $col["n_gen"] "," $col["avg_ts"]}' "$work/$name.csv")
 }
 
-# ours: mcullm bench's markdown table (| model | size | params | backend | threads | test | t/s |).
+# ours: mcullm bench's markdown table (| model | size | params | backend | threads | test | t/s |);
+# KERNELS (when set) is passed as --kernels.
 run_ours() {
   local name=$1 model=$2
   ENGINES+=("$name")
-  "$MCULLM" bench -m "$model" -p "$N_PROMPT" -n "$N_GEN" -t "$tlist" -r "$REPS" >"$work/$name.md" 2>"$work/$name.err" ||
+  "$MCULLM" bench -m "$model" -p "$N_PROMPT" -n "$N_GEN" -t "$tlist" -r "$REPS" ${KERNELS:+--kernels "$KERNELS"} \
+    >"$work/$name.md" 2>"$work/$name.err" ||
     { cat "$work/$name.err" >&2; die "mcullm bench failed on $model"; }
+  echo "$name: $(awk -F'|' 'NF >= 8 && $7 ~ /(pp|tg)[0-9]/ {gsub(/^ +| +$/, "", $5); print $5; exit}' "$work/$name.md")" >&2
   while IFS='|' read -r t test ts; do
     TPS[$name\|$t\|${test:0:2}]=$ts
   done < <(awk -F'|' 'NF >= 8 && $7 ~ /(pp|tg)[0-9]/ {gsub(/ /, "", $6); gsub(/ /, "", $7); split($8, a, "±"); gsub(/ /, "", a[1]); print $6 "|" $7 "|" a[1]}' "$work/$name.md")

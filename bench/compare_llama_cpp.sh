@@ -14,6 +14,7 @@
 #   -n N       generated tokens of the tg test (default 64; $N_GEN)
 #   -r N       repetitions inside each tool (default 3; $REPS)
 #   -b BIN     our CLI (default build/release/mcullm; $MCULLM)
+#   -k TABLE   our kernel table (mcullm bench --kernels: avx512, avx2, ...; default auto; $KERNELS)
 #   -h         this help
 # The machine is shared: the CPU, its flags and the load average are printed before and after;
 # rerun when the load is high.
@@ -31,9 +32,10 @@ N_PROMPT=${N_PROMPT:-128}
 N_GEN=${N_GEN:-64}
 REPS=${REPS:-3}
 MCULLM=${MCULLM:-"$repo_dir/build/release/mcullm"}
+KERNELS=${KERNELS:-}
 LLAMA_BIN=${LLAMA_BIN:-}
 
-while getopts ":T:d:t:p:n:r:b:h" opt; do
+while getopts ":T:d:t:p:n:r:b:k:h" opt; do
   case $opt in
     T) TYPES=$OPTARG ;;
     d) DUMMY_ARGS=$OPTARG ;;
@@ -42,6 +44,7 @@ while getopts ":T:d:t:p:n:r:b:h" opt; do
     n) N_GEN=$OPTARG ;;
     r) REPS=$OPTARG ;;
     b) MCULLM=$OPTARG ;;
+    k) KERNELS=$OPTARG ;;
     h) usage; exit 0 ;;
     :) die "option -$OPTARG needs a value (-h for help)" ;;
     *) die "unknown option -$OPTARG (-h for help)" ;;

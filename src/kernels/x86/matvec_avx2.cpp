@@ -146,8 +146,10 @@ __attribute__((target("f16c"))) static inline __m256 f16x8_to_f32(const uint16_t
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
 }
 
-// Four rows at a time: eight independent add chains (the add latency is hidden) and each x chunk
-// loaded once for four rows. Lanes and fold order as the reference (kernels.h).
+// One row at a time, front to back (rows_side_by_side): four 1.5 KB rows side by side ran the 47 MB
+// F16 head of bitnet.cpp's 125M file 2.7x slower on an AMD EPYC Zen 4 (6.0-6.4 -> 2.3 ms,
+// bench/kernels_bench); the two add chains per row keep up with memory. Lanes and fold order as the
+// reference (kernels.h).
 __attribute__((target("f16c"))) void matvec_f16(const MatRef& w, const float* x, float* y, int r0, int r1) {
   const int n = w.cols;
   const int n16 = n / 16 * 16;
@@ -159,25 +161,7 @@ __attribute__((target("f16c"))) void matvec_f16(const MatRef& w, const float* x,
     for (int j = n16; j < n; ++j) acc[j % kF32Lanes] += f16_to_f32(row[j]) * x[j];
     return fold_lanes16(acc);
   };
-  int r = r0;
-  for (; r + 4 <= r1; r += 4) {
-    const uint16_t* row[4];
-    __m256 lo[4], hi[4];
-    for (int k = 0; k < 4; ++k) {
-      row[k] = reinterpret_cast<const uint16_t*>(w.row(r + k));
-      lo[k] = _mm256_setzero_ps();
-      hi[k] = _mm256_setzero_ps();
-    }
-    for (int j = 0; j < n16; j += 16) {
-      const __m256 x0 = _mm256_loadu_ps(x + j), x1 = _mm256_loadu_ps(x + j + 8);
-      for (int k = 0; k < 4; ++k) {
-        lo[k] = _mm256_add_ps(lo[k], _mm256_mul_ps(f16x8_to_f32(row[k] + j), x0));
-        hi[k] = _mm256_add_ps(hi[k], _mm256_mul_ps(f16x8_to_f32(row[k] + j + 8), x1));
-      }
-    }
-    for (int k = 0; k < 4; ++k) y[r + k] = tail(row[k], lo[k], hi[k]);
-  }
-  for (; r < r1; ++r) {
+  for (int r = r0; r < r1; ++r) {
     const uint16_t* row = reinterpret_cast<const uint16_t*>(w.row(r));
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
     for (int j = 0; j < n16; j += 16) {

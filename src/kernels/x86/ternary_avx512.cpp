@@ -71,8 +71,9 @@ MCULLM_AVX512 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs
   const float scale = w.scale * xs[0];
   const int32_t xsum = sum_i8(xq, w.cols);
   int32_t s[4];
+  const int r4 = (avx2::rows_side_by_side(w, 4) ? r1 - r0 : 0) / 4 * 4 + r0;  // end of the four-row passes
   int r = r0;
-  for (; r + 4 <= r1; r += 4) {
+  for (; r < r4; r += 4) {
     rows_dot<4>(w, r, xq, s);
     for (int k = 0; k < 4; ++k) y[r + k] = static_cast<float>(s[k] - xsum) * scale;
   }
