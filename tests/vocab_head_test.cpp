@@ -135,6 +135,28 @@ TEST(VocabHead, TheRouterLearnsLinearGroupMaximaAndIsDeterministic) {
     EXPECT_EQ(st.rows_computed, 1);
   }
   EXPECT_GE(agree, trials * 95 / 100);
+  // The router's scores through every kernel table (the int8 score kernel) equal their definition.
+  std::vector<int8_t> q(cols + 16);
+  std::vector<double> got(rows);
+  for (int t = 0; t < 20; ++t) {
+    for (float& v : x) v = normal(rng) * 3.0f + 0.5f;
+    float qs = 0;
+    q4e_quantize_activations(x.data(), cols, q.data(), &qs);
+    std::vector<double> want(rows);
+    for (int g = 0; g < rows; ++g) {
+      int32_t acc = 0;
+      for (int j = 0; j < cols; ++j) acc += a.router[static_cast<size_t>(g) * cols + j] * q[j];
+      want[g] = static_cast<double>(static_cast<float>(acc) * a.router_scale[g] * qs + a.router_bias[g]);
+    }
+    int count = 0;
+    const KernelTable* tables = kernel_tables(&count);
+    for (int i = 0; i < count; ++i) {
+      const KernelSet* ks = tables[i].get();
+      if (!ks) continue;
+      router_scores(*ks, a, x.data(), q.data() + (t & 1), got.data());  // an odd q too: the unaligned path
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(double) * rows)) << tables[i].name;
+    }
+  }
   EXPECT_FALSE(fit_head_router(vh, calib.data(), 0, arena, &a).ok());
 }
 

@@ -17,15 +17,15 @@ void head_effective_input(const ActVec& x, int dim, float* out) {
     out[j] = x.q ? static_cast<float>(x.q[j]) * x.scales[x.block > 0 ? j / x.block : 0] : x.f[j];
 }
 
-void router_scores(const VocabHead& h, const float* xe, int8_t* q, double* score) {
+void router_scores(const KernelSet& k, const VocabHead& h, const float* xe, int8_t* q, double* score) {
   float qs = 0;
   q4e_quantize_activations(xe, h.dim, q, &qs);
-  for (int g = 0; g < h.n_groups; ++g) {
-    const int8_t* w = h.router + static_cast<size_t>(g) * h.dim;
-    int32_t acc = 0;  // exact: the same on every platform
-    for (int j = 0; j < h.dim; ++j) acc += static_cast<int32_t>(w[j]) * q[j];
-    score[g] = static_cast<double>(static_cast<float>(acc) * h.router_scale[g] * qs + h.router_bias[g]);
-  }
+  // (float)isum * (1 * 1) / 1 is (float)isum: each group's exact int32 sum rounded to float once, the same
+  // on every platform and table.
+  float isum[kMaxHeadGroups];
+  const float one = 1.0f;
+  k.attn_scores_q8(q, 1.0f, h.router, &one, static_cast<size_t>(h.dim), 0, h.n_groups, h.dim, 1.0f, isum);
+  for (int g = 0; g < h.n_groups; ++g) score[g] = static_cast<double>(isum[g] * h.router_scale[g] * qs + h.router_bias[g]);
 }
 
 size_t two_stage_score_bytes(const VocabHead& h) {
@@ -91,7 +91,7 @@ int visit_groups(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_
                  2 * eps * h.row_norm_max[g] * xnorm;
     stats->bytes_read = static_cast<size_t>(h.n_groups) * (static_cast<size_t>(h.dim) * 2 + 8);  // f16 centroids, 2 f32 bounds
   } else {
-    if (h.router) router_scores(h, xe, q, score);
+    if (h.router) router_scores(k, h, xe, q, score);
     else
       for (int g = 0; g < h.n_groups; ++g) score[g] = dot_d(h.centroids + static_cast<size_t>(g) * h.dim, xe, dim);
     stats->bytes_read = two_stage_score_bytes(h);

@@ -40,8 +40,10 @@ struct VocabHead {
 };
 
 // Two-stage scores of every group from the router: xe, the input as the head sees it, is quantized
-// to int8 (one scale, q: [dim] scratch). h.router must be set.
-void router_scores(const VocabHead& h, const float* xe, int8_t* q, double* score);
+// to int8 (one scale, q: [dim] scratch), each group's exact int32 dot product taken by the table's
+// int8 score kernel (attn_scores_q8 with unit scales gives (float)isum exactly: PIE on the S3), then
+// score = (float)isum * router_scale * q_scale + router_bias in float. h.router must be set.
+void router_scores(const KernelSet& k, const VocabHead& h, const float* xe, int8_t* q, double* score);
 // Bytes the two-stage head reads to score the groups (router or f16 centroids).
 size_t two_stage_score_bytes(const VocabHead& h);
 

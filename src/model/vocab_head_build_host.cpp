@@ -250,9 +250,14 @@ Status fit_head_router(const VocabHead& h, const float* states, int n, Arena& ar
       logit[r] = acc;
     }
     for (int g = 0; g < K; ++g) {
-      float m = logit[h.group_start[g]];
-      for (int r = h.group_start[g] + 1; r < h.group_start[g + 1]; ++r) m = std::max(m, logit[r]);
-      target[g] = h.group_start[g + 1] > h.group_start[g] ? m : -1e3;
+      const int r0 = h.group_start[g], r1 = h.group_start[g + 1];
+      if (r1 <= r0) {  // an empty group (its start may be the vocabulary's end: nothing to read)
+        target[g] = -1e3;
+        continue;
+      }
+      float m = logit[r0];
+      for (int r = r0 + 1; r < r1; ++r) m = std::max(m, logit[r]);
+      target[g] = m;
     }
     for (int i = 0; i < P; ++i) {
       const double xi = i < D ? x[i] : 1.0;
