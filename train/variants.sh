@@ -4,7 +4,8 @@
 # log holds the validation bits/byte (first 60 chunks of tinystories_val_head794k.txt). Then each
 # exported model is measured by mcullm (train/measure.sh).
 #   train/variants.sh OUT_DIR [MCULLM]  (OUT_DIR/tokenizer.json and train-1024.npy are reused when present;
-#                                        a run whose log says it wrote its model is not repeated)
+#                                        a run whose log says it wrote its model is not repeated; one with a
+#                                        checkpoint.pt and no model yet continues from it with --resume)
 # Variants: f32 / q4 QAT / ternary QAT (bitllama2.c layout), SwiGLU / ReLU-gated FFN, with PLE (q4e QAT),
 # combo (PLE + ReLU-gated FFN, q4e QAT).
 # ternary128: the ternary variant at dim 128, hidden 256 (mcullm's i2_s kernels need multiples of 128,
@@ -35,8 +36,14 @@ for variant in $VARIANTS; do
     ln -sf "$(cd "$out" && pwd)/tokenizer.json" "$dir/tokenizer.json"
     ln -sf "$(cd "$out" && pwd)/train-1024.npy" "$dir/train-1024.npy"
     if ! grep -q '^wrote' "$dir/log.txt" 2>/dev/null; then
-      # shellcheck disable=SC2086
-      $py "$here/train.py" --out "$dir" --quant "$q" --ffn "$ffn" --seed "$seed" --threads 1 $BUDGET_ARGS $extra > "$dir/log.txt" 2>&1
+      if [ -f "$dir/checkpoint.pt" ] && [ -f "$dir/log.txt" ]; then
+        # an interrupted run (same arguments): continue from its checkpoint, the log appended
+        # shellcheck disable=SC2086
+        $py "$here/train.py" --out "$dir" --quant "$q" --ffn "$ffn" --seed "$seed" --threads 1 $BUDGET_ARGS $extra --resume >> "$dir/log.txt" 2>&1
+      else
+        # shellcheck disable=SC2086
+        $py "$here/train.py" --out "$dir" --quant "$q" --ffn "$ffn" --seed "$seed" --threads 1 $BUDGET_ARGS $extra > "$dir/log.txt" 2>&1
+      fi
     fi
     echo "$variant seed $seed: $(grep ' val ' "$dir/log.txt" | tail -1) $(grep '^relu:' "$dir/log.txt" || true)"
     "$here/measure.sh" "$dir" "$cli"
