@@ -47,7 +47,35 @@ void attn_scores(const float* q, const float* keys, size_t stride, int n, int hs
   const __m256 q0 = _mm256_maskload_ps(q, m0), q1 = _mm256_maskload_ps(q + 8, m1);
   const __m256 zero = _mm256_setzero_ps();
   if (hs <= 8) {
-    for (int t = 0; t < n; ++t) {
+    // Eight positions at a time: their key rows transposed so that lane j of column i is position
+    // t + j's element i; then each position's lanes take the fold8 steps below lane-wise (the same
+    // adds in the same order), and eight divisions at once.
+    alignas(32) float qv[8] = {};
+    _mm256_store_ps(qv, q0);
+    int t = 0;
+    for (; t + 8 <= n; t += 8) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_maskload_ps(keys + static_cast<size_t>(t + j) * stride, m0);
+      const __m256 a0 = _mm256_unpacklo_ps(r[0], r[1]), a1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const __m256 a2 = _mm256_unpacklo_ps(r[2], r[3]), a3 = _mm256_unpackhi_ps(r[2], r[3]);
+      const __m256 a4 = _mm256_unpacklo_ps(r[4], r[5]), a5 = _mm256_unpackhi_ps(r[4], r[5]);
+      const __m256 a6 = _mm256_unpacklo_ps(r[6], r[7]), a7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+      const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+      const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
+      const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+      const __m256 col[8] = {_mm256_permute2f128_ps(b0, b4, 0x20), _mm256_permute2f128_ps(b1, b5, 0x20),
+                             _mm256_permute2f128_ps(b2, b6, 0x20), _mm256_permute2f128_ps(b3, b7, 0x20),
+                             _mm256_permute2f128_ps(b0, b4, 0x31), _mm256_permute2f128_ps(b1, b5, 0x31),
+                             _mm256_permute2f128_ps(b2, b6, 0x31), _mm256_permute2f128_ps(b3, b7, 0x31)};
+      __m256 v[8];  // lane i of the contract's accumulator, for eight positions
+      for (int i = 0; i < 8; ++i) v[i] = _mm256_add_ps(zero, _mm256_mul_ps(_mm256_set1_ps(qv[i]), col[i]));
+      const __m256 s0 = _mm256_add_ps(v[0], v[4]), s1 = _mm256_add_ps(v[1], v[5]);  // acc[i] += acc[i+4]
+      const __m256 s2 = _mm256_add_ps(v[2], v[6]), s3 = _mm256_add_ps(v[3], v[7]);
+      const __m256 u0 = _mm256_add_ps(s0, s2), u1 = _mm256_add_ps(s1, s3);            // acc[i] += acc[i+2]
+      _mm256_storeu_ps(scores + t, _mm256_div_ps(_mm256_add_ps(u0, u1), _mm256_set1_ps(scale)));  // acc[0] += acc[1]
+    }
+    for (; t < n; ++t) {
       const float* k = keys + static_cast<size_t>(t) * stride;
       scores[t] = fold8(_mm256_add_ps(zero, _mm256_mul_ps(q0, _mm256_maskload_ps(k, m0)))) / scale;
     }
