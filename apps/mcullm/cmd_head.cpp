@@ -13,8 +13,6 @@
 
 #include "format/vocab_head_gguf_writer_host.h"
 #include "model/vocab_head_build_host.h"
-#include "quant/blocks.h"
-#include "quant/q4e.h"
 #include "session.h"
 
 namespace mcullm::cli {
@@ -25,8 +23,8 @@ struct HeadOptions {
   ModelOptions m;  // -m, --f32-activations
   std::string tops = "1,2,4,8,16,32", write, default_head = "full", calib_text;
   int steps = 200, groups = 256, iters = 10, start = 1, default_top = 0, calib_tokens = 20000, calib_sampled = 0;
-  bool groups_given = false;
-  bool logit_metric = false;  // k-means in the metric of the logits on the calibration states  // --groups: cluster again even when the file stores groups
+  bool groups_given = false;  // --groups: cluster again even when the file stores groups
+  bool logit_metric = false;  // k-means in the metric of the logits on the calibration states
 };
 
 // Feeds tokens and hands out the head's input after each step.
@@ -72,22 +70,6 @@ class LlamaProbe final : public HiddenProbe {
   LlamaContext ctx_;
 };
 
-// The head's input as its kernel takes it: x itself, or int8 codes in q / scales ([dim + 64] each).
-ActVec head_act(const MatRef& head, bool f32_activations, const float* x, int8_t* q, float* scales) {
-  ActVec act;
-  act.f = x;
-  const int dim = head.cols;
-  const int block = head.type == DType::kQ4E ? (f32_activations ? 0 : dim) : dtype_info(head.type)->act_block;
-  if (block > 0) {
-    if (head.type == DType::kQ4E) q4e_quantize_activations(x, dim, q, scales);
-    else quantize_activations(x, dim, block, q, scales);
-    act.q = q;
-    act.scales = scales;
-    act.block = block;
-  }
-  return act;
-}
-
 // Calibration states for the router: the head's input (as the head sees it) at every position of
 // the training text (teacher-forced, in windows of the context) or of text the model samples from
 // itself (temperature 1, fixed seed, from token `start`).
@@ -116,7 +98,7 @@ Status calibration_states(const HeadOptions& o, Session& s, HiddenProbe* probe, 
     if (!text.empty()) token = text[i];
     const float* x = nullptr;
     MC_TRY(probe->step(token, i % ctx, &x));
-    const ActVec act = head_act(head, o.m.f32_activations, x, xq.data(), xs.data());
+    const ActVec act = head_activations(kernels_best(), head.type, x, dim, o.m.f32_activations, xq.data(), xs.data());
     head_effective_input(act, dim, states->data() + static_cast<size_t>(i) * dim);
     if (text.empty()) {  // sample the next token from the full head
       matvec(kernels_best(), head, act, logits.data(), 0, vocab);
@@ -220,7 +202,7 @@ int run_head(const HeadOptions& o) {
   for (int pos = 0; pos < steps; ++pos) {
     const float* x = nullptr;
     if (Status st = probe->step(token, pos, &x); !st.ok()) return report(st);
-    const ActVec act = head_act(head, o.m.f32_activations, x, xq.data(), xs.data());
+    const ActVec act = head_activations(kernels_best(), head.type, x, dim, o.m.f32_activations, xq.data(), xs.data());
     matvec(k, head, act, full.data(), 0, vocab);
     int best = 0;
     for (int i = 1; i < vocab; ++i)

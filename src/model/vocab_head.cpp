@@ -165,24 +165,28 @@ Status apply_head_choice(const HeadChoice& c, const MatRef& head, Arena& arena, 
   return Status::Ok();
 }
 
-void grouped_head_logits(const KernelSet& k, const HeadChoice& c, const float* x, int dim, bool f32_q4e, int8_t* q,
-                         float* scales, float* row_logits, float* logits) {
-  const MatRef& rows = c.groups->rows;
+ActVec head_activations(const KernelSet& k, DType type, const float* x, int dim, bool f32_q4e, int8_t* q, float* scales) {
   ActVec act;
   act.f = x;
-  if (rows.type == DType::kQ4E) {
+  if (type == DType::kQ4E) {
     if (!f32_q4e) {
       q4e_quantize_activations(x, dim, q, scales);
       act.q = q;
       act.scales = scales;
       act.block = dim;
     }
-  } else if (const DTypeInfo* info = dtype_info(rows.type); info && info->act_block > 0) {
+  } else if (const DTypeInfo* info = dtype_info(type); info && info->act_block > 0) {
     k.quantize_blocks(x, dim, info->act_block, q, scales);
     act.q = q;
     act.scales = scales;
     act.block = info->act_block;
   }
+  return act;
+}
+
+void grouped_head_logits(const KernelSet& k, const HeadChoice& c, const float* x, int dim, bool f32_q4e, int8_t* q,
+                         float* scales, float* row_logits, float* logits) {
+  const ActVec act = head_activations(k, c.groups->rows.type, x, dim, f32_q4e, q, scales);
   HeadStats stats;
   grouped_head_logits(k, *c.groups, c.mode, c.top_groups, act, row_logits, logits, &stats);
 }

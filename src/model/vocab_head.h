@@ -97,6 +97,9 @@ Status check_head_choice(const HeadChoice& c, const MatRef& head);
 // A decoder's set_head: checks `c` against the head, takes grouped_head_logits's scratch from `arena`
 // the first time a grouped choice needs it (*scratch keeps it for later choices), then *current = c.
 Status apply_head_choice(const HeadChoice& c, const MatRef& head, Arena& arena, float** scratch, HeadChoice* current);
+// x (dim values) as a head of `type` reads it: int8 codes in q / scales ([dim + 64] each; q4e: one
+// scale for the vector unless f32_q4e, the block types: k.quantize_blocks), or x itself.
+ActVec head_activations(const KernelSet& k, DType type, const float* x, int dim, bool f32_q4e, int8_t* q, float* scales);
 // What forward()'s head does with `c`: quantizes x as the head's rows need (q4e: one scale for the
 // vector unless f32_q4e) into q / scales ([dim + 64] each), then grouped_head_logits.
 void grouped_head_logits(const KernelSet& k, const HeadChoice& c, const float* x, int dim, bool f32_q4e, int8_t* q,

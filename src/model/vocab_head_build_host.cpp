@@ -121,14 +121,19 @@ bool cholesky(std::vector<double>& a, int n) {
   return true;
 }
 
+// m [n, n] (lower triangle) += x x^T.
+void add_outer_lower(const double* x, int n, std::vector<double>& m) {
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j <= i; ++j) m[static_cast<size_t>(i) * n + j] += x[i] * x[j];
+}
+
 // Rows mapped so that squared distances are the mean squared logit differences over the states:
 // |L^T (a - b)|^2 = E[((a - b) . x)^2] with L L^T = E[x x^T] (a small ridge keeps it definite).
 Status logit_metric_rows(const std::vector<float>& rows, int V, int D, const float* states, int n, std::vector<float>* out) {
-  std::vector<double> m(static_cast<size_t>(D) * D, 0.0);
+  std::vector<double> m(static_cast<size_t>(D) * D, 0.0), xd(D);
   for (int s = 0; s < n; ++s) {
-    const float* x = states + static_cast<size_t>(s) * D;
-    for (int i = 0; i < D; ++i)
-      for (int j = 0; j <= i; ++j) m[static_cast<size_t>(i) * D + j] += static_cast<double>(x[i]) * x[j];
+    std::copy(states + static_cast<size_t>(s) * D, states + static_cast<size_t>(s + 1) * D, xd.begin());
+    add_outer_lower(xd.data(), D, m);
   }
   if (!cholesky(m, D))
     return Status::Error(Code::kInvalidArgument, "the calibration states span too little to group the head by them");
@@ -240,7 +245,7 @@ Status fit_head_router(const VocabHead& h, const float* states, int n, Arena& ar
   // Least squares, one shared Gram matrix: router[g] . x + bias[g] ~ the largest logit of g's rows.
   std::vector<double> gram(static_cast<size_t>(P) * P, 0.0), rhs(static_cast<size_t>(P) * K, 0.0);
   std::vector<float> logit(V);
-  std::vector<double> target(K);
+  std::vector<double> target(K), xa(P, 1.0);  // xa: the state and a constant 1 for the bias
   for (int s = 0; s < n; ++s) {
     const float* x = states + static_cast<size_t>(s) * D;
     for (int r = 0; r < V; ++r) {
@@ -259,11 +264,10 @@ Status fit_head_router(const VocabHead& h, const float* states, int n, Arena& ar
       for (int r = r0 + 1; r < r1; ++r) m = std::max(m, logit[r]);
       target[g] = m;
     }
-    for (int i = 0; i < P; ++i) {
-      const double xi = i < D ? x[i] : 1.0;
-      for (int j = 0; j <= i; ++j) gram[static_cast<size_t>(i) * P + j] += xi * (j < D ? x[j] : 1.0);
-      for (int g = 0; g < K; ++g) rhs[static_cast<size_t>(i) * K + g] += xi * target[g];
-    }
+    std::copy(x, x + D, xa.begin());
+    add_outer_lower(xa.data(), P, gram);
+    for (int i = 0; i < P; ++i)
+      for (int g = 0; g < K; ++g) rhs[static_cast<size_t>(i) * K + g] += xa[i] * target[g];
   }
   if (!solve_spd(gram, P, rhs, K))
     return Status::Error(Code::kInvalidArgument, "the head router's least squares are singular (too few calibration states?)");
