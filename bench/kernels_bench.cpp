@@ -2,6 +2,9 @@
 // at the shapes that matter (stories260K's 512x64 head and 64x64 / 172x64 layers, 768x768, 2048x2048),
 // plus BitNet 125M's tied head (32002x768, f16 as bitnet.cpp writes it, or q8_0).
 // Bytes/s counts the weight bytes read; items/s counts weights (multiply-adds).
+// attn_heads: one layer's attention at one position, stories260K's heads (8 of size 8, 4 KV heads)
+// over n cached positions: the per-head default (the table's own per-head kernels) against the
+// table's entry. items/s counts positions times heads.
 //   build/release/bench/kernels_bench --benchmark_min_time=0.05
 #include <benchmark/benchmark.h>
 
@@ -74,6 +77,28 @@ void bench_matvec(benchmark::State& state, const KernelSet* k, DType type, Shape
   state.SetLabel(k->name);
 }
 
+void bench_attn_heads(benchmark::State& state, const KernelSet* k, bool by_head, int n) {
+  const int heads = 8, kv_heads = 4, hs = 8;
+  const size_t stride = static_cast<size_t>(kv_heads) * hs;
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> keys(stride * n), values(stride * n), q(static_cast<size_t>(heads) * hs);
+  for (float& v : keys) v = normal(rng);
+  for (float& v : values) v = normal(rng);
+  for (float& v : q) v = normal(rng);
+  std::vector<float> att(static_cast<size_t>(heads) * n), out(q.size());
+  const AttnHeads a{q.data(), keys.data(), values.data(), stride, att.data(), static_cast<size_t>(n),
+                    out.data(), n, hs, heads / kv_heads, 2.828427f};
+  for (auto _ : state) {
+    if (by_head) attn_heads_by_head(*k, a, 0, heads);
+    else k->attn_heads(*k, a, 0, heads);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * n * heads);
+  state.SetLabel(k->name);
+}
+
 // Registered at start-up: ref and avx2 side by side for each (type, shape).
 const bool kRegistered = [] {
   auto add = [](DType type, Shape s) {
@@ -88,6 +113,15 @@ const bool kRegistered = [] {
     for (const Shape& s : kShapes) add(type, s);
   add(DType::kF16, kHead);
   add(DType::kQ8_0, kHead);
+  for (int n : {64, 256, 512})
+    for (const KernelSet* k : {&kernels_ref(), kernels_avx2()}) {
+      if (k == nullptr) continue;
+      for (bool by_head : {true, false}) {
+        const std::string name = std::string("attn_heads/8x8/n") + std::to_string(n) + "/" + k->name +
+                                 (by_head ? "/by_head" : "/entry");
+        benchmark::RegisterBenchmark(name.c_str(), bench_attn_heads, k, by_head, n);
+      }
+    }
   return true;
 }();
 

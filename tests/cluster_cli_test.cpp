@@ -113,11 +113,14 @@ TEST_F(ClusterCli, PlannersUnevenSplitGivesTheFingerprintOfOneProcess) {
   ASSERT_NE(plan_line, std::string::npos) << r.err;
   const std::string line = r.err.substr(plan_line, r.err.find('\n', plan_line) - plan_line);
   for (const std::string& want : ranges) EXPECT_NE(line.find(want + ")"), std::string::npos) << want << " in " << line;
-  EXPECT_NE(line.find("layers 6:9)"), std::string::npos) << "an uneven split: " << line;
   const auto even = master({"--local", "5", "--split", "even"});
   ASSERT_EQ(even.exit_code, 0) << even.err;
   EXPECT_EQ(fingerprint_line(even.out), *want_) << even.err;
   EXPECT_NE(even.err.find("layers 0:3)"), std::string::npos) << even.err;
+  // The planner weighs the stages (the master's, the links', the bounds): here not the even split.
+  bool all_even = true;
+  for (const std::string& want : ranges) all_even = all_even && even.err.find(want + ")") != std::string::npos;
+  EXPECT_FALSE(all_even) << "the planner's split is the even one: " << line;
   // A board too small for the model (flash for one layer a node): with --split plan an error, by
   // default an even split with a note.
   BoardProfile small;

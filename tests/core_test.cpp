@@ -1,4 +1,6 @@
 // Core: arenas, slice(), the host thread pool, the run fingerprint and Status.
+#include <dirent.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -261,6 +263,39 @@ TEST(CoreThreadPool, FirstRunRightAfterConstruction) {
   }
 }
 
+// Threads of this process (the entries of /proc/self/task), or -1 where there is no /proc.
+int process_threads() {
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  while (const dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+TEST(CoreThreadPool, StartsItsWorkersWithTheFirstHandedOffTask) {
+  // A small model's matrices all stay on the calling thread (run_sized below min_parallel_work):
+  // its process must not pay for threads it never uses. The first task handed off starts them all.
+  Watchdog watchdog("CoreThreadPool.StartsItsWorkersWithTheFirstHandedOffTask", 120);
+  const int before = process_threads();
+  if (before < 0) GTEST_SKIP() << "no /proc/self/task";
+  HostThreadPool pool(4, 1000);
+  PoolCounters c;
+  c.nth = 1;
+  c.shared.assign(4, 0);
+  for (int i = 0; i < 10; ++i) pool.run_sized(count_task, &c, 999);
+  EXPECT_EQ(c.calls[0].load(), 10);
+  EXPECT_EQ(process_threads(), before) << "a pool whose tasks all stayed on the caller started threads";
+  c.nth = 4;
+  pool.run_sized(count_task, &c, 1000);
+  for (int t = 1; t < 4; ++t) EXPECT_EQ(c.calls[t].load(), 1) << "thread " << t;
+  EXPECT_EQ(process_threads(), before + 3);
+  pool.run(count_task, &c);  // the same workers again, none started twice
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(c.calls[t].load(), t == 0 ? 12 : 2) << "thread " << t;
+  EXPECT_EQ(process_threads(), before + 3);
+  EXPECT_EQ(c.bad_nth.load(), 0);
+}
+
 TEST(CoreThreadPool, WakesSleepingWorkersAndDestroysWhileIdle) {
   Watchdog watchdog("CoreThreadPool.WakesSleepingWorkersAndDestroysWhileIdle", 120);
   HostThreadPool pool(3);
@@ -315,6 +350,25 @@ TEST(CoreThreadPool, RunSizedKeepsSmallWorkOnTheCaller) {
   tiny.shared.assign(2, 0);
   always.run_sized(count_task, &tiny, 0);
   EXPECT_EQ(tiny.calls[1].load(), 1);
+}
+
+// run_slices hands every item to exactly one slice, in whole granules, for any pool size.
+TEST(CoreThreadPool, RunSlicesCoversEveryItemOnce) {
+  for (int threads : {1, 2, 3, 4}) {
+    HostThreadPool pool(threads, 0);
+    for (int n : {0, 1, 15, 16, 17, 100, 1000}) {
+      for (int granule : {1, 4, 16}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int> misaligned{0};
+        run_slices(pool, n, granule, 1u << 30, [&](int b, int e) {
+          if (b % granule != 0 || b >= e || e > n) ++misaligned;
+          for (int i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+        });
+        EXPECT_EQ(misaligned.load(), 0) << threads << " " << n << " " << granule;
+        for (int i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1) << threads << " " << n << " " << i;
+      }
+    }
+  }
 }
 
 TEST(CoreThreadPool, SerialPoolRunsOnce) {

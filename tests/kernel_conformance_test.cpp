@@ -216,6 +216,47 @@ TEST_P(KernelConformance, AttentionScoresAndValues) {
   }
 }
 
+// Several heads of one position at once (attn_heads): the scores, weights and outputs of every head
+// in the range equal the reference's per-head kernels', for head sizes with and without full
+// eight-lane slices, GQA groups of 1-4 (and a range that cuts a group, as a thread's share does),
+// position counts around the eight-position blocks, ordinary, huge and tiny data and the odd -inf
+// score; heads outside the range are left alone.
+TEST_P(KernelConformance, AttentionHeads) {
+  Rng rng;
+  struct Shape { int heads, kv_heads, h0, h1; };
+  const Shape shapes[] = {{1, 1, 0, 1}, {8, 4, 0, 8}, {8, 4, 3, 7}, {8, 8, 0, 8}, {3, 1, 0, 3},
+                          {12, 4, 0, 12}, {10, 5, 1, 10}, {16, 2, 0, 16}, {2, 1, 1, 2}};
+  for (int hs : {1, 3, 7, 8, 9, 12, 16, 17, 24, 32, 33, 64}) {
+    for (const Shape& sh : shapes) {
+      for (int n : {1, 2, 7, 8, 9, 16, 17, 40, 65}) {
+        for (int kind = 0; kind < 3; ++kind) {  // ordinary values; huge (sums overflow); tiny (subnormal products)
+          const float mag = kind == 0 ? 1.0f : kind == 1 ? 1e19f : 1e-21f;
+          const size_t stride = static_cast<size_t>(hs) * sh.kv_heads + 3;  // rows a little longer than kv_dim
+          const size_t att_stride = static_cast<size_t>(n) + 5;
+          std::vector<float> keys(stride * n + 8), values(stride * n + 8), q(static_cast<size_t>(hs) * sh.heads);
+          for (float& v : keys) v = rng.uniform(-3, 3) * mag;
+          for (float& v : values) v = rng.uniform(-3, 3) * mag;
+          for (float& v : q) v = rng.uniform(-3, 3) * mag;
+          keys[1] = -0.0f;
+          if (n > 3) keys[2 * stride + 1] = -std::numeric_limits<float>::infinity();
+          std::vector<float> att_ref(att_stride * sh.heads, 7.0f), out_ref(q.size(), 7.0f);
+          std::vector<float> att_got = att_ref, out_got = out_ref;
+          AttnHeads a{q.data(), keys.data() + 1, values.data() + 2, stride, att_ref.data(), att_stride,
+                      out_ref.data(), n, hs, sh.heads / sh.kv_heads, std::sqrt(static_cast<float>(hs))};
+          ref().attn_heads(ref(), a, sh.h0, sh.h1);
+          a.att = att_got.data();
+          a.out = out_got.data();
+          k().attn_heads(k(), a, sh.h0, sh.h1);
+          ASSERT_TRUE(same_bits(att_ref, att_got)) << "att, hs " << hs << " heads " << sh.heads << "/" << sh.kv_heads
+                                                   << " [" << sh.h0 << ", " << sh.h1 << ") n " << n << " kind " << kind;
+          ASSERT_TRUE(same_bits(out_ref, out_got)) << "out, hs " << hs << " heads " << sh.heads << "/" << sh.kv_heads
+                                                   << " [" << sh.h0 << ", " << sh.h1 << ") n " << n << " kind " << kind;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(KernelConformance, Softmax) {
   Rng rng;
   for (int n : {1, 2, 7, 8, 9, 15, 16, 17, 100, 512, 1000}) {

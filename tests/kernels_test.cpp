@@ -3,6 +3,10 @@
 // the registry. (Every table against the reference: kernel_conformance_test.cpp.)
 #include "kernels/kernels.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -68,6 +72,29 @@ float contract_blocks(const MatRef& w, int r, const Act& x, double* exact, doubl
     for (int i = 0; i < s; ++i) acc[i] = acc[i] + acc[i + s];
   return acc[0];
 }
+
+#if defined(__x86_64__)
+// The tables dispatch offers (it reads glibc's copy of the CPUID bits) against CPUID and XGETBV run
+// here: the x86 tables are in every x86-64 build, so each is offered exactly when the CPU and OS can run it.
+TEST(KernelsDispatch, TablesFollowTheCpuidInstruction) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  ASSERT_TRUE(__get_cpuid(1, &a, &b, &c, &d));
+  const bool osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+  unsigned xcr0 = 0, xcr0_hi = 0;
+  if (osxsave) __asm__("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
+  unsigned max_sub = 0;
+  b = c = d = 0;
+  __get_cpuid_count(7, 0, &max_sub, &b, &c, &d);
+  const bool ymm = osxsave && avx && (xcr0 & 0x6u) == 0x6u, zmm = ymm && (xcr0 & 0xE6u) == 0xE6u;
+  const bool avx2 = ymm && f16c && ((b >> 5) & 1);
+  const bool avx512 = avx2 && zmm && ((b >> 16) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1) && ((c >> 11) & 1);
+  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+  const bool avx_vnni = avx2 && max_sub >= 1 && __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && ((a1 >> 4) & 1);
+  EXPECT_EQ(kernels_avx2() != nullptr, avx2);
+  EXPECT_EQ(kernels_avx512() != nullptr, avx512);
+  EXPECT_EQ(kernels_avxvnni() != nullptr, avx_vnni);
+}
+#endif
 
 TEST(KernelsRef, FloatKernelsFollowTheLaneContract) {
   std::mt19937_64 rng(11);

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "core/fmath.h"
@@ -110,6 +112,50 @@ TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
   d.temperature = 0.0f;
   Rig r(d, 6);
   EXPECT_EQ(r.sample(logits), 3);
+}
+
+// Greedy decoding told where the finite logits are (a grouped head's groups) picks the token the
+// full pass picks: ties, NaN, -inf candidates, the repeat penalty, groups in any order.
+TEST(Sampler, GreedyOverCandidatesEqualsTheFullPass) {
+  const int V = 40;
+  std::vector<int32_t> token_of_row(V), group_start = {0, 7, 7, 15, 26, 40};  // group 1 is empty
+  std::iota(token_of_row.begin(), token_of_row.end(), 0);
+  std::mt19937 rng(5);
+  std::shuffle(token_of_row.begin(), token_of_row.end(), rng);
+  VocabHead h;
+  h.n_groups = 5;
+  h.token_of_row = token_of_row.data();
+  h.group_start = group_start.data();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  int trials = 0, fell_back = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::vector<int> groups = {0, 1, 2, 3, 4};
+    std::shuffle(groups.begin(), groups.end(), rng);
+    const int n_groups = 1 + static_cast<int>(rng() % 4);
+    std::vector<float> logits(V, -inf);
+    bool any_finite = false;
+    for (int i = 0; i < n_groups; ++i)
+      for (int r = group_start[groups[i]]; r < group_start[groups[i] + 1]; ++r) {
+        // coarse values for ties; some NaN, some -inf; every 8th trial nothing finite at all
+        const unsigned kind = trial % 8 == 0 ? rng() % 2 : rng() % 10;
+        logits[token_of_row[r]] = kind == 0 ? nan : kind == 1 ? -inf : static_cast<float>(rng() % 5);
+        any_finite |= kind > 1;
+      }
+    fell_back += !any_finite;
+    std::vector<int> history = {static_cast<int>(rng() % V), static_cast<int>(rng() % V)};
+    for (float penalty : {1.0f, 1.3f}) {
+      SamplerConfig cfg = plain(0.0f);
+      cfg.repeat_penalty = penalty;
+      Rig a(cfg, V), b(cfg, V);
+      std::vector<float> la = logits, lb = logits;
+      const LogitCandidates cand{&h, groups.data(), n_groups};
+      const int want = a.sampler.sample(la.data(), history.data(), 2);
+      EXPECT_EQ(b.sampler.sample(lb.data(), history.data(), 2, &cand), want) << "trial " << trial;
+      ++trials;
+    }
+  }
+  EXPECT_EQ(trials, 800);
+  EXPECT_GT(fell_back, 0);  // some trials had no finite candidate: the full pass decided
 }
 
 TEST(Sampler, TopKOneEqualsGreedy) {

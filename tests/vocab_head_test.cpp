@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "core/thread_pool_host.h"
 #include "load/model_loader_host.h"
 #include "model/vocab_head_build_host.h"
 #include "quant/blocks.h"
@@ -47,6 +48,25 @@ Head make_head(DType type, int rows, int cols, std::mt19937_64& rng, bool duplic
   h.m.cols = cols;
   h.m.row_bytes = rb;
   return h;
+}
+
+// The router tests' setup: a head of random f32 rows in `groups` groups (`iterations` rounds of
+// k-means) and a router fitted on `n_calib` states drawn from `normal` (the test's own, so that its
+// later draws continue the same stream).
+struct RoutedHead {
+  Head head;
+  std::vector<uint8_t> mem = std::vector<uint8_t>(1 << 20);
+  Arena arena;
+  VocabHead vh, routed;
+};
+void make_routed_head(std::mt19937_64& rng, std::normal_distribution<float>& normal, int rows, int cols, int groups,
+                      int iterations, int n_calib, RoutedHead* r) {
+  r->head = make_head(DType::kF32, rows, cols, rng, false);
+  r->arena.reset(Tier::kHost, r->mem.data(), r->mem.size());
+  ASSERT_OK(build_vocab_head(r->head.m, groups, iterations, r->arena, &r->vh));
+  std::vector<float> calib(static_cast<size_t>(n_calib) * cols);
+  for (float& v : calib) v = normal(rng);
+  ASSERT_OK(fit_head_router(r->vh, calib.data(), n_calib, r->arena, &r->routed));
 }
 
 TEST(VocabHead, PrunedIsExactAndTwoStageOverAllGroupsToo) {
@@ -160,20 +180,68 @@ TEST(VocabHead, TheRouterLearnsLinearGroupMaximaAndIsDeterministic) {
   EXPECT_FALSE(fit_head_router(vh, calib.data(), 0, arena, &a).ok());
 }
 
+// The two-stage head reads the top T groups in the order a stable sort of the router's scores gives
+// (ties: the lower group first), whatever T, with ties among the scores, and over 1 or 3 threads.
+TEST(VocabHead, TwoStageReadsTheTopGroupsInScoreOrder) {
+  std::mt19937_64 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int rows = 120, cols = 32, groups = 24;
+  RoutedHead r;
+  make_routed_head(rng, normal, rows, cols, groups, 3, 300, &r);
+  const VocabHead& fitted = r.routed;
+  // Groups 3, 7 and 19 score alike: the same router row, scale and bias.
+  std::vector<int8_t> router(fitted.router, fitted.router + static_cast<size_t>(groups) * cols);
+  std::vector<float> scale(fitted.router_scale, fitted.router_scale + groups), bias(fitted.router_bias, fitted.router_bias + groups);
+  for (int g : {7, 19}) {
+    std::copy(router.begin() + 3 * cols, router.begin() + 4 * cols, router.begin() + static_cast<ptrdiff_t>(g) * cols);
+    scale[static_cast<size_t>(g)] = scale[3];
+    bias[static_cast<size_t>(g)] = bias[3];
+  }
+  VocabHead h = fitted;
+  h.router = router.data();
+  h.router_scale = scale.data();
+  h.router_bias = bias.data();
+  const KernelSet& k = kernels_best();
+  HostThreadPool one(1, 0), three(3, 0);
+  std::vector<float> x(cols), xe(cols), row_logits(head_scratch_floats(r.head.m)), logits(rows);
+  std::vector<int8_t> q(cols + 16);
+  int tied_in_top = 0;
+  for (int t = 0; t < 60; ++t) {
+    for (float& v : x) v = normal(rng);
+    ActVec act;
+    act.f = x.data();
+    head_effective_input(act, cols, xe.data());
+    std::vector<double> score(groups);
+    router_scores(k, h, xe.data(), q.data(), score.data());
+    std::vector<int> want(groups);
+    std::iota(want.begin(), want.end(), 0);
+    std::stable_sort(want.begin(), want.end(), [&](int a, int b) { return score[static_cast<size_t>(a)] > score[static_cast<size_t>(b)]; });
+    for (int top : {1, 2, 5, groups}) {
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(&one), static_cast<ThreadPool*>(&three)}) {
+        HeadVisit visit;
+        HeadStats st;
+        grouped_head_logits(*pool, k, h, HeadMode::kTwoStage, top, act, row_logits.data(), logits.data(), &st, &visit);
+        ASSERT_EQ(visit.n, top);
+        EXPECT_EQ(std::vector<int>(visit.groups, visit.groups + visit.n), std::vector<int>(want.begin(), want.begin() + top))
+            << "trial " << t;
+      }
+    }
+    const auto in = [&](int g) { return std::find(want.begin(), want.begin() + 5, g) != want.begin() + 5; };
+    tied_in_top += in(3) && in(7);
+  }
+  EXPECT_GT(tied_in_top, 0);  // the tie was decided inside the top 5 at least once
+}
+
 // Groups of many rows: the router, fitted to each group's largest logit, ranks the group holding the
 // argmax first more often than the centroids (which score a group's mean row) on states it was not fitted on.
 TEST(VocabHead, TheRouterRanksGroupsBetterThanCentroids) {
   std::mt19937_64 rng(12);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int rows = 600, cols = 32, n = 4000;
-  Head head = make_head(DType::kF32, rows, cols, rng, false);
-  std::vector<uint8_t> mem(1 << 20);
-  Arena arena(Tier::kHost, mem.data(), mem.size());
-  VocabHead vh, routed;
-  ASSERT_OK(build_vocab_head(head.m, 30, 5, arena, &vh));
-  std::vector<float> calib(static_cast<size_t>(n) * cols);
-  for (float& v : calib) v = normal(rng);
-  ASSERT_OK(fit_head_router(vh, calib.data(), n, arena, &routed));
+  RoutedHead r;
+  make_routed_head(rng, normal, rows, cols, 30, 5, n, &r);
+  const Head& head = r.head;
+  const VocabHead &vh = r.vh, &routed = r.routed;
   const KernelSet& k = kernels_best();
   std::vector<float> x(cols), full(rows), scratch(rows);
   int by_router = 0, by_centroid = 0;
@@ -262,9 +330,11 @@ int argmax_lowest(const float* x, int n) {
   return best;
 }
 
-// The logits of each step with `head`, feeding token 1 then `tokens` (the full head's greedy path).
-std::vector<std::vector<float>> step_logits(const LoadedModel& lm, const HeadChoice& head, const std::vector<int>& tokens) {
-  SerialPool pool;
+// The logits of each step with `head`, feeding token 1 then `tokens` (the full head's greedy path);
+// threads > 1: a pool that splits every task (the head's rows among them).
+std::vector<std::vector<float>> step_logits(const LoadedModel& lm, const HeadChoice& head, const std::vector<int>& tokens,
+                                            int threads = 1) {
+  HostThreadPool pool(threads, 0);
   DecoderInstance d;
   EXPECT_OK(make_decoder(lm, 0, &pool, &kernels_best(), 1 << 20, &d));
   EXPECT_OK(d.decoder->set_head(head, d.work));
@@ -328,6 +398,11 @@ void check_grouped_heads(const LoadedModel& lm, const MatRef& head, int steps) {
       }
     }
   }
+  // Three threads share the head's rows (and every other task): the same bits.
+  EXPECT_EQ(step_logits(lm, HeadChoice{HeadMode::kPruned, &vh, 1}, tokens, 3), pruned);
+  EXPECT_EQ(step_logits(lm, HeadChoice{HeadMode::kTwoStage, &routed, 2}, tokens, 3), routed_few);
+  EXPECT_EQ(step_logits(lm, HeadChoice{HeadMode::kTwoStage, &vh, 5}, tokens, 3),
+            step_logits(lm, HeadChoice{HeadMode::kTwoStage, &vh, 5}, tokens, 1));
   EXPECT_GT(few_skipped, 0u);  // two groups of 24 leave most rows out (with centroids or the router)
   (void)pruned_skipped;        // how many the bound skips depends on the model (docs/single-board.md)
 }

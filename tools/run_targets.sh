@@ -15,6 +15,8 @@
 #   -n N              tokens to generate (16)      --prompt-ids IDS   (1,403,407)
 #   --temp T --seed S sampling (0 = greedy; defaults 0 and 42)
 #   --kv TYPE         KV cache f32 (default) or int8: `mcullm run --kv`, the runners' kv=
+#   --cores 2         the board runners with a second core (cores=2: a thread on the hosts, QEMU -smp 2
+#                     on esp32-lx7) split every pool task with it; the one-core MCUs are left out
 #   --refusals        instead: every runner must refuse a truncated image, a corrupt one, an image
 #                     whose SRAM section does not fit and one larger than its flash, each with its
 #                     message and exit code
@@ -33,6 +35,7 @@ IDS=1,403,407
 TEMP=0
 SEED=42
 KV=f32
+CORES=1
 MODE=compare
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,10 +46,11 @@ while [ $# -gt 0 ]; do
     --temp) TEMP=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
     --kv) KV=$2; shift 2 ;;
+    --cores) CORES=$2; shift 2 ;;
     --refusals) MODE=refusals; shift ;;
     --build) BUILD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "run_targets: unknown option $1" >&2; exit 1 ;;
     *) MODEL=$1; shift ;;
   esac
@@ -93,6 +97,15 @@ if [ -n "$missing" ]; then
   MCUS=(xtensa m7)
 fi
 
+if [ "$CORES" = 2 ]; then  # the targets with a second core
+  keep=()
+  for t in "${BOARDS[@]}"; do case "$t" in board-host|aarch64|esp32-lx7) keep+=("$t") ;; esac; done
+  BOARDS=("${keep[@]}")
+elif [ "$CORES" != 1 ]; then
+  echo "run_targets: --cores takes 1 or 2" >&2
+  exit 1
+fi
+
 # The MCU builds (one at a time: parallel tests share the build directory).
 TB=$BUILD/targets
 mkdir -p "$TB"
@@ -127,7 +140,7 @@ echo "$IDS" | tr ',' ' ' >"$WORK/prompt.txt"
 run_board() {
   local target=$1 image=$2
   shift 2
-  local args=(image="$image" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" seed="$SEED" kv="$KV" "$@")
+  local args=(image="$image" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" seed="$SEED" kv="$KV" cores="$CORES" "$@")
   local rc=0
   case "$target" in
     board-host) "$BOARD" "${args[@]}" >"$WORK/$target.out" 2>&1 || rc=$? ;;
@@ -141,7 +154,7 @@ run_board() {
       case "$target" in
         cortex-m7) qemu=(qemu-system-arm -M mps2-an500 -kernel "$TB/cortex-m7.elf") ;;
         xtensa) qemu=(qemu-system-xtensa -M sim -cpu lx106 -m 128M -kernel "$TB/xtensa-lx106.elf") ;;
-        esp32-lx7) qemu=(qemu-system-xtensa -M sim -cpu de233_fpu -m 128M -kernel "$TB/esp32-lx7.elf") ;;
+        esp32-lx7) qemu=(qemu-system-xtensa -M sim -cpu de233_fpu -smp "$CORES" -m 128M -kernel "$TB/esp32-lx7.elf") ;;
       esac
       timeout 600 "${qemu[@]}" -display none -monitor none -semihosting -icount shift=0 -semihosting-config "$semi" \
         >"$WORK/$target.out" 2>&1 || rc=$? ;;
@@ -200,17 +213,18 @@ done
 
 ref=${FP[x86-ref]}
 fail=0
-echo "model $MODEL, prompt $IDS, $N tokens, temp $TEMP, seed $SEED, kv $KV"
-echo "tokens: $(grep '^tokens' "$WORK/xtensa.out" | cut -d' ' -f2-)"
+last=${BOARDS[${#BOARDS[@]}-1]}  # an emulated MCU (esp32-lx7 or xtensa)
+echo "model $MODEL, prompt $IDS, $N tokens, temp $TEMP, seed $SEED, kv $KV, board runners on $CORES core(s)"
+echo "tokens: $(grep '^tokens' "$WORK/$last.out" | cut -d' ' -f2-)"
 declare -A KERNELS=([x86-ref]=ref [x86-simd]=$SIMD)
 for t in x86-ref x86-simd "${BOARDS[@]}"; do
   per=""
   if [ -f "$WORK/$t.out" ]; then
-    per=$(grep '^per sampled token' "$WORK/$t.out" | sed 's/per sampled token: //')
+    per=$(grep '^per sampled token' "$WORK/$t.out" | sed 's/per sampled token: //' | paste -sd ';')
     KERNELS[$t]=$(sed -n 's/^board: target.*, kernels \([a-z0-9]*\).*/\1/p' "$WORK/$t.out")
   fi
   if [ "${FP[$t]}" = "$ref" ] && [ -n "$ref" ]; then status=same; else status=DIFFERENT; fail=1; fi
   printf '%-11s %-16s %-9s kernels %-6s %s\n' "$t" "${FP[$t]:-none}" "$status" "${KERNELS[$t]}" "$per"
 done
-grep '^memory' "$WORK/xtensa.out" | sed 's/^/xtensa /'
+grep '^memory' "$WORK/$last.out" | sed "s/^/$last /"
 exit $fail

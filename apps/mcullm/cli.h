@@ -17,6 +17,12 @@ struct KernelSet;
 
 namespace mcullm::cli {
 
+// The top-level description, and the app main() parses: the version flag, the footer, defaults shown
+// in --help, and the subcommands: only the one `first_arg` (argv[1], may be null) names, else all of
+// them. A command's parse, help and errors do not depend on which others are registered.
+extern const char* const kAppDescription;
+void build_app(CLI::App& app, int* exit_code, const char* first_arg);
+
 // Each add_* registers a subcommand whose callback stores its exit code in *exit_code.
 void add_run_command(CLI::App& app, int* exit_code);
 void add_dummy_command(CLI::App& app, int* exit_code);

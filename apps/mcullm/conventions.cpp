@@ -1,14 +1,16 @@
 // The conventions every command shares: seed, threads, version, checked output (cli.h).
 #include <cerrno>
+#include <climits>
 #include <cstdarg>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -41,14 +43,34 @@ int logical_cores() {
 }
 
 // Distinct (package, core) pairs of the CPUs Linux lists; the logical count when it lists none.
+namespace {
+// The integer at the start of a small file (leading blanks skipped), or false. Plain open / read:
+// every command's --threads default reads two of them per CPU at start-up, and an ifstream
+// (locale, 8 KB buffer) cost several times the read.
+bool read_int_file(const std::string& path, int* value) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[64];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(buf, &end, 10);
+  if (end == buf || errno != 0 || v < INT_MIN || v > INT_MAX) return false;
+  *value = static_cast<int>(v);
+  return true;
+}
+}  // namespace
+
 int physical_cores() {
   std::set<std::pair<int, int>> cores;
   for (int cpu = 0; cpu < 4096; ++cpu) {
     const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    std::ifstream core(dir + "core_id"), package(dir + "physical_package_id");
     int c = -1, p = -1;
-    if (!(core >> c)) break;
-    if (!(package >> p)) p = 0;
+    if (!read_int_file(dir + "core_id", &c)) break;
+    if (!read_int_file(dir + "physical_package_id", &p)) p = 0;
     cores.insert({p, c});
   }
   const int n = static_cast<int>(cores.size());

@@ -39,6 +39,28 @@ class ThreadPool {
   size_t min_parallel_work_ = 0;  // 0: every task on every thread
 };
 
+// fn(begin, end) over [0, n) split into the pool's fixed slices, in whole granules of `granule`
+// items (a multiple of 16 floats keeps every slice's start 64-byte aligned, as the SIMD and PIE
+// kernels want, and threads off each other's cache lines): for work whose every item is computed
+// alone (elementwise activations, quantizing with a known scale, rotating heads), so the results
+// do not depend on the split. `work`: as run_sized's.
+template <class Fn>
+void run_slices(ThreadPool& pool, int n, int granule, size_t work, const Fn& fn) {
+  struct Ctx {
+    const Fn* fn;
+    int n, granule;
+  } ctx{&fn, n, granule};
+  pool.run_sized(
+      [](void* p, int ith, int nth) {
+        const Ctx& c = *static_cast<const Ctx*>(p);
+        int g0, g1;
+        slice((c.n + c.granule - 1) / c.granule, ith, nth, &g0, &g1);
+        const int b = g0 * c.granule, e = g1 * c.granule < c.n ? g1 * c.granule : c.n;
+        if (b < e) (*c.fn)(b, e);
+      },
+      &ctx, work);
+}
+
 // One thread: run() calls task(ctx, 0, 1) directly. Freestanding.
 class SerialPool final : public ThreadPool {
  public:

@@ -15,7 +15,13 @@ constexpr int kSpinsBeforeSleep = 1 << 12;  // ~100 us of pause-spinning, then s
 
 HostThreadPool::HostThreadPool(int n_threads, size_t min_parallel_work) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   set_min_parallel_work(min_parallel_work);
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back(&HostThreadPool::worker, this, i);
+}
+
+void HostThreadPool::start_workers() {
+  // Called by run() before it publishes a task: every worker starts from the generation before it.
+  const unsigned seen = generation_.load(std::memory_order_relaxed);
+  workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back(&HostThreadPool::worker, this, i, seen);
 }
 
 HostThreadPool::~HostThreadPool() {
@@ -30,6 +36,7 @@ void HostThreadPool::run(TaskFn task, void* ctx) {
     task(ctx, 0, 1);
     return;
   }
+  if (workers_.empty()) start_workers();
   task_ = task;
   ctx_ = ctx;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
@@ -45,10 +52,9 @@ void HostThreadPool::run(TaskFn task, void* ctx) {
   }
 }
 
-void HostThreadPool::worker(int ith) {
-  // Generation 0 is the pool's state at construction: a worker that starts late must still see
-  // the first task (reading the counter here would skip it).
-  unsigned seen = 0;
+void HostThreadPool::worker(int ith, unsigned seen) {
+  // `seen` is the generation before the task that started this worker: a worker that starts late
+  // must still see that task (reading the counter here would skip it).
   for (;;) {
     unsigned now;
     int spins = 0;

@@ -1,4 +1,6 @@
-// The PC's thread pool: std::thread workers spinning on an atomic generation counter.
+// The PC's thread pool: std::thread workers spinning on an atomic generation counter, started by
+// the first task handed to them (a small model's matrices all stay on the calling thread, so its
+// process never pays for a thread: creating it, its stack's page faults and its first spin).
 #pragma once
 #include <atomic>
 #include <thread>
@@ -25,10 +27,11 @@ class HostThreadPool final : public ThreadPool {
   void run(TaskFn task, void* ctx) override;
 
  private:
-  void worker(int ith);
+  void start_workers();
+  void worker(int ith, unsigned seen);
 
   int n_threads_;
-  std::vector<std::thread> workers_;
+  std::vector<std::thread> workers_;     // empty until the first run() with n_threads_ > 1
   std::atomic<unsigned> generation_{0};  // bumped once per task
   std::atomic<int> pending_{0};          // workers still busy with the current task
   std::atomic<bool> stop_{false};

@@ -2,6 +2,18 @@
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#if defined(__GLIBC__) && __has_include(<sys/platform/x86.h>)
+// glibc >= 2.33: the CPUID bits its dynamic loader read at start-up. The header is C: its functions
+// return _Bool, which clang++ (the fuzz build) does not know and g++ accepts as an extension.
+#if defined(__clang__)
+#define _Bool bool
+#include <sys/platform/x86.h>
+#undef _Bool
+#else
+#include <sys/platform/x86.h>
+#endif
+#define MC_GLIBC_CPUID 1
+#endif
 #endif
 
 #include "kernels/kernels.h"
@@ -16,8 +28,9 @@ namespace mcullm {
 namespace {
 // The x86 features the tables need, read once per process: in a VM every CPUID instruction traps to
 // the hypervisor (about 14 us each on the Zen 3 VM of docs/performance.md), and libgcc's
-// __builtin_cpu_supports would run a dozen more of them at start-up. Three CPUID leaves and XGETBV
-// (whether the OS saves the ymm / zmm state: the AVX and AVX-512 bits mean nothing without it).
+// __builtin_cpu_supports would run a dozen more of them at start-up. Three CPUID leaves (or glibc's
+// copy of them) and XGETBV (whether the OS saves the ymm / zmm state: the AVX and AVX-512 bits mean
+// nothing without it).
 enum CpuFeature : unsigned {
   kProbed = 1,    // the bits below are known
   kAvx2 = 2,      // AVX2 + F16C (the f16 kernels convert with it), ymm state enabled
@@ -26,22 +39,60 @@ enum CpuFeature : unsigned {
   kAmx = 16,      // AMX-TILE and AMX-INT8 (leaf 7, EDX bits 24 and 25)
 };
 
+// The CPUID bits the tables need: glibc's copy where it has one (no CPUID instruction: 7 us each on
+// the Zen 4 VM of docs/performance.md), else the instruction.
+struct CpuidBits {
+  bool osxsave, avx, f16c, avx2, avx512f, avx512bw, avx512vl, avx512vnni, amx_tile, amx_int8, avx_vnni;
+};
+
+bool read_cpuid(CpuidBits* r) {
+#if defined(MC_GLIBC_CPUID)
+  // PRESENT: the CPUID bit as read (glibc's ACTIVE would also apply its tunables).
+  r->osxsave = CPU_FEATURE_PRESENT(OSXSAVE);
+  r->avx = CPU_FEATURE_PRESENT(AVX);
+  r->f16c = CPU_FEATURE_PRESENT(F16C);
+  r->avx2 = CPU_FEATURE_PRESENT(AVX2);
+  r->avx512f = CPU_FEATURE_PRESENT(AVX512F);
+  r->avx512bw = CPU_FEATURE_PRESENT(AVX512BW);
+  r->avx512vl = CPU_FEATURE_PRESENT(AVX512VL);
+  r->avx512vnni = CPU_FEATURE_PRESENT(AVX512_VNNI);
+  r->amx_tile = CPU_FEATURE_PRESENT(AMX_TILE);
+  r->amx_int8 = CPU_FEATURE_PRESENT(AMX_INT8);
+  r->avx_vnni = CPU_FEATURE_PRESENT(AVX_VNNI);
+  return true;
+#else
+  unsigned a = 0, b = 0, c = 0, d = 0, max_sub = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  *r = {};
+  r->osxsave = c & (1u << 27);
+  r->avx = c & (1u << 28);
+  r->f16c = c & (1u << 29);
+  if (!__get_cpuid_count(7, 0, &max_sub, &b, &c, &d)) return true;
+  r->avx2 = b & (1u << 5);
+  r->avx512f = b & (1u << 16);
+  r->avx512bw = b & (1u << 30);
+  r->avx512vl = b & (1u << 31);
+  r->avx512vnni = c & (1u << 11);
+  r->amx_tile = d & (1u << 24);
+  r->amx_int8 = d & (1u << 25);
+  r->avx_vnni = max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+  return true;
+#endif
+}
+
 unsigned probe_cpu() {
-  unsigned f = kProbed, a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
-  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
-  if (!osxsave || !avx) return f;
+  unsigned f = kProbed;
+  CpuidBits r;
+  if (!read_cpuid(&r) || !r.osxsave || !r.avx) return f;
   unsigned xcr0_lo = 0, xcr0_hi = 0;
   __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
   const bool ymm_state = (xcr0_lo & 0x6u) == 0x6u;    // SSE and AVX state
   const bool zmm_state = (xcr0_lo & 0xE6u) == 0xE6u;  // and opmask, ZMM_Hi256, Hi16_ZMM
-  unsigned max_sub = 0;
-  if (!ymm_state || !__get_cpuid_count(7, 0, &max_sub, &b, &c, &d)) return f;
-  if (!(b & (1u << 5)) || !f16c) return f;
+  if (!ymm_state || !r.avx2 || !r.f16c) return f;
   f |= kAvx2;
-  if (zmm_state && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) && (c & (1u << 11))) f |= kAvx512;
-  if ((d & (1u << 24)) && (d & (1u << 25))) f |= kAmx;
-  if (max_sub >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4))) f |= kAvxVnni;
+  if (zmm_state && r.avx512f && r.avx512bw && r.avx512vl && r.avx512vnni) f |= kAvx512;
+  if (r.amx_tile && r.amx_int8) f |= kAmx;
+  if (r.avx_vnni) f |= kAvxVnni;
   return f;
 }
 

@@ -107,6 +107,24 @@ class ThreadPool;
 bool tl_mul_mat(const KernelSet& k, const TlTensor& w, const float* x, int n_tokens, float* y, void* work,
                 size_t work_bytes, ThreadPool* pool, TlActQuant mode = TlActQuant::kPerToken);
 
+// Attention of heads [h0, h1) at one position over an f32 KV cache (KernelSet::attn_heads).
+struct AttnHeads {
+  const float* q;        // head h's query at q + h * hs
+  const float* keys;     // KV head g's key of position t at keys + t * stride + g * hs
+  const float* values;   // the same layout as keys
+  size_t stride;
+  float* att;            // head h's n scores, then its attention weights, at att + h * att_stride
+  size_t att_stride;
+  float* out;            // head h's output at out + h * hs
+  int n;                 // positions
+  int hs;                // head size
+  int group;             // query heads per KV head: head h reads KV head h / group
+  float scale;
+};
+// Every head of [h0, h1) in turn through k's own per-head entries: k.attn_scores, k.softmax,
+// k.attn_values (the default attn_heads entry, so a table without its own keeps its per-head kernels).
+void attn_heads_by_head(const KernelSet& k, const AttnHeads& a, int h0, int h1);
+
 // The scalar reference kernels (kernels/ref/): the oracle every optimized kernel equals bit for bit,
 // and every table's default entry (KernelSet below), so a table names only the kernels it replaces.
 float dot_f32_ref(const float* a, const float* b, int n);
@@ -185,6 +203,11 @@ struct KernelSet {
   // In-place softmax: m = running max (x[i] > m replaces m, so NaNs are never picked unless x[0]
   // is one), x[i] = mc_expf(x[i] - m), sum in increasing i, then x[i] /= sum.
   void (*softmax)(float* x, int n) = softmax_ref;
+  // Heads [h0, h1) of one position (AttnHeads above), each head's attn_scores, softmax and
+  // attn_values bit for bit, leaving the attention weights in att: what attn_heads_by_head does
+  // with the reference kernels. A table may run several heads' sequential chains side by side
+  // (each head keeps its order of operations).
+  void (*attn_heads)(const KernelSet& k, const AttnHeads& a, int h0, int h1) = attn_heads_by_head;
   // gate[i] = mc_silu(gate[i]) * up[i]: the SwiGLU product.
   void (*silu_mul)(float* gate, const float* up, int n) = silu_mul_ref;
   // i2_s rows times int8 activations with one scale (xs[0]): see the contract above.

@@ -48,6 +48,12 @@ class Decoder {
   }
   virtual int vocab_size() const = 0;
   virtual int ctx_len() const = 0;
+  // After forward() with a grouped head: where its logits may be finite (vocab_head.h); false when
+  // every logit was computed (the full head) or the decoder does not say.
+  virtual bool logit_candidates(LogitCandidates* out) const {
+    (void)out;
+    return false;
+  }
 
  protected:
   // Not virtual and not public: nothing deletes a decoder through this interface (a virtual

@@ -53,7 +53,9 @@ Status generate(Decoder& ctx, Sampler& sampler, const int* prompt, int n_prompt,
       step.next = prompt[pos + 1];
     } else {
       // The context owns the logits buffer and recomputes it on the next forward: sampling may edit it.
-      step.next = sampler.sample(const_cast<float*>(logits_c), history, n_history);
+      LogitCandidates cand;
+      const bool narrowed = ctx.logit_candidates(&cand);
+      step.next = sampler.sample(const_cast<float*>(logits_c), history, n_history, narrowed ? &cand : nullptr);
       history[n_history++] = step.next;
       ++result->n_sampled;
       if (fp) fp->add_token(step.next);

@@ -10,6 +10,9 @@ namespace mcullm {
 
 namespace {
 
+// Slices of 16 values whose maxima the split scale pass keeps (inputs up to 16 x this wide).
+constexpr int kQuantMaxParts = 512;
+
 Status check_q4e(const MatRef& m, const char* what, int layer, int rows, int cols) {
   MC_TRY(check_matrix(m, what, layer, rows, cols));
   if (m.type != DType::kQ4E || m.group <= 0 || !m.scales)
@@ -157,7 +160,25 @@ void PleContext::run(const MatRef* const* mats, float* const* outs, const size_t
   act.f_stride = x_stride;
   if (!f32_act_) {
     const size_t w = static_cast<size_t>(widest_);
-    for (int i = 0; i < n; ++i) q4e_quantize_activations(x + i * x_stride, n_vals, act_q_ + i * w, act_scales_ + i);
+    const size_t work = static_cast<size_t>(n_vals) * kElementWork;
+    for (int i = 0; i < n; ++i) {  // each column's scale, then its int8 values, both split over the pool
+      const float* xi = x + i * x_stride;
+      int8_t* qi = act_q_ + i * w;
+      // The max of each slice at its first granule (the others stay 0: |x| >= 0, and the max of
+      // maxima is the max, exactly), then the largest of them on this thread.
+      float part[kQuantMaxParts];
+      float xmax = 1e-8f;
+      if (n_vals <= 16 * kQuantMaxParts) {
+        const int parts = (n_vals + 15) / 16;
+        for (int p = 0; p < parts; ++p) part[p] = 0.0f;
+        run_slices(*pool_, n_vals, 16, work, [&](int b, int e) { part[b / 16] = q4e_activations_max(xi + b, e - b); });
+        for (int p = 0; p < parts; ++p) xmax = part[p] > xmax ? part[p] : xmax;
+      } else {
+        xmax = q4e_activations_max(xi, n_vals);
+      }
+      act_scales_[i] = xmax / 127.0f;
+      run_slices(*pool_, n_vals, 16, work, [&](int b, int e) { q4e_quantize_activations_with(xi + b, e - b, xmax, qi + b); });
+    }
     act.q = act_q_;
     act.q_stride = w;
     act.scales = act_scales_;
@@ -204,7 +225,7 @@ Status PleContext::prefill(const int* tokens, int n, int pos0, const float** log
   if (pos0 < 0 || pos0 > s_.ctx_len - n)
     return Status::Error(Code::kOutOfRange, "positions %d..%d are outside the context of %d tokens", pos0, pos0 + n - 1,
                          s_.ctx_len);
-  const int D = c.dim, L = c.n_layers, P = c.ple_dim, F = c.ffn, hs = c.head_dim(), half = hs / 2;
+  const int D = c.dim, L = c.n_layers, P = c.ple_dim, F = c.ffn, hs = c.head_dim();
   const size_t Dz = static_cast<size_t>(D), Fz = static_cast<size_t>(F), Pz = static_cast<size_t>(P);
   const size_t LP = static_cast<size_t>(L) * Pz;
   const size_t nD = static_cast<size_t>(n) * Dz;
@@ -225,7 +246,7 @@ Status PleContext::prefill(const int* tokens, int n, int pos0, const float** log
     for (size_t j = 0; j < LP; ++j) ple[j] = (ple[j] + row_[j] * sp) * inv2;
   }
 
-  for (int i = 0; i < n; ++i) rope_angles(c.rope_theta, hs, pos0 + i, b_.rope_cos + i * half, b_.rope_sin + i * half);
+  rope_angles_batch(*pool_, c.rope_theta, hs, pos0, n, b_.rope_cos, b_.rope_sin);
   auto norm = [&](float* out, const float* in, const float* w) {
     for (int i = 0; i < n; ++i) rmsnorm(k, out + i * Dz, in + i * Dz, w, D, c.norm_eps);
   };
@@ -240,10 +261,8 @@ Status PleContext::prefill(const int* tokens, int n, int pos0, const float** log
       const size_t strides[3] = {Dz, Dz, Dz};
       run(mats, outs, strides, 3, xb, Dz, D, n);
     }
-    for (int i = 0; i < n; ++i) {  // split-half pairs
-      rope_rotate(b_.q + i * Dz, D, hs, b_.rope_cos + i * half, b_.rope_sin + i * half, RopeStyle::kNeox);
-      rope_rotate(keys + i * Dz, D, hs, b_.rope_cos + i * half, b_.rope_sin + i * half, RopeStyle::kNeox);
-    }
+    rope_rotate_batch(*pool_, RopeColumns{b_.q, D, Dz, keys, D, Dz}, hs, n, b_.rope_cos, b_.rope_sin,
+                      RopeStyle::kNeox);  // split-half pairs
     attend(*pool_, k, base_, s_, l, pos0, n, b_.q, b_.att_out);
     run1(Ly.attn_proj, xb, Dz, b_.att_out, Dz, D, n);
     for (size_t i = 0; i < nD; ++i) x[i] += xb[i];
@@ -256,14 +275,16 @@ Status PleContext::prefill(const int* tokens, int n, int pos0, const float** log
         const size_t strides[2] = {Fz, Fz};
         run(mats, outs, strides, 2, xb, Dz, D, n);
       }
-      for (int i = 0; i < n; ++i) {
-        float *g = b_.hb + i * Fz, *u = b_.hb2 + i * Fz;
-        if (c.relu_ffn) {
+      if (c.relu_ffn) {
+        for (int i = 0; i < n; ++i) {
+          float *g = b_.hb + i * Fz, *u = b_.hb2 + i * Fz;
           ffn_.live += static_cast<unsigned long long>(relu_mul(g, u, g, F));
           ffn_.neurons += static_cast<unsigned long long>(F);
-        } else {
-          k.silu_mul(g, u, F);
         }
+      } else {  // the n columns are contiguous: one split of n * F values
+        float *g = b_.hb, *u = b_.hb2;
+        run_slices(*pool_, n * F, 16, static_cast<size_t>(n) * Fz * kElementWork,
+                   [&](int b, int e) { k.silu_mul(g + b, u + b, e - b); });
       }
       run1(Ly.down, xb, Dz, b_.hb, Fz, F, n);
       for (size_t i = 0; i < nD; ++i) x[i] += xb[i];
@@ -271,11 +292,12 @@ Status PleContext::prefill(const int* tokens, int n, int pos0, const float** log
 
     // PLE gate: x += RMSNorm(ple_proj(gelu(ple_gate(x)) * ple_l)).
     run1(Ly.ple_gate, gate_, Pz, x, Dz, D, n);
-    for (int i = 0; i < n; ++i) {
-      float* g = gate_ + i * Pz;
-      const float* ple = ple_ + i * LP + l * Pz;
-      for (int j = 0; j < P; ++j) g[j] = mc_gelu_erf(g[j]) * ple[j];
-    }
+    run_slices(*pool_, n * P, 16, static_cast<size_t>(n) * Pz * kElementWork, [&](int b, int e) {
+      for (int t = b; t < e; ++t) {
+        const int i = t / P, j = t % P;
+        gate_[t] = mc_gelu_erf(gate_[t]) * ple_[i * LP + l * Pz + static_cast<size_t>(j)];
+      }
+    });
     run1(Ly.ple_proj, xb, Dz, gate_, Pz, P, n);
     norm(xb, xb, Ly.ple_norm);
     for (size_t i = 0; i < nD; ++i) x[i] += xb[i];
@@ -284,9 +306,11 @@ Status PleContext::prefill(const int* tokens, int n, int pos0, const float** log
 
   norm(x, x, m.out_norm);
   const size_t V = static_cast<size_t>(c.output_vocab);
+  head_visit_.n = -1;
   if (head_.grouped()) {
     for (int i = 0; i < n; ++i)  // column by column: each the bits of a single token's head
-      grouped_head_logits(k, head_, x + i * Dz, D, f32_act_, act_q_, act_scales_, head_rows_, b_.logits + i * V);
+      grouped_head_logits(*pool_, k, head_, x + i * Dz, D, f32_act_, act_q_, act_scales_, head_rows_, b_.logits + i * V,
+                          &head_visit_);
   } else {
     run1(m.output, b_.logits, V, x, Dz, D, n);
   }

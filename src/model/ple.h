@@ -90,6 +90,7 @@ class PleContext final : public Decoder {
   int max_batch() const override { return b_.cap; }
   Status set_head(const HeadChoice& c, Arena& arena) override;
   int vocab_size() const override { return model_->cfg.output_vocab; }
+  bool logit_candidates(LogitCandidates* out) const override { return head_visit_.candidates(head_.groups, out); }
   int ctx_len() const override { return s_.ctx_len; }
   // After forward: the head's input (the final RMSNorm's output), [dim].
   const float* head_input() const { return b_.x; }
@@ -134,6 +135,7 @@ class PleContext final : public Decoder {
   float* act_scales_ = nullptr;  // [cap + widest_]: one per column, or the grouped head's scales
   HeadChoice head_;
   float* head_rows_ = nullptr;  // grouped head: head_scratch_floats (model/vocab_head.h)
+  HeadVisit head_visit_;
   FfnCounts ffn_;
   bool sparse_on_ = true;
   int sparse_max_live_ = kSparseFfnMaxLivePermille;

@@ -184,9 +184,9 @@ Status Sampler::init(const SamplerConfig& cfg, int vocab_size, Arena& arena) {
   return Status::Ok();
 }
 
-int Sampler::sample(float* logits, const int* history, int n_history) {
+int Sampler::sample(float* logits, const int* history, int n_history, const LogitCandidates* candidates) {
   if (vocab_ == 0 || logits == nullptr) return 0;
-  return cfg_.llama2c ? sample_llama2c(logits) : sample_default(logits, history, n_history);
+  return cfg_.llama2c ? sample_llama2c(logits) : sample_default(logits, history, n_history, candidates);
 }
 
 int Sampler::sample_llama2c(float* logits) {
@@ -222,12 +222,31 @@ void Sampler::apply_repeat_penalty(float* logits, const int* history, int n_hist
   }
 }
 
-int Sampler::sample_default(float* logits, const int* history, int n_history) {
+int Sampler::sample_default(float* logits, const int* history, int n_history, const LogitCandidates* candidates) {
   const int n = vocab_;
-  apply_repeat_penalty(logits, history, n_history);
-  for (int i = 0; i < n; ++i)
+  apply_repeat_penalty(logits, history, n_history);  // -inf stays -inf
+  if (cfg_.temperature <= 0.0f && candidates && candidates->head) {
+    // Greedy over the candidates only: the first largest of the full pass below is the largest with
+    // the lowest id, and every other logit is -inf. If none is above -inf, the full pass decides.
+    const VocabHead& h = *candidates->head;
+    int best = -1;
+    for (int i = 0; i < candidates->n_groups; ++i) {
+      const int g = candidates->groups[i];
+      for (int r = h.group_start[g]; r < h.group_start[g + 1]; ++r) {
+        const int t = h.token_of_row[r];
+        if (is_nan(logits[t])) logits[t] = -kInf;
+        if (best < 0 || logits[t] > logits[best] || (logits[t] == logits[best] && t < best)) best = t;
+      }
+    }
+    if (best >= 0 && logits[best] > -kInf) return best;
+  }
+  // NaN counts as -inf (and is replaced by it); greedy decoding takes the first largest in the same pass.
+  int best = 0;
+  for (int i = 0; i < n; ++i) {
     if (is_nan(logits[i])) logits[i] = -kInf;
-  if (cfg_.temperature <= 0.0f) return argmax(logits, n);
+    if (logits[i] > logits[best]) best = i;
+  }
+  if (cfg_.temperature <= 0.0f) return best;
   const float coin = xorshift_f32(&rng_);  // exactly one per step, whatever follows
 
   Candidate* c = cand_;

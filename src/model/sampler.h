@@ -24,6 +24,7 @@
 
 #include "core/arena.h"
 #include "mcullm/status.h"
+#include "model/vocab_head.h"
 
 namespace mcullm {
 
@@ -48,7 +49,9 @@ class Sampler {
   Status init(const SamplerConfig& cfg, int vocab_size, Arena& arena);
   // Picks the next token from logits[vocab_size] (modified in place). history = tokens so far (for
   // the repeat penalty; ids outside the vocabulary are ignored). Returns 0 if init() did not succeed.
-  int sample(float* logits, const int* history, int n_history);
+  // candidates (may be null): the logits outside them are -inf (a grouped head's, Decoder::
+  // logit_candidates): greedy decoding then reads only those; the token is the same.
+  int sample(float* logits, const int* history, int n_history, const LogitCandidates* candidates = nullptr);
 
   const SamplerConfig& config() const { return cfg_; }
   uint64_t rng_state() const { return rng_; }
@@ -60,7 +63,7 @@ class Sampler {
 
  private:
   int sample_llama2c(float* logits);
-  int sample_default(float* logits, const int* history, int n_history);
+  int sample_default(float* logits, const int* history, int n_history, const LogitCandidates* candidates);
   void apply_repeat_penalty(float* logits, const int* history, int n_history);
 
   SamplerConfig cfg_;

@@ -137,14 +137,18 @@ Status DecoderState::reserve_stage(int rows, Arena& arena) {
   return Status::Ok();
 }
 
-void DecoderState::store_kv(int layer, int pos0, int n) {
+void DecoderState::store_kv(ThreadPool& pool, int layer, int pos0, int n) {
   if (kv_type == KvType::kF32) return;
-  for (int i = 0; i < n; ++i) {
-    const size_t at = cache_index(layer, pos0 + i);
-    const size_t row = static_cast<size_t>(i) * kv_dim;
-    quantize_activations(key_new + row, kv_dim, head_dim, key_q + at * kv_dim, key_s + at * n_kv_heads);
-    quantize_activations(value_new + row, kv_dim, head_dim, value_q + at * kv_dim, value_s + at * n_kv_heads);
-  }
+  const int heads = n_kv_heads;  // one scale per head: each head quantized on its own
+  run_slices(pool, n * heads, 1, static_cast<size_t>(n) * kv_dim * 2 * kElementWork, [&](int b, int e) {
+    for (int t = b; t < e; ++t) {
+      const int i = t / heads, h = t % heads;
+      const size_t at = cache_index(layer, pos0 + i), off = static_cast<size_t>(h) * head_dim;
+      const size_t row = static_cast<size_t>(i) * kv_dim + off, cached = at * kv_dim + off, scale = at * n_kv_heads + h;
+      quantize_activations(key_new + row, head_dim, head_dim, key_q + cached, key_s + scale);
+      quantize_activations(value_new + row, head_dim, head_dim, value_q + cached, value_s + scale);
+    }
+  });
 }
 
 Status BatchState::init(const LlamaConfig& c, int n, Arena& arena) {
@@ -185,31 +189,53 @@ void rmsnorm(const KernelSet& k, float* out, const float* x, const float* w, int
   for (int i = 0; i < n; ++i) out[i] = w[i] * (ss * x[i]);
 }
 
-void rope_angles(float theta, int hs, int pos, float* cos_out, float* sin_out) {
-  const double log_theta = mc_log(static_cast<double>(theta));
-  for (int i = 0; i < hs / 2; ++i) {
-    const float e = static_cast<float>(2 * i) / static_cast<float>(hs);
-    const float freq = 1.0f / static_cast<float>(mc_exp(log_theta * static_cast<double>(e)));
-    const float angle = static_cast<float>(pos) * freq;
-    double s, co;
-    mc_sincos(static_cast<double>(angle), &s, &co);
-    cos_out[i] = static_cast<float>(co);
-    sin_out[i] = static_cast<float>(s);
-  }
+namespace {
+// Angle i of position pos (log_theta = mc_log(theta)).
+void rope_angle(double log_theta, int hs, int pos, int i, float* cos_out, float* sin_out) {
+  const float e = static_cast<float>(2 * i) / static_cast<float>(hs);
+  const float freq = 1.0f / static_cast<float>(mc_exp(log_theta * static_cast<double>(e)));
+  const float angle = static_cast<float>(pos) * freq;
+  double s, co;
+  mc_sincos(static_cast<double>(angle), &s, &co);
+  *cos_out = static_cast<float>(co);
+  *sin_out = static_cast<float>(s);
 }
 
-void rope_rotate(float* vec, int n, int hs, const float* cos_, const float* sin_, RopeStyle style) {
+void rotate_head(float* v, int hs, const float* cos_, const float* sin_, RopeStyle style) {
   const int half = hs / 2;
-  for (int h0 = 0; h0 < n; h0 += hs) {
-    float* v = vec + h0;
-    for (int i = 0; i < half; ++i) {
-      const int a = style == RopeStyle::kNeox ? i : 2 * i;
-      const int b = style == RopeStyle::kNeox ? i + half : 2 * i + 1;
-      const float v0 = v[a], v1 = v[b];
-      v[a] = v0 * cos_[i] - v1 * sin_[i];
-      v[b] = v0 * sin_[i] + v1 * cos_[i];
-    }
+  for (int i = 0; i < half; ++i) {
+    const int a = style == RopeStyle::kNeox ? i : 2 * i;
+    const int b = style == RopeStyle::kNeox ? i + half : 2 * i + 1;
+    const float v0 = v[a], v1 = v[b];
+    v[a] = v0 * cos_[i] - v1 * sin_[i];
+    v[b] = v0 * sin_[i] + v1 * cos_[i];
   }
+}
+}  // namespace
+
+// Cost weights for run_sized (multiply-add equivalents): an angle is a few double-precision routines.
+constexpr size_t kRopeAngleWork = 256, kRopeHeadWork = 4;
+
+void rope_angles_batch(ThreadPool& pool, float theta, int hs, int pos0, int n, float* cos_, float* sin_) {
+  const double log_theta = mc_log(static_cast<double>(theta));
+  const int half = hs / 2, total = n * half;
+  run_slices(pool, total, 1, static_cast<size_t>(total) * kRopeAngleWork, [&](int b, int e) {
+    for (int t = b; t < e; ++t) rope_angle(log_theta, hs, pos0 + t / half, t % half, cos_ + t, sin_ + t);
+  });
+}
+
+void rope_rotate_batch(ThreadPool& pool, const RopeColumns& c, int hs, int n, const float* cos_, const float* sin_,
+                       RopeStyle style) {
+  const int qh = c.q_width / hs, kh = c.k_width / hs, per = qh + kh, half = hs / 2;
+  run_slices(pool, n * per, 1, static_cast<size_t>(n) * static_cast<size_t>(c.q_width + c.k_width) * kRopeHeadWork,
+             [&](int b, int e) {
+               for (int t = b; t < e; ++t) {
+                 const int i = t / per, h = t % per;
+                 float* v = h < qh ? c.q + i * c.q_stride + static_cast<size_t>(h) * hs
+                                   : c.keys + i * c.k_stride + static_cast<size_t>(h - qh) * hs;
+                 rotate_head(v, hs, cos_ + i * half, sin_ + i * half, style);
+               }
+             });
 }
 
 namespace {
@@ -231,21 +257,21 @@ void attend_heads(const AttentionJob& j, int h0, int h1) {
   const int group = j.cfg->n_heads / j.cfg->n_kv_heads;
   const float scale = mc_sqrtf(static_cast<float>(hs));
   const size_t kvs = static_cast<size_t>(kv_dim), n_kv = static_cast<size_t>(j.cfg->n_kv_heads);
+  if (!j.key_q) {
+    const AttnHeads a{j.q, j.key_rows, j.value_rows, kvs, j.att, static_cast<size_t>(j.ctx_len), j.out, j.pos + 1, hs,
+                      group, scale};
+    j.kernels->attn_heads(*j.kernels, a, h0, h1);
+    return;
+  }
   for (int h = h0; h < h1; ++h) {
     float* att = j.att + static_cast<size_t>(h) * j.ctx_len;
     const int kv_off = (h / group) * hs;
-    if (j.key_q) {
-      int8_t* qh = j.q_q + h * hs;
-      float qs = 0.0f;
-      quantize_activations(j.q + h * hs, hs, hs, qh, &qs);
-      j.kernels->attn_scores_q8(qh, qs, j.key_q + kv_off, j.key_s + h / group, kvs, n_kv, j.pos + 1, hs, scale, att);
-      j.kernels->softmax(att, j.pos + 1);
-      j.kernels->attn_values_q8(att, j.value_q + kv_off, j.value_s + h / group, kvs, n_kv, j.pos + 1, hs, j.out + h * hs);
-      continue;
-    }
-    j.kernels->attn_scores(j.q + h * hs, j.key_rows + kv_off, kvs, j.pos + 1, hs, scale, att);
+    int8_t* qh = j.q_q + h * hs;
+    float qs = 0.0f;
+    quantize_activations(j.q + h * hs, hs, hs, qh, &qs);
+    j.kernels->attn_scores_q8(qh, qs, j.key_q + kv_off, j.key_s + h / group, kvs, n_kv, j.pos + 1, hs, scale, att);
     j.kernels->softmax(att, j.pos + 1);
-    j.kernels->attn_values(att, j.value_rows + kv_off, kvs, j.pos + 1, hs, j.out + h * hs);
+    j.kernels->attn_values_q8(att, j.value_q + kv_off, j.value_s + h / group, kvs, n_kv, j.pos + 1, hs, j.out + h * hs);
   }
 }
 
@@ -339,7 +365,7 @@ AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderStat
 
 void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos0, int n,
             const float* q, float* out) {
-  s.store_kv(layer, pos0, n);
+  s.store_kv(pool, layer, pos0, n);
   BatchAttentionJob job{attention_job(&k, c, s, layer, pos0), n};
   job.first.q = q;
   job.first.out = out;
@@ -377,8 +403,14 @@ void run_dense_matmats(ThreadPool& pool, const KernelSet& k, const MatRef* const
     ActMat a;
     a.f = x;
     a.f_stride = x_stride;
-    if (block > 0) {
-      for (int i = 0; i < n; ++i) k.quantize_blocks(x + i * x_stride, n_vals, block, b.act_q + i * qs, b.act_scales + i * qs);
+    if (block > 0) {  // every block has its own scale: the blocks of all n columns split over the pool
+      const int per = (n_vals + block - 1) / block;
+      run_slices(pool, n * per, 1, static_cast<size_t>(n) * static_cast<size_t>(n_vals) * kElementWork, [&](int s, int e) {
+        for (int t = s; t < e; ++t) {
+          const int i = t / per, j = t % per, at = j * block, len = n_vals - at < block ? n_vals - at : block;
+          k.quantize_blocks(x + i * x_stride + at, len, block, b.act_q + i * qs + at, b.act_scales + i * qs + j);
+        }
+      });
       a.q = b.act_q;
       a.q_stride = qs;
       a.scales = b.act_scales;

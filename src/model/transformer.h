@@ -94,7 +94,7 @@ struct DecoderState {
     return kv_type == KvType::kF32 ? value_cache + cache_index(layer, pos0) * kv_dim : value_new;
   }
   // After RoPE: the int8 cache quantizes the n staged rows into positions pos0..; f32 does nothing.
-  void store_kv(int layer, int pos0, int n);
+  void store_kv(ThreadPool& pool, int layer, int pos0, int n);  // heads split over the pool
 };
 
 // Activations of up to `cap` tokens evaluated together (batched prefill): column i of each buffer
@@ -126,11 +126,27 @@ Status check_token_pos(const LlamaConfig& c, int ctx_len, int token, int pos);
 // RMSNorm: out = w * (x * (1 / sqrt(mean(x^2) + eps))), the sum of squares in kernels.h's lane order.
 void rmsnorm(const KernelSet& k, float* out, const float* x, const float* w, int n, float eps);
 
-// RoPE angles of position `pos`, as llama2.c computes them: freq = 1 / theta^(2i / hs) in float,
-// angle = pos * freq in float, then cos / sin correctly rounded (own double routines).
-void rope_angles(float theta, int head_dim, int pos, float* cos_out, float* sin_out);
-// Rotates vec (n values, heads of head_dim) by the angles rope_angles wrote.
-void rope_rotate(float* vec, int n, int head_dim, const float* cos_, const float* sin_, RopeStyle style);
+// RoPE, split over the pool (every angle, every head on its own: the same bits for any split).
+// The angles of positions pos0 .. pos0 + n - 1 into rows of head_dim / 2, as llama2.c computes them:
+// freq = 1 / theta^(2i / hs) in float, angle = pos * freq in float, then cos / sin correctly rounded
+// (own double routines).
+void rope_angles_batch(ThreadPool& pool, float theta, int head_dim, int pos0, int n, float* cos_, float* sin_);
+// Rotates every head of n columns of q (q_width values, stride q_stride) and of keys, each column by
+// its row of angles.
+struct RopeColumns {
+  float* q;
+  int q_width;
+  size_t q_stride;
+  float* keys;
+  int k_width;
+  size_t k_stride;
+};
+void rope_rotate_batch(ThreadPool& pool, const RopeColumns& c, int head_dim, int n, const float* cos_, const float* sin_,
+                       RopeStyle style);
+
+// run_sized's weight of one value of an elementwise step (an activation with exp / erf, quantizing
+// one value), in multiply-adds.
+constexpr size_t kElementWork = 16;
 
 // Multiply-adds of `count` matrices times n columns: the work ThreadPool::run_sized weighs.
 size_t mats_work(const MatRef* const* mats, int count, int n);

@@ -165,19 +165,23 @@ Status TransformerRunner::embed(const int* tokens, int n) {
   return Status::Ok();
 }
 
-void TransformerRunner::activate(float* g, const float* u) {
-  const int hidden = model_->cfg.hidden_dim;
+void TransformerRunner::activate(float* g, const float* u, int n) {
+  const int hidden = model_->cfg.hidden_dim, total = n * hidden;  // n contiguous columns
+  const KernelSet& k = *kernels_;
+  const size_t work = static_cast<size_t>(total) * kElementWork;
   switch (model_->spec.act) {
-    case FfnAct::kSilu: kernels_->silu_mul(g, u, hidden); return;
+    case FfnAct::kSilu: run_slices(*pool_, total, 16, work, [&](int b, int e) { k.silu_mul(g + b, u + b, e - b); }); return;
     case FfnAct::kRelu:
-      ffn_.neurons += static_cast<unsigned long long>(hidden);
-      ffn_.live += static_cast<unsigned long long>(relu_mul(g, u, g, hidden));
+      ffn_.neurons += static_cast<unsigned long long>(total);
+      ffn_.live += static_cast<unsigned long long>(relu_mul(g, u, g, total));
       return;
     case FfnAct::kReluSqr:
-      for (int i = 0; i < hidden; ++i) {
-        const float v = g[i] > 0.0f ? g[i] : 0.0f;
-        g[i] = (v * v) * u[i];
-      }
+      run_slices(*pool_, total, 16, work, [&](int b, int e) {
+        for (int i = b; i < e; ++i) {
+          const float v = g[i] > 0.0f ? g[i] : 0.0f;
+          g[i] = (v * v) * u[i];
+        }
+      });
       return;
   }
 }
@@ -230,12 +234,11 @@ Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
   const KernelSet& k = *kernels_;
   float *const x = b_.x, *const xb = b_.xb, *const q = b_.q, *const att_out = b_.att_out;
   float *const hb = b_.hb, *const hb2 = b_.hb2, *const cos_ = b_.rope_cos, *const sin_ = b_.rope_sin;
-  const int half = hs / 2;
   auto norm = [&](float* out, const float* in, const float* w, int width) {
     const size_t W = static_cast<size_t>(width);
     for (int i = 0; i < n; ++i) rmsnorm(k, out + i * W, in + i * W, w, width, c.norm_eps);
   };
-  for (int i = 0; i < n; ++i) rope_angles(c.rope_theta, hs, pos0 + i, cos_ + i * half, sin_ + i * half);
+  rope_angles_batch(*pool_, c.rope_theta, hs, pos0, n, cos_, sin_);
   for (int l = l0; l < l1; ++l) {
     const TransformerLayer& L = m.layer(l);
     const int cl = l - first_;  // the layer's place in this runner's KV cache
@@ -256,10 +259,7 @@ Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
         add_bias(values + i * KV, L.bv, kv_dim);
       }
     }
-    for (int i = 0; i < n; ++i) {
-      rope_rotate(q + i * D, dim, hs, cos_ + i * half, sin_ + i * half, spec.rope);
-      rope_rotate(keys + i * KV, kv_dim, hs, cos_ + i * half, sin_ + i * half, spec.rope);
-    }
+    rope_rotate_batch(*pool_, RopeColumns{q, dim, D, keys, kv_dim, KV}, hs, n, cos_, sin_, spec.rope);
     attend(*pool_, k, cache_cfg_, s_, cl, pos0, n, q, att_out);
     if (spec.sub_norms) norm(att_out, att_out, L.attn_sub_norm, dim);
     linear(L.wo, xb, D, att_out, D, dim, n);
@@ -273,7 +273,7 @@ Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
       const size_t strides[2] = {H, H};
       linear(mats, outs, strides, 2, xb, D, dim, n);
     }
-    for (int i = 0; i < n; ++i) activate(hb + i * H, hb2 + i * H);
+    activate(hb, hb2, n);
     if (spec.sub_norms) norm(hb, hb, L.ffn_sub_norm, hidden);
     linear(L.w2, xb, D, hb, H, hidden, n);
     for (size_t i = 0; i < n * D; ++i) x[i] += xb[i];
@@ -290,14 +290,15 @@ void TransformerRunner::head(int n) {
   const TransformerModel& m = *model_;
   const size_t D = static_cast<size_t>(m.cfg.dim), V = static_cast<size_t>(m.cfg.vocab_size);
   for (int i = 0; i < n; ++i) rmsnorm(*kernels_, b_.x + i * D, b_.x + i * D, m.out_norm, m.cfg.dim, m.cfg.norm_eps);
+  head_visit_.n = -1;
   if (!head_.grouped()) {
     const MatRef* mats[1] = {&m.output};
     run_dense_matmats(*pool_, *kernels_, mats, &b_.logits, &V, 1, b_.x, D, m.cfg.dim, n, b_);
     return;
   }
   for (int i = 0; i < n; ++i)  // column by column: each the bits of a single token's head
-    grouped_head_logits(*kernels_, head_, b_.x + i * D, m.cfg.dim, false, b_.act_q, b_.act_scales, head_rows_,
-                        b_.logits + i * V);
+    grouped_head_logits(*pool_, *kernels_, head_, b_.x + i * D, m.cfg.dim, false, b_.act_q, b_.act_scales, head_rows_,
+                        b_.logits + i * V, &head_visit_);
 }
 
 // ---- TransformerContext ----

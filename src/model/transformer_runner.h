@@ -107,6 +107,8 @@ class TransformerRunner {
   void head(int n);
   // The head from now on (full by default); a grouped head's scratch from `arena`.
   Status set_head(const HeadChoice& c, Arena& arena);
+  // After head(): where its logits may be finite (a grouped head), as Decoder::logit_candidates.
+  bool logit_candidates(LogitCandidates* out) const { return head_visit_.candidates(head_.groups, out); }
   const float* logits() const { return b_.logits; }
 
   const TransformerModel& model() const { return *model_; }
@@ -137,8 +139,8 @@ class TransformerRunner {
   }
   // One token's ReLU FFN gate first on xb, added to x; false where it does not apply.
   bool sparse_ffn(const TransformerLayer& L);
-  // g = act(g) * u over the hidden width, counting a ReLU's live neurons.
-  void activate(float* g, const float* u);
+  // g = act(g) * u over n contiguous columns of the hidden width, counting a ReLU's live neurons.
+  void activate(float* g, const float* u, int n);
 
   const TransformerModel* model_ = nullptr;
   int first_ = 0, end_ = 0;
@@ -157,6 +159,7 @@ class TransformerRunner {
   int sparse_max_live_ = kSparseFfnMaxLivePermille;
   FfnCounts ffn_;
   HeadChoice head_;
+  HeadVisit head_visit_;
   float* head_rows_ = nullptr;  // grouped head: head_scratch_floats (model/vocab_head.h)
 };
 
@@ -175,6 +178,7 @@ class TransformerContext final : public Decoder {
   int ctx_len() const override { return r_.ctx_len(); }
   bool ffn_counts(FfnCounts* counts) const override { return r_.ffn_counts(counts); }
   Status set_head(const HeadChoice& c, Arena& arena) override { return r_.set_head(c, arena); }
+  bool logit_candidates(LogitCandidates* out) const override { return r_.logit_candidates(out); }
   const TransformerModel& model() const { return r_.model(); }
   void set_sparse_ffn(bool on, int max_live_permille = kSparseFfnMaxLivePermille) {
     r_.set_sparse_ffn(on, max_live_permille);

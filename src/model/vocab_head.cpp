@@ -17,15 +17,20 @@ void head_effective_input(const ActVec& x, int dim, float* out) {
     out[j] = x.q ? static_cast<float>(x.q[j]) * x.scales[x.block > 0 ? j / x.block : 0] : x.f[j];
 }
 
-void router_scores(const KernelSet& k, const VocabHead& h, const float* xe, int8_t* q, double* score) {
+void router_scores(const KernelSet& k, const VocabHead& h, const float* xe, int8_t* q, double* score, ThreadPool* pool) {
   float qs = 0;
   q4e_quantize_activations(xe, h.dim, q, &qs);
   // (float)isum * (1 * 1) / 1 is (float)isum: each group's exact int32 sum rounded to float once, the same
   // on every platform and table.
-  float isum[kMaxHeadGroups];
   const float one = 1.0f;
-  k.attn_scores_q8(q, 1.0f, h.router, &one, static_cast<size_t>(h.dim), 0, h.n_groups, h.dim, 1.0f, isum);
-  for (int g = 0; g < h.n_groups; ++g) score[g] = static_cast<double>(isum[g] * h.router_scale[g] * qs + h.router_bias[g]);
+  const size_t dim = static_cast<size_t>(h.dim);
+  const auto groups = [&](int b, int e) {
+    float isum[kMaxHeadGroups];
+    k.attn_scores_q8(q, 1.0f, h.router + static_cast<size_t>(b) * dim, &one, dim, 0, e - b, h.dim, 1.0f, isum);
+    for (int g = b; g < e; ++g) score[g] = static_cast<double>(isum[g - b] * h.router_scale[g] * qs + h.router_bias[g]);
+  };
+  if (pool) run_slices(*pool, h.n_groups, 1, static_cast<size_t>(h.n_groups) * dim, groups);
+  else groups(0, h.n_groups);
 }
 
 size_t two_stage_score_bytes(const VocabHead& h) {
@@ -55,11 +60,32 @@ void order_groups(const double* score, int n, int* order) {
   }
 }
 
-// Logits of group g's rows (into logits[row]); returns the best (highest, then lowest token id).
-void visit_group(const KernelSet& k, const VocabHead& h, const ActVec& x, int g, float* logits, int* best_row,
-                 HeadStats* stats) {
+// The best `top` groups in order[0..top): what order_groups puts first, keeping only those (a group
+// enters when it beats the worst kept; ties keep the earlier group). NaN scores: order_groups decides.
+void select_top_groups(const double* score, int n, int top, int* order) {
+  if (top <= 0) return;
+  for (int g = 0; g < n; ++g) {
+    if (score[g] != score[g]) {
+      order_groups(score, n, order);
+      return;
+    }
+  }
+  int m = 0;
+  for (int g = 0; g < n; ++g) {
+    if (m == top && !(score[g] > score[order[top - 1]])) continue;
+    int j = m < top ? m++ : top - 1;
+    while (j > 0 && score[order[j - 1]] < score[g]) {
+      order[j] = order[j - 1];
+      --j;
+    }
+    order[j] = g;
+  }
+}
+
+// The best of group g's computed rows and *best_row (highest logit, then lowest token id: a total
+// order, so the groups may be compared in any order), and g's share of the stats.
+void take_group(const VocabHead& h, int g, const float* logits, int* best_row, HeadStats* stats) {
   const int r0 = h.group_start[g], r1 = h.group_start[g + 1];
-  if (r1 > r0) matvec(k, h.rows, x, logits, r0, r1);
   for (int r = r0; r < r1; ++r) {
     if (*best_row < 0 || logits[r] > logits[*best_row] ||
         (logits[r] == logits[*best_row] && h.token_of_row[r] < h.token_of_row[*best_row]))
@@ -70,11 +96,29 @@ void visit_group(const KernelSet& k, const VocabHead& h, const ActVec& x, int g,
   stats->bytes_read += static_cast<size_t>(r1 - r0) * head_row_bytes(h.rows);
 }
 
+// The logits of the rows of groups[0..n) (into logits[row]), those rows split over the pool (null:
+// the caller's thread; the host tools' argmax calls, which keep the core free of a pool object).
+void group_rows(ThreadPool* pool, const KernelSet& k, const VocabHead& h, const ActVec& x, const int* groups, int n,
+                float* logits) {
+  int total = 0;
+  for (int i = 0; i < n; ++i) total += h.group_start[groups[i] + 1] - h.group_start[groups[i]];
+  const auto rows = [&](int b, int e) {
+    for (int i = 0, at = 0; i < n && at < e; ++i) {  // at: where group i's rows start in the list
+      const int r0 = h.group_start[groups[i]], len = h.group_start[groups[i] + 1] - r0;
+      const int lo = b > at ? b : at, hi = e < at + len ? e : at + len;
+      if (lo < hi) matvec(k, h.rows, x, logits, r0 + lo - at, r0 + hi - at);
+      at += len;
+    }
+  };
+  if (pool) run_slices(*pool, total, 1, static_cast<size_t>(total) * static_cast<size_t>(h.dim), rows);
+  else rows(0, total);
+}
+
 // Visits the groups `mode` reads (their rows' logits into logits[row]) and lists them in `visited`;
 // returns how many, and the best row in *best_row (-1 for none).
 // xe: [dim] scratch, q: [dim] scratch (the router's int8 input).
-int visit_groups(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups, const ActVec& x, float* logits,
-                 float* xe, int8_t* q, int* visited, int* best_row, HeadStats* stats) {
+int visit_groups(ThreadPool* pool, const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups, const ActVec& x,
+                 float* logits, float* xe, int8_t* q, int* visited, int* best_row, HeadStats* stats) {
   const int dim = h.dim;
   head_effective_input(x, dim, xe);
   double score[kMaxHeadGroups];
@@ -91,19 +135,29 @@ int visit_groups(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_
                  2 * eps * h.row_norm_max[g] * xnorm;
     stats->bytes_read = static_cast<size_t>(h.n_groups) * (static_cast<size_t>(h.dim) * 2 + 8);  // f16 centroids, 2 f32 bounds
   } else {
-    if (h.router) router_scores(k, h, xe, q, score);
+    if (h.router) router_scores(k, h, xe, q, score, pool);
     else
       for (int g = 0; g < h.n_groups; ++g) score[g] = dot_d(h.centroids + static_cast<size_t>(g) * h.dim, xe, dim);
     stats->bytes_read = two_stage_score_bytes(h);
   }
-  order_groups(score, h.n_groups, order);
   *best_row = -1;
-  const int limit = pruned ? h.n_groups : (top_groups < h.n_groups ? top_groups : h.n_groups);
+  if (!pruned) {  // the top groups' rows at once
+    const int n = top_groups < h.n_groups ? top_groups : h.n_groups;
+    select_top_groups(score, h.n_groups, n, order);
+    group_rows(pool, k, h, x, order, n, logits);
+    for (int i = 0; i < n; ++i) {
+      take_group(h, order[i], logits, best_row, stats);
+      visited[i] = order[i];
+    }
+    return n;
+  }
+  order_groups(score, h.n_groups, order);
   int n = 0;
-  for (; n < limit; ++n) {
+  for (; n < h.n_groups; ++n) {  // group by group, until no row of the next can reach the best
     const int g = order[n];
-    if (pruned && *best_row >= 0 && score[g] < static_cast<double>(logits[*best_row])) break;  // no row of g can reach it
-    visit_group(k, h, x, g, logits, best_row, stats);
+    if (*best_row >= 0 && score[g] < static_cast<double>(logits[*best_row])) break;
+    group_rows(pool, k, h, x, &g, 1, logits);
+    take_group(h, g, logits, best_row, stats);
     visited[n] = g;
   }
   return n;
@@ -117,7 +171,7 @@ int two_stage_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, in
   int8_t q[4096];
   int visited[kMaxHeadGroups], best = -1;
   if (h.dim > 4096) return -1;
-  visit_groups(k, h, HeadMode::kTwoStage, top_groups, x, logits, xe, q, visited, &best, stats);
+  visit_groups(nullptr, k, h, HeadMode::kTwoStage, top_groups, x, logits, xe, q, visited, &best, stats);
   return best < 0 ? -1 : h.token_of_row[best];
 }
 
@@ -125,18 +179,33 @@ int pruned_argmax(const KernelSet& k, const VocabHead& h, const ActVec& x, float
   float xe[4096];
   int visited[kMaxHeadGroups], best = -1;
   if (h.dim > 4096) return -1;
-  visit_groups(k, h, HeadMode::kPruned, 0, x, logits, xe, nullptr, visited, &best, stats);
+  visit_groups(nullptr, k, h, HeadMode::kPruned, 0, x, logits, xe, nullptr, visited, &best, stats);
   return best < 0 ? -1 : h.token_of_row[best];
 }
 
-void grouped_head_logits(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups, const ActVec& x,
-                         float* row_logits, float* logits, HeadStats* stats) {
-  int visited[kMaxHeadGroups], best = -1;
+void grouped_head_logits(ThreadPool& pool, const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups,
+                         const ActVec& x, float* row_logits, float* logits, HeadStats* stats, HeadVisit* visit) {
+  HeadVisit own;
+  int* visited = (visit ? visit : &own)->groups;
+  int best = -1;
   const int vocab = h.group_start[h.n_groups];
   float* xe = row_logits + vocab;  // head_scratch_floats: then dim floats of input, then its int8 copy
   int8_t* q = reinterpret_cast<int8_t*>(xe + h.dim);
-  const int n = visit_groups(k, h, mode, top_groups, x, row_logits, xe, q, visited, &best, stats);
-  for (int v = 0; v < vocab; ++v) logits[v] = -__builtin_huge_valf();
+  const int n = visit_groups(&pool, k, h, mode, top_groups, x, row_logits, xe, q, visited, &best, stats);
+  if (visit) visit->n = n;
+  run_slices(pool, vocab, 16, static_cast<size_t>(vocab), [logits](int b, int e) {
+    // Four stores a step: LLVM's Xtensa back end reloads the constant and rebuilds the loop test
+    // for every store of a plain loop (9 instructions a logit on the S3; a 32k vocabulary's head).
+    const float ninf = -__builtin_huge_valf();
+    int v = b;
+    for (; v + 4 <= e; v += 4) {
+      logits[v] = ninf;
+      logits[v + 1] = ninf;
+      logits[v + 2] = ninf;
+      logits[v + 3] = ninf;
+    }
+    for (; v < e; ++v) logits[v] = ninf;
+  });
   for (int i = 0; i < n; ++i)
     for (int r = h.group_start[visited[i]]; r < h.group_start[visited[i] + 1]; ++r) logits[h.token_of_row[r]] = row_logits[r];
 }
@@ -184,11 +253,11 @@ ActVec head_activations(const KernelSet& k, DType type, const float* x, int dim,
   return act;
 }
 
-void grouped_head_logits(const KernelSet& k, const HeadChoice& c, const float* x, int dim, bool f32_q4e, int8_t* q,
-                         float* scales, float* row_logits, float* logits) {
+void grouped_head_logits(ThreadPool& pool, const KernelSet& k, const HeadChoice& c, const float* x, int dim, bool f32_q4e,
+                         int8_t* q, float* scales, float* row_logits, float* logits, HeadVisit* visit) {
   const ActVec act = head_activations(k, c.groups->rows.type, x, dim, f32_q4e, q, scales);
   HeadStats stats;
-  grouped_head_logits(k, *c.groups, c.mode, c.top_groups, act, row_logits, logits, &stats);
+  grouped_head_logits(pool, k, *c.groups, c.mode, c.top_groups, act, row_logits, logits, &stats, visit);
 }
 
 bool parse_head_mode(const char* name, HeadMode* out) {

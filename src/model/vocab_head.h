@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
+#include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "mcullm/status.h"
 
@@ -43,7 +44,9 @@ struct VocabHead {
 // to int8 (one scale, q: [dim] scratch), each group's exact int32 dot product taken by the table's
 // int8 score kernel (attn_scores_q8 with unit scales gives (float)isum exactly: PIE on the S3), then
 // score = (float)isum * router_scale * q_scale + router_bias in float. h.router must be set.
-void router_scores(const KernelSet& k, const VocabHead& h, const float* xe, int8_t* q, double* score);
+// pool (may be null): the groups split over its threads.
+void router_scores(const KernelSet& k, const VocabHead& h, const float* xe, int8_t* q, double* score,
+                   ThreadPool* pool = nullptr);
 // Bytes the two-stage head reads to score the groups (router or f16 centroids).
 size_t two_stage_score_bytes(const VocabHead& h);
 
@@ -83,11 +86,29 @@ struct HeadChoice {
   bool grouped() const { return mode != HeadMode::kFull && groups; }
 };
 
-// The logits by token id of the rows `mode` (two-stage or pruned) reads; every other token gets -inf.
-// A computed logit has the bits of the full head's (the rows are copies, the same kernel).
-// row_logits: [head_scratch_floats(h)] scratch (row logits in row order, then the input as the head sees it).
-// Floats of grouped_head_logits's scratch.
-// (row logits, the input as the head sees it, and that input as int8 for the router).
+// Where a grouped head's last logits may be finite: the rows of groups[0..n_groups) (token ids
+// head->token_of_row[row]); every other logit is -inf. Lets greedy sampling skip the rest.
+struct LogitCandidates {
+  const VocabHead* head = nullptr;
+  const int* groups = nullptr;
+  int n_groups = 0;
+};
+
+// The groups a decoder's last grouped head read (grouped_head_logits fills it; n < 0: the last
+// logits were the full head's), and so where those logits may be finite.
+struct HeadVisit {
+  int groups[kMaxHeadGroups];
+  int n = -1;
+  // False after the full head; else the candidates of `head`'s groups.
+  bool candidates(const VocabHead* head, LogitCandidates* out) const {
+    if (n < 0) return false;
+    *out = LogitCandidates{head, groups, n};
+    return true;
+  }
+};
+
+// Floats of grouped_head_logits's scratch (row logits, the input as the head sees it, and that
+// input as int8 for the router).
 inline size_t head_scratch_floats(const MatRef& head) {
   return static_cast<size_t>(head.rows) + static_cast<size_t>(head.cols) + (static_cast<size_t>(head.cols) + 3) / 4;
 }
@@ -102,9 +123,13 @@ Status apply_head_choice(const HeadChoice& c, const MatRef& head, Arena& arena, 
 ActVec head_activations(const KernelSet& k, DType type, const float* x, int dim, bool f32_q4e, int8_t* q, float* scales);
 // What forward()'s head does with `c`: quantizes x as the head's rows need (q4e: one scale for the
 // vector unless f32_q4e) into q / scales ([dim + 64] each), then grouped_head_logits.
-void grouped_head_logits(const KernelSet& k, const HeadChoice& c, const float* x, int dim, bool f32_q4e, int8_t* q,
-                         float* scales, float* row_logits, float* logits);
-void grouped_head_logits(const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups, const ActVec& x,
-                         float* row_logits, float* logits, HeadStats* stats);
+// visit (may be null): the groups read.
+void grouped_head_logits(ThreadPool& pool, const KernelSet& k, const HeadChoice& c, const float* x, int dim, bool f32_q4e,
+                         int8_t* q, float* scales, float* row_logits, float* logits, HeadVisit* visit = nullptr);
+// The logits by token id of the rows `mode` (two-stage or pruned) reads; every other token gets -inf.
+// A computed logit has the bits of the full head's (the rows are copies, the same kernel); the rows
+// are split over the pool. row_logits: [head_scratch_floats(h)] scratch.
+void grouped_head_logits(ThreadPool& pool, const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups,
+                         const ActVec& x, float* row_logits, float* logits, HeadStats* stats, HeadVisit* visit = nullptr);
 
 }  // namespace mcullm

@@ -324,8 +324,8 @@ Status finish(const ClusterModel& m, const ClusterOptions& o, ClusterPlan* p) {
   p->latency_s = p->hops * p->link.hop_s;
   p->bottleneck_s = p->link.hop_s;
   for (const StagePlan& s : p->stages) {
-    p->latency_s += s.compute_s;
-    p->bottleneck_s = std::max(p->bottleneck_s, s.compute_s);
+    p->latency_s += s.planned_s();
+    p->bottleneck_s = std::max(p->bottleneck_s, s.planned_s());
   }
   return Status::Ok();
 }
@@ -365,7 +365,7 @@ Status plan_cluster(const ClusterModel& m, const BoardProfile& master_board, con
     for (int b = a + 1; b <= L; ++b) {
       const StagePlan s = plan_stage(m, node_board, a, b, false, o);
       if (!s.fits) break;  // more layers only need more memory
-      cost[static_cast<size_t>(a)][static_cast<size_t>(b)] = s.compute_s;
+      cost[static_cast<size_t>(a)][static_cast<size_t>(b)] = s.planned_s();
     }
   std::vector<double> master(static_cast<size_t>(L + 1), kInf);
   for (int b = 0; b <= (o.master_layers ? L : 0); ++b) {
@@ -376,7 +376,7 @@ Status plan_cluster(const ClusterModel& m, const BoardProfile& master_board, con
                              master_board.name.c_str(), s.overflow.c_str());
       break;
     }
-    master[static_cast<size_t>(b)] = s.compute_s;
+    master[static_cast<size_t>(b)] = s.planned_s();
   }
   // best[i][j]: the smallest bottleneck of the master and nodes 1..i covering layers [0, j).
   std::vector<std::vector<double>> best(static_cast<size_t>(N + 1), std::vector<double>(static_cast<size_t>(L + 1), kInf));
@@ -459,7 +459,7 @@ std::string format_cluster_plan(const ClusterModel& m, const BoardProfile& maste
   s += line;
   std::snprintf(line, sizeof line,
                 "%-8s %-9s %12s %12s %12s %12s %12s %10s %9s %9s   (bytes; sram / psram / flash: what is read from there; "
-                "ms: the cost model, the byte bound, the instruction bound)\n",
+                "ms: the cost model, the byte bound, the instruction bound; the plan counts the largest)\n",
                 "stage", "layers", "weights", "kv_cache", "sram", "psram", "flash", "ms/token", "bytes_ms", "instr_ms");
   s += line;
   for (const StagePlan& st : p.stages) {

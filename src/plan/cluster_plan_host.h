@@ -12,6 +12,7 @@
 // weight is also stored in flash, which must hold them. The link: each hop sends the hidden state
 // (f32, f16, or int8 with one f32 scale) in frames of at most 32 KB, lengths a multiple of 4.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -113,6 +114,8 @@ struct StagePlan {
   double compute_s = 0;        // per token at the position
   double bytes_s = 0;          // of it: PSRAM and flash reads at the tiers' bandwidth (the byte bound)
   double instr_s = 0;          // the instruction bound on one core (0 without one)
+  // What the plan counts on: the cost model, but never less than either bound.
+  double planned_s() const { return std::max({compute_s, bytes_s, instr_s}); }
   bool fits = true;
   std::string overflow;
 };

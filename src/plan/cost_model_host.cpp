@@ -1,6 +1,7 @@
 #include "plan/cost_model_host.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "load/board_image_export_host.h"
@@ -103,18 +104,22 @@ struct Builder {
     x.t.instructions = instr.instructions() - before;
     e.push_back(x);
   }
-  // A two-stage head (model/vocab_head.h): every group's f16 centroid, radius and maximum row norm
-  // (2 * cols + 8 bytes), then the rows of the best head_top groups (groups of equal size assumed).
+  // A two-stage head (model/vocab_head.h) as `mcullm head --write` stores it: every group's router
+  // row (int8, cols + 8 bytes with its scale and bias; the f16 centroids, radius and maximum row
+  // norm are stored too, 2 * cols + 8, for the pruned head) scores the groups, then the rows of the
+  // best head_top groups (groups of equal size assumed) are computed.
+  // Stored per group: the router row with its scale and bias, and the centroid, radius and bound.
+  static uint64_t two_stage_group_bytes(int cols) { return (cols + 8ull) + (2ull * cols + 8); }
   void two_stage(Entry* x, const MatRef& m) {
     const uint64_t g = static_cast<uint64_t>(head_groups), top = std::min<uint64_t>(head_top, g);
     const uint64_t rows = (static_cast<uint64_t>(m.rows) * top + g - 1) / g;
-    x->t.read_per_token = g * (2ull * m.cols + 8) + rows * row_bytes_of(m);
-    x->t.bytes += g * (2ull * m.cols + 8);
+    x->t.read_per_token = g * (m.cols + 8ull) + rows * row_bytes_of(m);
+    x->t.bytes += g * two_stage_group_bytes(m.cols);
     x->t.macs_per_token = (g + rows) * m.cols;
-    // Instructions: the best groups' rows by the head's kernel; the centroid scores have no
-    // emulated figure yet and are counted as an f32 matvec (matvec_f32_ref's figure: an assumption).
     instr.add_matvec(m.type, static_cast<int>(rows), m.cols, m.group, f32_act);
-    instr.add_matvec(DType::kF32, static_cast<int>(g), m.cols, 0, false);
+    instr[InstrTerm::kRouterGroup] += static_cast<double>(g);
+    instr[InstrTerm::kHeadFill] += m.rows;
+    instr[InstrTerm::kHeadRowGlue] += static_cast<double>(rows);
   }
   // A table read one row per token (flash).
   void table(const std::string& name, const MatRef& m, TensorClass cls) {
@@ -137,8 +142,8 @@ struct Builder {
     mat(name, h, TensorClass::kHead, 2);
     Entry& x = e.back();
     x.t.bytes = bytes_of(m);
-    // A two-stage head keeps its own copy of the rows in group order, and the centroids.
-    if (head_groups > 0) x.t.bytes += bytes_of(h) + static_cast<uint64_t>(head_groups) * (2ull * h.cols + 8);
+    // A two-stage head keeps its own copy of the rows in group order, the centroids and the router.
+    if (head_groups > 0) x.t.bytes += bytes_of(h) + static_cast<uint64_t>(head_groups) * two_stage_group_bytes(h.cols);
     x.row_bytes = row_bytes_of(m);
     x.t.read_per_token += x.row_bytes;
   }
@@ -222,7 +227,11 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
     return Status::Error(Code::kUnsupported, "cost model: architecture %s", m.arch_name());
   }
   b->instr[InstrTerm::kRopeElem] += static_cast<double>(cfg->n_layers) * (cfg->dim + cfg->kv_dim());
-  b->instr[InstrTerm::kLogit] += cfg->vocab_size;
+  // Greedy sampling reads every logit, or with a two-stage head only its top groups' rows (the
+  // candidates, Decoder::logit_candidates; equal groups assumed; the head's -inf fill: two_stage()).
+  double sampled = cfg->vocab_size;
+  if (b->head_groups > 0) sampled = std::ceil(sampled * std::min(b->head_top, b->head_groups) / b->head_groups);
+  b->instr[InstrTerm::kLogit] += sampled;
   b->instr[InstrTerm::kLayer] += cfg->n_layers;
   return Status::Ok();
 }
@@ -367,7 +376,8 @@ Status cost_model(const LoadedModel& model, const BoardProfile& board, const Cos
   r.tokens_per_s = 1.0 / r.token_s;
   r.instr = b.instr;
   r.instr.add_attention(att.attn_entries, c.head_dim(), kv_int8);
-  r.instructions = r.instr.instructions();
+  r.instructions = r.instr.instructions(opt.threads);
+  r.instr_cores = opt.threads;
   r.instr_s = r.instr.unsupported.empty() ? r.instructions / board.clock_hz : 0;
   *out = std::move(r);
   return Status::Ok();
@@ -430,15 +440,17 @@ std::string format_cost_report(const LoadedModel& model, const BoardProfile& boa
 }
 
 std::string format_instruction_bound(const BoardProfile& board, const CostReport& r) {
-  std::string s = "instruction bound (emulated ESP32-S3 with PIE, the board runner on one core; not divided over -t: no "
-                  "two-core run was measured):\n";
+  std::string s = "instruction bound (emulated ESP32-S3 with PIE, the board runner; " + std::to_string(r.instr_cores) +
+                  " core(s)" + (r.instr_cores > 1 ? ": the split terms (*) halved, the busier core's instructions" : "") +
+                  "):\n";
   char line[256];
   std::snprintf(line, sizeof line, "%-26s %14s %10s %14s\n", "term", "units", "instr/unit", "instructions");
   s += line;
   for (int i = 0; i < kInstrTermCount; ++i) {
     const InstrTermInfo& t = instr_term(static_cast<InstrTerm>(i));
     if (r.instr.n[i] == 0) continue;
-    std::snprintf(line, sizeof line, "%-26s %14.0f %10.3f %14.0f\n", t.name, r.instr.n[i], t.per_unit, r.instr.n[i] * t.per_unit);
+    std::snprintf(line, sizeof line, "%-26s %14.0f %10.3f %14.0f\n", (std::string(t.name) + (t.split ? " *" : "")).c_str(),
+                  r.instr.n[i], t.per_unit, r.instr.n[i] * t.per_unit);
     s += line;
   }
   if (!r.instr.unsupported.empty()) return s + "no instruction bound: no emulated figure for " + r.instr.unsupported + "\n";
@@ -491,9 +503,9 @@ Status format_position_table(const LoadedModel& model, const BoardProfile& board
   s += line;
   if (r.instr_s > 0) {
     std::snprintf(line, sizeof line,
-                  "bounds, mean over positions 0..%d: bytes %.1f tok/s, instructions (one core) %.1f tok/s; the larger "
+                  "bounds, mean over positions 0..%d: bytes %.1f tok/s, instructions (%d core(s)) %.1f tok/s; the larger "
                   "time of the two: %.1f tok/s (the %s bind)\n",
-                  ctx - 1, n / bytes, n / instr, n / bound, instr > bytes ? "instructions" : "bytes");
+                  ctx - 1, n / bytes, opt.threads, n / instr, n / bound, instr > bytes ? "instructions" : "bytes");
     s += line;
   }
   *out = s;

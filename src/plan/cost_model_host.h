@@ -81,10 +81,11 @@ struct CostReport {
   double memory_s = 0, compute_s = 0;  // PSRAM + flash time; MAC time (for the summary line)
   double token_s = 0, tokens_per_s = 0;
   // The two lower bounds of a token's time: bytes (memory_s: PSRAM and flash reads at the tiers'
-  // bandwidth) and instructions (instr_s: the emulated instruction count at the clock, one core;
+  // bandwidth) and instructions (instr_s: the emulated instruction count at the clock, on the busier core;
   // 0 when instr.unsupported names a kernel without an emulated figure).
   InstrUnits instr;
-  double instructions = 0, instr_s = 0;
+  double instructions = 0, instr_s = 0;  // on the busier of instr_cores cores
+  int instr_cores = 1;
   bool instructions_bind() const { return instr_s > memory_s; }
   int ctx_len = 0, pos = 0;  // as used
   bool fits = true;

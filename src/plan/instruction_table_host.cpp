@@ -10,36 +10,45 @@ namespace {
 // f32), bit1M and the esp32-ai fixture (-n 12), on main 1b5abcd with branch instbound's
 // profile_stages.py (mc_expf_rounded charged to its callers); docs/cost-model.md, "The instruction
 // bound", has the commands and the check.
+// `split`: the decoders hand the term's work to their thread pool (rows, heads, elements), so two
+// cores share it; the rest runs on core 0 (norms, sampling, PLE rows, glue).
 // A matvec kind measured on one shape: its per-weight / per-block figure is the assembly's loop
 // (docs/firmware.md), the per-row figure is what the stage's total leaves.
 const InstrTermInfo kTable[kInstrTermCount] = {
-    {"q4e weights", 0.2812},
-    {"q4e groups", 26.0},
-    {"q4e rows", 36.44},
-    {"q4g64 blocks", 47.0},
-    {"q4g64 rows", 9.927},
-    {"q8_0 blocks", 40.0},
-    {"q8_0 rows", 18.35},
-    {"i2_s weights", 0.4411},
-    {"f32 weights", 13.73},
-    {"f32 classifier weights", 8.094},
-    {"quantized inputs", 39.72},
-    {"norm elements", 11.87},
-    {"rope elements", 70.82},
-    {"silu elements", 125.0},
-    {"bitnet layer elements", 229.7},
-    {"ple activation elements", 196.2},
-    {"ple row elements", 86.47},
+    {"q4e weights", 0.2812, true},
+    {"q4e groups", 26.0, true},
+    {"q4e rows", 36.44, true},
+    {"q4g64 blocks", 47.0, true},
+    {"q4g64 rows", 9.927, true},
+    {"q8_0 blocks", 40.0, true},
+    {"q8_0 rows", 18.35, true},
+    {"i2_s weights", 0.4411, true},
+    {"f32 weights", 13.73, true},
+    {"f32 classifier weights", 8.094, true},
+    {"quantized inputs", 39.72, true},  // split: blocks, and q4e's two passes; i2_s's (one scale) is not yet
+    {"norm elements", 11.87, false},
+    {"rope elements", 70.82, true},
+    {"silu elements", 125.0, true},
+    {"bitnet layer elements", 229.7, false},
+    {"ple activation elements", 196.2, true},
+    {"ple row elements", 86.47, false},
     // The attention terms: the slope of instructions per token over positions (board runner with PIE,
     // 2026-12-04, after f32_unrolled.h): esp32-ai fixture -n 509 (24 entries a position, head 32) and
     // stories260K q4g64 -n 250 (40 entries, head 8), f32 and int8 KV; the two head sizes solved for a
     // per-entry and a per-element figure (docs/cost-model.md, "The instruction bound").
-    {"attention entries", 273.4},
-    {"attention entry dims", 8.53},
-    {"attention entries (int8 KV)", 297.4},
-    {"attention entry dims (int8 KV)", 4.15},
-    {"logits", 20.04},
-    {"layers", 8353.0},
+    {"attention entries", 273.4, true},
+    {"attention entry dims", 8.53, true},
+    {"attention entries (int8 KV)", 297.4, true},
+    {"attention entry dims (int8 KV)", 4.15, true},
+    {"logits", 20.04, false},
+    // The two-stage head's parts besides its rows' matvec: the esp32-ai fixture as fx-g64.gguf (64
+    // router groups of 128, top 12: 768 rows of 4,096), profile_stages.sh -n 6, 2026-12-05:
+    // attn_scores_q8_pie with its divisions and dot 19.4k / 64 groups; the fill 12.3k / 4,096;
+    // visit_groups and grouped_head_logits' own 31.5k / 768 rows.
+    {"router groups", 304.0, true},
+    {"head -inf fill", 3.0, true},
+    {"head row glue", 41.0, false},
+    {"layers", 8353.0, false},
 };
 
 double ceil_div(int a, int b) { return static_cast<double>((a + b - 1) / b); }
@@ -81,9 +90,9 @@ void InstrUnits::add_matvec(DType type, int rows, int cols, int group, bool f32_
   if (unsupported.find(name) == std::string::npos) unsupported += (unsupported.empty() ? "" : ", ") + name;
 }
 
-double InstrUnits::instructions() const {
+double InstrUnits::instructions(int cores) const {
   double s = 0;
-  for (int i = 0; i < kInstrTermCount; ++i) s += n[i] * kTable[i].per_unit;
+  for (int i = 0; i < kInstrTermCount; ++i) s += n[i] * kTable[i].per_unit / (kTable[i].split && cores > 1 ? cores : 1);
   return s;
 }
 

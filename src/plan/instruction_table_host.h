@@ -4,9 +4,9 @@
 // docs/cost-model.md, "The instruction bound", says which runs and how).
 //
 // Instructions, not cycles: the bound is instructions / clock (one instruction per cycle, no stall),
-// so a token takes at least that long on one core. The board runner (a SerialPool) was measured on
-// one core; the firmware's two-core build splits its pool's tasks, not measured on the emulator, so
-// the bound does not divide by the cores.
+// so a token takes at least that long. On two cores the terms the thread pool splits are halved and
+// the rest stays on core 0: the busier core's instructions (the board runner's cores=2 on the
+// emulated S3 measures that critical path; docs/cost-model.md compares the two).
 #pragma once
 #include <string>
 
@@ -37,6 +37,9 @@ enum class InstrTerm : int {
   kAttnEntryQ8,  // attention over the int8 KV cache (PIE scores, scalar values): per entry
   kAttnEntryDimQ8, //   per entry and element of the head
   kLogit,        // sampling (greedy argmax or candidates) per logit
+  kRouterGroup,  // two-stage head: the router's int8 score of one group (PIE dot, its scale and bias)
+  kHeadFill,     // two-stage head: -inf into every logit the top groups do not give, per vocabulary entry
+  kHeadRowGlue,  // two-stage head: per row of the top groups (the input's copy, selection, scatter, best)
   kLayer,        // per layer: the decoder glue
   kCount
 };
@@ -45,6 +48,7 @@ constexpr int kInstrTermCount = static_cast<int>(InstrTerm::kCount);
 struct InstrTermInfo {
   const char* name;
   double per_unit;  // instructions per unit (the fitted table)
+  bool split;       // shared by the cores (the pool's tasks split it)
 };
 const InstrTermInfo& instr_term(InstrTerm t);
 
@@ -59,7 +63,8 @@ struct InstrUnits {
   void add_matvec(DType type, int rows, int cols, int group, bool f32_activations);
   // The BitNet llama2c head: f32, summed in order (its C reader's order), not matvec_f32_ref.
   void add_inorder_classifier(int rows, int cols) { (*this)[InstrTerm::kF32ClassifierMac] += static_cast<double>(rows) * cols; }
-  double instructions() const;  // sum of units x per_unit
+  // Sum of units x per_unit on the busier of `cores` (1 or 2) cores: the split terms divided.
+  double instructions(int cores = 1) const;
   // Of it: the per-layer work besides matvecs and attention (norms, RoPE, activations, PLE rows, glue).
   double elementwise_instructions() const;
   // Attention's instructions per (head, position) entry for heads of head_dim, f32 or int8 KV cache.

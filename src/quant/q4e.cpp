@@ -74,18 +74,27 @@ float round_half_even(float v) {
 }
 }  // namespace
 
-void q4e_quantize_activations(const float* x, int n, int8_t* q, float* scale) {
+float q4e_activations_max(const float* x, int n) {
   float xmax = 1e-8f;
   for (int j = 0; j < n; ++j) {
     const float a = x[j] < 0 ? -x[j] : x[j];
     if (a > xmax) xmax = a;
   }
+  return xmax;
+}
+
+void q4e_quantize_activations_with(const float* x, int n, float xmax, int8_t* q) {
   const float inv = 127.0f / xmax;
   for (int j = 0; j < n; ++j) {
     const float v = x[j] * inv;
     // |v| <= 127 unless x holds inf / nan: those clamp like lrintf's out-of-range results would.
     q[j] = static_cast<int8_t>(saturate_to_int(round_half_even(v), -127, 127, 0));
   }
+}
+
+void q4e_quantize_activations(const float* x, int n, int8_t* q, float* scale) {
+  const float xmax = q4e_activations_max(x, n);
+  q4e_quantize_activations_with(x, n, xmax, q);
   *scale = xmax / 127.0f;
 }
 

@@ -40,5 +40,9 @@ void q4e_quantize_tensor(const float* x, int rows, int cols, int group, uint8_t*
 // esp32-ai's int8 activations: ONE scale for the whole vector, xmax = max(1e-8, max |x|),
 // q = round-half-even(x * (127 / xmax)) clamped to [-127, 127], scale = xmax / 127.
 void q4e_quantize_activations(const float* x, int n, int8_t* q, float* scale);
+// Its two halves, so that the second can be split over threads: the vector's xmax, then q of any
+// stretch of it given that xmax (the same bits as the whole call).
+float q4e_activations_max(const float* x, int n);
+void q4e_quantize_activations_with(const float* x, int n, float xmax, int8_t* q);
 
 }  // namespace mcullm

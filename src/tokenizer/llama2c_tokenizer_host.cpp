@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <algorithm>
+#include <functional>
 #include <queue>
 #include <utility>
 
@@ -77,6 +79,10 @@ Status Llama2cTokenizer::load_bytes(const uint8_t* data, size_t size, int vocab_
 
   std::vector<std::string> pieces;
   std::vector<float> scores;
+  // Every token takes at least 8 bytes: a lying vocab_size cannot reserve more than the data holds.
+  const size_t expected = vocab_size > 0 ? std::min(static_cast<size_t>(vocab_size), (size - 4) / 8) : (size - 4) / 8;
+  pieces.reserve(expected);
+  scores.reserve(expected);
   size_t off = 4;
   while (vocab_size == 0 ? off < size : static_cast<int>(pieces.size()) < vocab_size) {
     const size_t i = pieces.size();
@@ -116,8 +122,14 @@ Status Llama2cTokenizer::load_vocab(std::vector<std::string> pieces, std::vector
   if (pieces.size() > 0x7fffffff) return Status::Error(Code::kCorrupt, "vocabulary too large");
   pieces_ = std::move(pieces);
   scores_ = std::move(scores);
-  index_.reserve(pieces_.size());
-  for (size_t i = 0; i < pieces_.size(); ++i) index_.emplace(pieces_[i], static_cast<int>(i));  // keeps first
+  size_t slots = 16;
+  while (slots < 2 * pieces_.size()) slots *= 2;
+  index_.assign(slots, 0);
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    size_t at = std::hash<std::string_view>{}(pieces_[i]) & (slots - 1);
+    while (index_[at] != 0 && pieces_[static_cast<size_t>(index_[at] - 1)] != pieces_[i]) at = (at + 1) & (slots - 1);
+    if (index_[at] == 0) index_[at] = static_cast<int32_t>(i + 1);  // keeps the first of duplicates
+  }
   space_id_ = lookup(" ");
   return Status::Ok();
 }
@@ -132,8 +144,13 @@ float Llama2cTokenizer::score(int id) const {
 }
 
 int Llama2cTokenizer::lookup(std::string_view text) const {
-  const auto it = index_.find(text);
-  return it == index_.end() ? -1 : it->second;
+  if (index_.empty()) return -1;
+  const size_t mask = index_.size() - 1;
+  for (size_t at = std::hash<std::string_view>{}(text) & mask;; at = (at + 1) & mask) {
+    const int32_t slot = index_[at];
+    if (slot == 0) return -1;
+    if (pieces_[static_cast<size_t>(slot - 1)] == text) return slot - 1;
+  }
 }
 
 Status Llama2cTokenizer::encode(std::string_view text, bool bos, bool eos, std::vector<int>* ids) const {

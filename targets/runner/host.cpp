@@ -1,4 +1,5 @@
-// The board runner on the host (x86-64 / aarch64 Linux): the same main, the machine's clock as counter.
+// The board runner on the host (x86-64 / aarch64 Linux): the same main, the machine's clock as counter,
+// a thread as the second core (cores=2).
 #include <time.h>
 
 #include "platform.h"
@@ -18,4 +19,44 @@ extern "C" const char* board_target_name(void) {
 #else
   return "host";
 #endif
+}
+
+// The second core: a thread spinning on a job counter (yielding, so that a loaded host still makes
+// progress), as board::HostWorker does for the HAL; C and pthreads only, like the rest of the runner.
+#include <pthread.h>
+#include <sched.h>
+
+namespace {
+struct SecondCore {
+  pthread_t thread;
+  bool up = false;
+  void (*job)(void*) = nullptr;
+  void* arg = nullptr;
+  unsigned posted = 0, done = 0;  // __atomic: jobs handed over / finished
+};
+SecondCore g_core1;
+
+void* second_core_loop(void*) {
+  unsigned seen = 0;
+  for (;;) {
+    while (__atomic_load_n(&g_core1.posted, __ATOMIC_ACQUIRE) == seen) sched_yield();
+    seen = __atomic_load_n(&g_core1.posted, __ATOMIC_ACQUIRE);
+    g_core1.job(g_core1.arg);
+    __atomic_store_n(&g_core1.done, seen, __ATOMIC_RELEASE);
+  }
+  return nullptr;
+}
+}  // namespace
+
+extern "C" int board_second_core_available(void) {
+  if (!g_core1.up) g_core1.up = pthread_create(&g_core1.thread, nullptr, second_core_loop, nullptr) == 0;
+  return g_core1.up;  // the thread spins until the process exits
+}
+extern "C" void board_second_core_start(void (*job)(void*), void* arg) {
+  g_core1.job = job;
+  g_core1.arg = arg;
+  __atomic_store_n(&g_core1.posted, g_core1.posted + 1, __ATOMIC_RELEASE);
+}
+extern "C" void board_second_core_wait(void) {
+  while (__atomic_load_n(&g_core1.done, __ATOMIC_ACQUIRE) != g_core1.posted) sched_yield();
 }

@@ -3,6 +3,9 @@
 //   n=16 temp=0.8 seed=42 top_k=40 top_p=0.95 min_p=0.05  (`mcullm run`'s defaults, but n)
 //   kernels=auto|ref|avx2|neon  work=sram|psram (where KV cache and activations go; default sram)
 //   kv=f32|int8  the KV cache (int8: one scale per head per position, `mcullm run --kv int8`'s bits)
+//   cores=1|2    2: every pool task split with the target's second core (board::DualCorePool); the
+//                same bits. Where the target counts instructions per core, each step also prints
+//                core 0's and core 1's work and the critical path.
 // It reads the image into the "flash" buffer, validates it, copies the SRAM / PSRAM sections into
 // those tiers' arenas, builds the model and generates. It prints one line per step with the target's
 // counter, the tokens, memory per tier and the run's fingerprint in `mcullm run --fingerprint`'s form.
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "board/dual_core_pool.h"
 #include "core/arena.h"
 #include "core/fingerprint.h"
 #include "core/thread_pool.h"
@@ -38,6 +42,7 @@ struct Args {
   bool work_psram = false;
   KvType kv = KvType::kF32;
   int n = 16;
+  int cores = 1;
   SamplerConfig sampler;
 };
 
@@ -92,6 +97,7 @@ Status parse_args(int argc, char** argv, Args* a) {
     else if (is("work")) { a->work_psram = strcmp(v, "psram") == 0; ok = a->work_psram || strcmp(v, "sram") == 0; }
     else if (is("kv")) { ok = parse_kv_type(v, &a->kv); }
     else if (is("n")) { ok = parse_uint(v, 1u << 20, &u); a->n = static_cast<int>(u); }
+    else if (is("cores")) { ok = parse_uint(v, 2, &u) && u >= 1; a->cores = static_cast<int>(u); }
     else if (is("seed")) { ok = parse_uint(v, UINT64_MAX / 10, &u) && u != 0; a->sampler.seed = u; }
     else if (is("top_k")) { ok = parse_uint(v, 1u << 24, &u); a->sampler.top_k = static_cast<int>(u); }
     else if (is("temp")) ok = parse_decimal(v, &a->sampler.temperature);
@@ -171,24 +177,66 @@ void print_tier(const char* what, const Arena& a) {
   printf(")\n");
 }
 
+// The target's per-core instruction counts (platform.h), as deltas between steps.
+struct CoreCounts {
+  uint64_t v[3] = {};
+  static CoreCounts now() {
+    CoreCounts c;
+    for (int i = 0; i < 3; ++i) c.v[i] = board_core_instructions(i);
+    return c;
+  }
+  bool counted() const { return v[0] != 0; }
+};
+
 struct StepLog {
   uint64_t last = 0;
   uint64_t sampled_total = 0;
+  CoreCounts cores_last, cores_sampled, cores_all;  // sums over the sampled steps / over every step
+  uint64_t fingerprint_work = 0;  // core 0's instructions hashing logits since the last step (test only)
+  uint64_t fingerprint_sampled = 0;
+  int steps = 0;
+  Fingerprint fp;
   int sampled = 0;
   int tokens[kMaxPrompt + (1 << 12)];
   int n_tokens = 0;
 };
 
+// The run's fingerprint, as generate() would take it (its token and logit hashes are separate, so
+// hashing here gives the same value), but outside the per-core counts: a board would not hash every logit.
+void on_logits(void* user, int, const float* logits, int n_vocab) {
+  auto* log = static_cast<StepLog*>(user);
+  const uint64_t before = board_core_instructions(0);
+  log->fp.add_logits(logits, static_cast<size_t>(n_vocab));
+  log->fingerprint_work += board_core_instructions(0) - before;
+}
+
 bool on_step(void* user, const GenerateStep& s) {
   auto* log = static_cast<StepLog*>(user);
+  if (s.sampled) log->fp.add_token(s.next);
   const uint64_t now = board_counter();
   const uint64_t d = now - log->last;
   log->last = now;
+  const CoreCounts c = CoreCounts::now();
+  uint64_t dc[3];
+  for (int i = 0; i < 3; ++i) dc[i] = c.v[i] - log->cores_last.v[i];
+  log->cores_last = c;
+  const uint64_t fpw = log->fingerprint_work;
+  log->fingerprint_work = 0;
+  dc[0] -= fpw;  // core 0 hashed the logits: not the engine's work
+  dc[2] -= fpw;
+  for (int i = 0; i < 3; ++i) log->cores_all.v[i] += dc[i];
+  ++log->steps;
   if (s.sampled) {
     log->sampled_total += d;
+    for (int i = 0; i < 3; ++i) log->cores_sampled.v[i] += dc[i];
+    log->fingerprint_sampled += fpw;
     ++log->sampled;
   }
-  printf("step pos %d token %d next %d %s %lu\n", s.pos, s.token, s.next, board_counter_name(), static_cast<unsigned long>(d));
+  printf("step pos %d token %d next %d %s %lu", s.pos, s.token, s.next, board_counter_name(), static_cast<unsigned long>(d));
+  if (c.counted())
+    printf(" instructions core0 %lu core1 %lu path %lu fingerprint %lu", static_cast<unsigned long>(dc[0]),
+           static_cast<unsigned long>(dc[1]), static_cast<unsigned long>(dc[2]), static_cast<unsigned long>(fpw));
+  printf("\n");
   if (log->n_tokens < static_cast<int>(sizeof log->tokens / sizeof log->tokens[0])) log->tokens[log->n_tokens++] = s.next;
   return true;
 }
@@ -200,14 +248,25 @@ Sampler g_sampler;
 StepLog g_log;
 int g_prompt[kMaxPrompt];
 
+// The target's second core as the board HAL's Worker, for DualCorePool.
+class SecondCore final : public board::Worker {
+ public:
+  void start(Job job, void* arg) override { board_second_core_start(job, arg); }
+  void wait() override { board_second_core_wait(); }
+};
+SecondCore g_second_core;
+board::DualCorePool g_dual_pool(g_second_core);
+
 int run(int argc, char** argv) {
   Args a;
   if (Status st = parse_args(argc, argv, &a); !st.ok()) return fail(1, st);
   const KernelSet* kernels = kernels_by_name(a.kernels);
   if (!kernels) return fail(1, Status::Error(Code::kInvalidArgument, "kernels=%s is unknown or not supported here", a.kernels));
-  printf("board: target %s, sram %lu, psram %lu, flash %lu bytes, kernels %s, kv %s\n", board_target_name(),
+  if (a.cores == 2 && !board_second_core_available())
+    return fail(1, Status::Error(Code::kInvalidArgument, "cores=2: this target has no second core (QEMU: -smp 2)"));
+  printf("board: target %s, sram %lu, psram %lu, flash %lu bytes, kernels %s, kv %s, cores %d\n", board_target_name(),
          static_cast<unsigned long>(BOARD_SRAM_BYTES), static_cast<unsigned long>(BOARD_PSRAM_BYTES),
-         static_cast<unsigned long>(BOARD_FLASH_BYTES), kernels->name, kv_type_name(a.kv));
+         static_cast<unsigned long>(BOARD_FLASH_BYTES), kernels->name, kv_type_name(a.kv), a.cores);
 
   // The tiers: SRAM and PSRAM arenas, and the flash stand-in that holds the image as read.
   void* sram_mem = malloc(BOARD_SRAM_BYTES);
@@ -241,8 +300,9 @@ int run(int argc, char** argv) {
   if (n_prompt > ctx_len)
     return fail(1, Status::Error(Code::kOutOfRange, "the prompt has %d ids, the context holds %d", n_prompt, ctx_len));
   Arena& work = a.work_psram ? psram : sram;
-  SerialPool pool;
-  if (Status st = g_decoder.init(g_model, ctx_len, work, &pool, kernels, a.kv); !st.ok()) return fail(3, st);
+  SerialPool serial_pool;
+  ThreadPool* pool = a.cores == 2 ? static_cast<ThreadPool*>(&g_dual_pool) : &serial_pool;
+  if (Status st = g_decoder.init(g_model, ctx_len, work, pool, kernels, a.kv); !st.ok()) return fail(3, st);
   if (Status st = g_sampler.init(a.sampler, cfg.vocab_size, work); !st.ok()) return fail(3, st);
   int* history = nullptr;
   if (Status st = work.alloc_array(static_cast<size_t>(n_prompt + a.n + 1), TensorClass::kScratch, &history); !st.ok())
@@ -252,11 +312,13 @@ int run(int argc, char** argv) {
   go.n_predict = a.n;
   go.stop_a = c.bos_id;  // as `mcullm run`: llama2.c models end a story with BOS
   go.stop_b = c.eos_id;
-  Fingerprint fp;
-  GenerateHooks hooks{&g_log, nullptr, on_step};
+  Fingerprint& fp = g_log.fp;
+  for (int i = 0; i < n_prompt; ++i) fp.add_token(g_prompt[i]);
+  GenerateHooks hooks{&g_log, on_logits, on_step};
   GenerateResult result;
   g_log.last = board_counter();
-  if (Status st = generate(g_decoder.decoder(), g_sampler, g_prompt, n_prompt, go, history, &fp, hooks, &result); !st.ok())
+  g_log.cores_last = CoreCounts::now();
+  if (Status st = generate(g_decoder.decoder(), g_sampler, g_prompt, n_prompt, go, history, nullptr, hooks, &result); !st.ok())
     return fail(4, st);
 
   printf("tokens");
@@ -270,6 +332,19 @@ int run(int argc, char** argv) {
       printf(", %lu k instructions under qemu -icount shift=0",
              static_cast<unsigned long>(mean * board_instructions_per_count() / 1000));
     printf("\n");
+    if (g_log.cores_sampled.counted()) {
+      const uint64_t* t = g_log.cores_sampled.v;
+      const uint64_t n = static_cast<uint64_t>(g_log.sampled);
+      printf("per sampled token: %lu k instructions on the critical path (core 0 %lu k, core 1 %lu k of work; "
+             "the fingerprint's %lu k on core 0 not counted)\n",
+             static_cast<unsigned long>(t[2] / n / 1000), static_cast<unsigned long>(t[0] / n / 1000),
+             static_cast<unsigned long>(t[1] / n / 1000), static_cast<unsigned long>(g_log.fingerprint_sampled / n / 1000));
+      const uint64_t* a = g_log.cores_all.v;
+      const uint64_t m = static_cast<uint64_t>(g_log.steps);
+      printf("per step over positions 0..%d: %lu k instructions on the critical path (core 0 %lu k, core 1 %lu k)\n",
+             g_log.steps - 1, static_cast<unsigned long>(a[2] / m / 1000), static_cast<unsigned long>(a[0] / m / 1000),
+             static_cast<unsigned long>(a[1] / m / 1000));
+    }
   }
   print_tier("sram", sram);
   print_tier("psram", psram);
@@ -283,5 +358,13 @@ int run(int argc, char** argv) {
 }
 
 }  // namespace
+
+// Targets with one core and no per-core counters keep these (weak) defaults.
+extern "C" {
+__attribute__((weak)) int board_second_core_available(void) { return 0; }
+__attribute__((weak)) void board_second_core_start(void (*job)(void*), void* arg) { job(arg); }
+__attribute__((weak)) void board_second_core_wait(void) {}
+__attribute__((weak)) uint64_t board_core_instructions(int) { return 0; }
+}
 
 int main(int argc, char** argv) { return run(argc, argv); }

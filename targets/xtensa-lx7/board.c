@@ -432,6 +432,9 @@ int puts(const char* s) {
 float __ieee754_sqrtf(float x);
 float sqrtf(float x) { return __ieee754_sqrtf(x); }
 
+static uint32_t core_id(void);
+static void core0_account(void);
+
 /* ---- the runner's counter: CCOUNT. Under QEMU -icount shift=0 each instruction is 1 ns of
  * virtual time; de233_fpu's CCOUNT runs at 40 MHz, so CCOUNT * 25 = instructions executed ---- */
 uint64_t board_counter(void) {
@@ -441,9 +444,102 @@ uint64_t board_counter(void) {
   __asm__ volatile("rsr %0, ccount" : "=r"(c));
   if (c < last) high += (uint64_t)1 << 32;
   last = c;
+  if (core_id() == 0) core0_account(); /* ICOUNT must not wrap: read it at every step */
   return high | c;
 }
 const char* board_counter_name(void) { return "ccount"; }
+
+/* ---- two cores (QEMU -smp 2): core 1 runs lx7_second_core, a worker spinning on a mailbox ----
+ * Each core counts its own executed instructions in ICOUNT (the debug option's counter; start.s
+ * enables it at every level below 15). Under -smp 2, CCOUNT is shared virtual time (the sum of both
+ * cores' instructions), so the per-core figures come from ICOUNT: a core's work is its instructions
+ * minus those it spent waiting for the other, and the critical path is core 0's work plus, for each
+ * job, how much longer core 1 took than core 0's share (what core 0 would have waited on a board). */
+static uint32_t core_id(void) {
+  uint32_t p;
+  __asm__ volatile("rsr %0, prid" : "=r"(p));
+  return p;
+}
+/* The calling core's instructions since the last call (ICOUNT read and cleared; it must not wrap:
+ * reaching 0 raises a debug exception, so every caller reads it at least every 2^32 instructions). */
+static uint32_t icount_take(void) {
+  uint32_t n, zero = 0;
+  __asm__ volatile("rsr %0, icount\n\twsr %1, icount\n\tisync" : "=&r"(n) : "r"(zero) : "memory");
+  return n;
+}
+/* Under QEMU's round-robin TCG a CPU keeps running until its time slice ends, and with no timer
+ * armed a slice can last 2^31 instructions; arming CCOMPARE0 a few cycles ahead ends the slice, so
+ * the other core runs while this one waits. (The interrupt stays disabled: INTENABLE is 0.) */
+static void spin_pause(void) {
+  uint32_t c;
+  __asm__ volatile("rsr %0, ccount" : "=r"(c));
+  c += 2;
+  __asm__ volatile("wsr %0, ccompare0\n\tisync" : : "r"(c) : "memory");
+}
+static inline void memory_barrier(void) { __asm__ volatile("memw" : : : "memory"); }
+
+static struct {  /* in .data: core 1 reads it before core 0 has cleared .bss */
+  volatile uint32_t posted, done;     /* jobs handed to core 1 / finished by it */
+  void (*volatile job)(void*);
+  void* volatile arg;
+  volatile uint32_t job_instructions; /* core 1's instructions in the last job */
+  volatile uint32_t core1_up;
+} mailbox __attribute__((section(".data")));
+static uint64_t core0_work, core1_work, path_extra, core0_at_start;
+
+void lx7_second_core(void) __attribute__((noreturn));
+void lx7_second_core(void) {
+  uint32_t seen = mailbox.posted; /* .data, not .bss: core 0 may be clearing .bss right now */
+  mailbox.core1_up = 1;
+  for (;;) {
+    while (mailbox.posted == seen) {
+      spin_pause();
+      icount_take(); /* waiting is not work (and ICOUNT must not wrap) */
+    }
+    seen = mailbox.posted;
+    memory_barrier();
+    icount_take();
+    mailbox.job(mailbox.arg);
+    mailbox.job_instructions = icount_take();
+    memory_barrier();
+    mailbox.done = seen;
+  }
+}
+
+static void core0_account(void) { core0_work += icount_take(); }
+
+int board_second_core_available(void) {
+  for (int i = 0; i < 1000 && !mailbox.core1_up; ++i) spin_pause(); /* let core 1 get its first slice */
+  return mailbox.core1_up;
+}
+void board_second_core_start(void (*job)(void*), void* arg) {
+  core0_account();
+  core0_at_start = core0_work;
+  mailbox.job = job;
+  mailbox.arg = arg;
+  memory_barrier();
+  mailbox.posted = mailbox.posted + 1;
+}
+void board_second_core_wait(void) {
+  core0_account();
+  const uint64_t own_share = core0_work - core0_at_start;
+  while (mailbox.done != mailbox.posted) {
+    spin_pause();
+    icount_take(); /* waiting is not work */
+  }
+  memory_barrier();
+  const uint32_t other = mailbox.job_instructions;
+  core1_work += other;
+  if (other > own_share) path_extra += other - own_share;
+}
+uint64_t board_core_instructions(int which) {
+  if (core_id() == 0) core0_account();
+  switch (which) {
+    case 0: return core0_work;
+    case 1: return core1_work;
+    default: return core0_work + path_extra;
+  }
+}
 uint32_t board_instructions_per_count(void) { return 25; }
 const char* board_target_name(void) { return "esp32-lx7"; }
 

@@ -190,6 +190,10 @@ _start:
     .long   __stack
 .Lcstart:
     .long   lx7_start
+.Lstack1:
+    .long   __stack1
+.Lcore1:
+    .long   lx7_second_core
 .Lps:
     .long   0x00040020              # PS: WOE (window exceptions on), UM, INTLEVEL 0, EXCM 0
 .Lstart_go:
@@ -207,9 +211,25 @@ _start:
     l32r    a0, .Lps
     wsr     a0, ps
     rsync
+    movi    a0, 0
+    wsr     a0, icount              # each core counts its own instructions (board.c, ICOUNT)
+    movi    a0, 15
+    wsr     a0, icountlevel
+    isync
+    rsr     a2, prid                # QEMU -M sim numbers its CPUs 0, 1, ... (-smp N): every one
+    bnez    a2, .Lsecond            # starts here; core 1 becomes the worker, any other one sleeps
     l32r    a1, .Lstack
     movi    a0, 0                   # the end of every backtrace
     l32r    a4, .Lcstart
     callx4  a4                      # lx7_start (board.c) does not return
 .Lhang:
     j       .Lhang
+.Lsecond:
+    bnei    a2, 1, .Lsleep
+    l32r    a1, .Lstack1
+    movi    a0, 0
+    l32r    a4, .Lcore1
+    callx4  a4                      # lx7_second_core (board.c) does not return
+.Lsleep:
+    waiti   15
+    j       .Lsleep

@@ -14,7 +14,7 @@ set -eu
 src=$1 obj=$2
 shift 2
 isa=""
-for f in density fp windowed bool loop sext nsa clamps minmax mul16 mul32 div32 s32c1i threadptr timers3; do
+for f in density fp windowed bool loop sext nsa clamps minmax mul16 mul32 div32 s32c1i threadptr timers3 prid debug; do
   isa="$isa -Xclang -target-feature -Xclang +$f"
 done
 # shellcheck disable=SC2086

@@ -1,6 +1,7 @@
 /* Counts the guest instructions in a QEMU `-d exec,nochain` log taken with `-accel
  * tcg,one-insn-per-tb=on` (one "Trace" line per executed instruction), per (PC, call site, segment):
- *   count_pcs MARK_HEX HELPERS_FILE < exec.log > counts.txt
+ *   count_pcs MARK_HEX HELPERS_FILE [CPU] < exec.log > counts.txt
+ * CPU: count only that CPU's lines ("Trace CPU: ..."; QEMU -smp 2 interleaves both cores' lines).
  * Segments: the number starts at 0 and grows by one each time the PC equals MARK (a function's entry,
  * the board runner's on_step), so segment k is what ran between MARK's (k-1)-th and k-th call.
  * Call sites: HELPERS_FILE lists address ranges "start_hex end_hex" (end exclusive) of routines with
@@ -59,7 +60,8 @@ static int helper_cached(uint32_t pc) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3) { fprintf(stderr, "usage: count_pcs MARK_HEX HELPERS_FILE < exec.log\n"); return 1; }
+  if (argc != 3 && argc != 4) { fprintf(stderr, "usage: count_pcs MARK_HEX HELPERS_FILE [CPU] < exec.log\n"); return 1; }
+  const long cpu = argc == 4 ? strtol(argv[3], NULL, 10) : -1;
   const uint32_t mark = (uint32_t)strtoul(argv[1], NULL, 16);
   FILE* hf = fopen(argv[2], "r");
   if (!hf) { perror(argv[2]); return 1; }
@@ -71,6 +73,7 @@ int main(int argc, char** argv) {
   uint32_t prev_pc = 0, site = 0;
   while (fgets(line, sizeof line, stdin)) {
     if (strncmp(line, "Trace ", 6) != 0) continue;
+    if (cpu >= 0 && strtol(line + 6, NULL, 10) != cpu) continue;
     const char* p = strchr(line, '[');
     if (!p || !(p = strchr(p, '/'))) continue;
     const uint32_t pc = (uint32_t)strtoull(p + 1, NULL, 16);

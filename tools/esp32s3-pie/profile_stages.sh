@@ -28,7 +28,7 @@ python3 "$HERE/profile_stages.py" helpers "$WORK/nm.txt" >"$WORK/helpers.txt"
 mark=$(python3 "$HERE/profile_stages.py" mark "$WORK/nm.txt")
 rm -f "$WORK/exec.fifo"
 mkfifo "$WORK/exec.fifo"
-"$WORK/count_pcs" "$mark" "$WORK/helpers.txt" <"$WORK/exec.fifo" >"$WORK/counts.txt" &
+"$WORK/count_pcs" "$mark" "$WORK/helpers.txt" 0 <"$WORK/exec.fifo" >"$WORK/counts.txt" &  # core 0 (the busier one)
 counter=$!
 rc=0
 board_qemu "$KERNELS" "$WORK/run.out" -accel tcg,one-insn-per-tb=on -d exec,nochain -D "$WORK/exec.fifo" || rc=$?

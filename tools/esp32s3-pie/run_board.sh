@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The board runner with the PIE kernels on the emulated ESP32-S3 (QEMU -M sim -cpu esp32s3 from
 # tools/esp32s3-qemu/build.sh): its fingerprint must equal the PC's (`mcullm run --kernels ref
-# --fingerprint`), with kernels=pie and with kernels=ref (the same ELF), and the instructions per
+# --fingerprint`), with kernels=pie and with kernels=ref (the same ELF; --kernels K: only K), and the instructions per
 # sampled token of both runs are printed (-icount shift=0).
-# usage: tools/esp32s3-pie/run_board.sh QEMU MODEL [-z TOK] [--quant TYPE] [--prompt-ids IDS] [-n N] [--kv f32|int8] [--work-tier sram|psram]
+# usage: tools/esp32s3-pie/run_board.sh QEMU MODEL [-z TOK] [--quant TYPE] [--prompt-ids IDS] [-n N] [--kv f32|int8] [--work-tier sram|psram] [--cores 1|2] [--kernels pie|ref]
 #        [--build DIR (build/release, with mcullm)] [--work DIR]
 # The ELF is route 3's esp32-lx7 board runner (targets/Makefile) as the variant esp32s3-pie: the
 # PIE table and assembly added with LX7_EXTRA_SRCS, MCULLM_PIE defined with LX7_EXTRA_DEFS.
@@ -19,7 +19,7 @@ pc=$("$MCULLM" run -m "$MODEL" "${TOKARGS[@]}" --prompt-ids "$IDS" -n "$N" --tem
 echo "model $MODEL, prompt $IDS, $N tokens"
 echo "pc (ref)        fingerprint $pc"
 fail=0
-for k in pie ref; do
+for k in ${KERNELS:-pie ref}; do
   rc=0
   board_qemu $k "$WORK/$k.out" || rc=$?
   fp=$(grep '^fingerprint' "$WORK/$k.out" | cut -d' ' -f2 || true)

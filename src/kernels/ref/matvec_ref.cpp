@@ -108,6 +108,17 @@ void softmax_ref(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] /= sum;
 }
 
+void attn_heads_by_head(const KernelSet& k, const AttnHeads& a, int h0, int h1) {
+  const size_t hs = static_cast<size_t>(a.hs);
+  for (int h = h0; h < h1; ++h) {
+    float* att = a.att + static_cast<size_t>(h) * a.att_stride;
+    const size_t kv = static_cast<size_t>(h / a.group) * hs;
+    k.attn_scores(a.q + h * hs, a.keys + kv, a.stride, a.n, a.hs, a.scale, att);
+    k.softmax(att, a.n);
+    k.attn_values(att, a.values + kv, a.stride, a.n, a.hs, a.out + h * hs);
+  }
+}
+
 void silu_mul_ref(float* gate, const float* up, int n) {
   for (int i = 0; i < n; ++i) gate[i] = mc_silu(gate[i]) * up[i];
 }

@@ -22,6 +22,9 @@ void attn_scores_q8(const int8_t* q, float qs, const int8_t* keys, const float* 
 void attn_values_q8(const float* att, const int8_t* values, const float* vscales, size_t stride, size_t s_stride, int n,
                     int hs, float* out);
 void softmax(float* x, int n);
+// Eight heads at a time: small heads' keys transposed once per KV head, the softmax sums and the
+// attn_values sums of the heads side by side (attention_avx2.cpp).
+void attn_heads(const KernelSet& k, const AttnHeads& a, int h0, int h1);
 void silu_mul(float* gate, const float* up, int n);
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y, size_t y_stride,
@@ -54,6 +57,7 @@ constexpr KernelSet table(const char* name,
           .attn_scores = attn_scores,
           .attn_values = attn_values,
           .softmax = softmax,
+          .attn_heads = attn_heads,
           .silu_mul = silu_mul,
           .matvec_i2s = matvec_i2s,
           .matmat_i2s = matmat_i2s,

@@ -25,6 +25,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/x86/avx2_kernels.h"
+#include "kernels/x86/transpose8.h"
 #include "quant/blocks.h"
 
 namespace mcullm {
@@ -52,26 +53,6 @@ struct Q4G64 {
   static constexpr int kBlock = 64;
   static void unpack(const Block& b, __m256i* v) { avx2::unpack_q4g64(b, v); }
 };
-
-// r[k] = words 0..7 of block k in, r[j] = word j of blocks 0..7 out.
-inline void transpose8_epi32(__m256i* r) {
-  const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
-  const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
-  const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
-  const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
-  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-  const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
-  const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
-  r[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
-  r[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
-  r[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
-  r[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
-  r[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
-  r[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
-  r[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
-  r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
-}
 
 // Bytes per chunk of 8 blocks: J word vectors, then (weights) 8 int32 start values and 8 f32
 // scales, or (activations) 8 f32 scales. Blocks past the row's end are zero with scale 0: they add
