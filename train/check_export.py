@@ -12,7 +12,7 @@
 5. ternary: a QAT model in the bitllama2.c layout written as an ak42 v1 file; the weights mcullm holds
    (its i2_s GGUF from `mcullm convert`, unpacked here) equal train/quant.py's ternary values exactly,
    mcullm's logits equal PyTorch's within 1e-4 (the QAT forward quantizes activations as mcullm does)
-   and the greedy tokens are equal;
+   up to the first int8 rounding flip, its choices after it (check_logits_int8);
 6. PLE: a q4e QAT model of esp32-ai's PLE architecture written in its file format: the weights mcullm
    holds equal the quantizer's, its logits with f32 activations equal PyTorch's within 1e-4 and its
    greedy tokens are equal (with int8 activations: its choices, as in 3.); the llama2.c tokenizer
@@ -22,7 +22,8 @@
 8. qwen2 (q/k/v biases, NEOX RoPE, GQA, separate head): an f32 model's logits equal PyTorch's within 1e-4;
    a ternary QAT model exported in f32 and ternarized by `mcullm convert --type i2_s`: every weight mcullm
    holds equals quant.ternary_values_absmean's, and its logits equal the QAT forward's (which quantizes
-   the activations as the engine's i2_s path does) within 1e-4, greedy tokens equal.
+   the activations as the engine's i2_s path does) within 1e-4 up to the first int8 rounding flip, its
+   choices after it.
 
   check_export.py MCULLM_BINARY WORK_DIR      (exit 0: pass; anything else: fail, with the reason)
 """
@@ -133,6 +134,36 @@ def check_logits(what, cli, path, m, prompt, work, extra, n=12):
         fail(f"{what}: logits differ by {diff}")
     if toks[-n:] != want_toks:
         fail(f"{what}: greedy tokens mcullm {toks[-n:]} != torch {want_toks}")
+
+
+def check_logits_int8(what, cli, path, m, prompt, work, extra, n=16):
+    """For runs whose int8 activations the QAT forward quantizes as mcullm does: the logits agree within
+    1e-4 up to the first position where one activation rounds the other way in the two engines (the
+    floats before the rounding differ in the last bits: PyTorch sums in its BLAS's order, which depends
+    on the BLAS and the CPU; seen with OpenBLAS on a Zen 5 at step 8 of 23, never with the reference
+    BLAS), from there mcullm's choices equal PyTorch's as in check_choices. Teacher-forced, so a flip
+    changes logits, never the tokens fed. At least the first position must agree within 1e-4: a
+    quantization scheme unlike the QAT forward's differs from the start."""
+    want_toks, want_logits = torch_greedy(m, prompt, n)
+    _, logits = mcullm_greedy(cli, path, prompt + want_toks[:-1], 1, work, extra)
+    steps = len(prompt) + n - 1
+    logits = logits.reshape(-1, want_logits.shape[-1])
+    if logits.shape[0] < steps:
+        fail(f"{what}: mcullm dumped {logits.shape[0]} logit rows, expected {steps}")
+    logits, want = logits[:steps], want_logits[:steps]
+    per_step = np.abs(logits - want).max(-1)
+    exact = int(np.argmax(per_step > 1e-4)) if (per_step > 1e-4).any() else steps
+    top2 = np.sort(want, axis=-1)[:, -2:]
+    decisive = (top2[:, 1] - top2[:, 0]) > Q4_MARGIN
+    same = logits.argmax(-1) == want.argmax(-1)
+    print(f"{what}: max |logit difference| {per_step[:exact].max():.2e} over the first {exact} of {steps} steps"
+          + (f" (then {per_step[exact:].max():.3f}: an int8 rounding flip; argmax equal at {same.sum()} of {steps}, "
+             f"at all {decisive.sum()} steps with a margin > {Q4_MARGIN})" if exact < steps else ""), flush=True)
+    if exact == 0:
+        fail(f"{what}: logits differ by {per_step[0]} at the first position")
+    if exact < steps and (not per_step.max() <= Q4_MARGIN or not same[decisive].all()):
+        fail(f"{what}: after the first {exact} steps mcullm's choices differ from PyTorch's "
+             f"(diff {per_step.max()}, argmax equal {same[decisive].sum()} of {decisive.sum()} decisive)")
 
 
 def check_q4(cli, work, tok, ffn, seed):
@@ -278,7 +309,7 @@ def check_ternary(cli, work, tok, seed):
     run([cli, "convert", path, "-o", g, "--bit-order", "msb"])
     check_ternary_weights("ternary", g, m, quant.ternary_values)
     # within 1e-4 although mcullm runs int8 activations: the QAT forward quantizes them as mcullm does
-    check_logits("ternary", cli, path, m, tok.encode("Once upon a time"), work, ("--bit-order", "msb"), 16)
+    check_logits_int8("ternary", cli, path, m, tok.encode("Once upon a time"), work, ("--bit-order", "msb"), 16)
 
 
 def check_qwen2(cli, work, tok, seed):
@@ -306,7 +337,7 @@ def check_qwen2(cli, work, tok, seed):
     run([cli, "convert", f32, "-o", g, "--type", "i2_s", "--embd-type", "f32"])
     check_ternary_weights("qwen2 ternary", g, m, quant.ternary_values_absmean)
     # within 1e-4 although mcullm runs int8 activations: the QAT forward quantizes them as mcullm's i2_s path does
-    check_logits("qwen2 ternary", cli, g, m, tok.encode("Once upon a time"), work, (), 16)
+    check_logits_int8("qwen2 ternary", cli, g, m, tok.encode("Once upon a time"), work, (), 16)
 
 
 def main():

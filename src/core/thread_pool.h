@@ -1,7 +1,9 @@
-// A fixed pool of threads that run one task at a time on every thread: task(ctx, ith, nth).
-// The caller is thread 0. Workers spin on a counter between tasks (hand-off in well under a
-// microsecond), then fall back to sleeping so that an idle pool does not burn a core.
-// Results never depend on nth: every task splits its work into fixed slices (see slice()).
+// A fixed pool of threads that run one task at a time: task(ctx, ith, nth) once for every part
+// ith of nth, the caller taking part too. Workers spin on a counter between tasks (hand-off in
+// well under a microsecond), then fall back to sleeping so that an idle pool does not burn a core.
+// Results never depend on nth, nor on which thread runs which part: every task splits its work
+// into fixed slices (see slice()) whose results are computed alone. So a pool may cut a task into
+// more parts than it has threads and let each thread claim the next free one (HostThreadPool).
 #pragma once
 #include <stddef.h>
 
@@ -20,7 +22,8 @@ class ThreadPool {
  public:
   virtual ~ThreadPool() = default;
   virtual int size() const = 0;
-  // Runs task on every thread (the caller as thread 0) and returns when all have finished.
+  // Runs task(ctx, ith, nth) for every part ith of nth (nth >= size(); the caller runs some of
+  // them) and returns when all have finished. Nothing may depend on which thread runs a part.
   virtual void run(TaskFn task, void* ctx) = 0;
   // run(), or task(ctx, 0, 1) on the caller alone when `work` (multiply-adds, roughly) is below
   // min_parallel_work(): waking a worker, or waiting for one the OS has preempted on a busy machine,
