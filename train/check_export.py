@@ -156,11 +156,11 @@ def check_logits_int8(what, cli, path, m, prompt, work, extra, n=16):
     top2 = np.sort(want, axis=-1)[:, -2:]
     decisive = (top2[:, 1] - top2[:, 0]) > Q4_MARGIN
     same = logits.argmax(-1) == want.argmax(-1)
+    if exact == 0:
+        fail(f"{what}: logits differ by {per_step[0]} at the first position")
     print(f"{what}: max |logit difference| {per_step[:exact].max():.2e} over the first {exact} of {steps} steps"
           + (f" (then {per_step[exact:].max():.3f}: an int8 rounding flip; argmax equal at {same.sum()} of {steps}, "
              f"at all {decisive.sum()} steps with a margin > {Q4_MARGIN})" if exact < steps else ""), flush=True)
-    if exact == 0:
-        fail(f"{what}: logits differ by {per_step[0]} at the first position")
     if exact < steps and (not per_step.max() <= Q4_MARGIN or not same[decisive].all()):
         fail(f"{what}: after the first {exact} steps mcullm's choices differ from PyTorch's "
              f"(diff {per_step.max()}, argmax equal {same[decisive].sum()} of {decisive.sum()} decisive)")
