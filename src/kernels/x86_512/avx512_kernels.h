@@ -9,6 +9,8 @@ void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const f
                size_t y_stride, int tile0, int tile1);
 // q8_0 / q4_0 / q4g64 (VNNI, kernels/x86/gemm_blocks.h) and f16 times n columns (gemm_avx512.cpp).
 bool matmat_tiled(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
+// q4_0 times q8 activations, one column (matvec_q4_0_avx512.cpp).
+void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 
 }  // namespace mcullm::avx512
 
