@@ -33,7 +33,7 @@ TEST(BenchCli, PrintsLlamaBenchTableForEveryThreadCountAndTest) {
   EXPECT_EQ(count(r.out, " pp16 |"), 2) << r.out;
   EXPECT_EQ(count(r.out, " tg8 |"), 2) << r.out;
   EXPECT_EQ(count(r.out, " tg4 |"), 2) << r.out;
-  // A row: | bitnet <N>M I2_S+F16 | <x> MiB | <y> M | CPU <kernels>, pp batch 32 | <t> | tg8 | <avg> ± <sd> |
+  // A row: | bitnet <N>M I2_S+F16 | <x> MiB | <y> M | CPU <kernels>, pp batch 128 | <t> | tg8 | <avg> ± <sd> |
   std::istringstream lines(r.out);
   std::string line;
   int rows = 0;
@@ -43,7 +43,7 @@ TEST(BenchCli, PrintsLlamaBenchTableForEveryThreadCountAndTest) {
     EXPECT_EQ(line.rfind("| bitnet ", 0), 0u) << line;
     EXPECT_NE(line.find("M I2_S+F16 "), std::string::npos) << line;
     EXPECT_NE(line.find(" MiB |"), std::string::npos) << line;
-    EXPECT_NE(line.find(", pp batch 32 "), std::string::npos) << line;
+    EXPECT_NE(line.find(", pp batch 128 "), std::string::npos) << line;
     const size_t pm = line.find(" ± ");
     ASSERT_NE(pm, std::string::npos) << line;
     const size_t bar = line.rfind('|', pm);

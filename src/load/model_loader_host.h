@@ -81,8 +81,11 @@ struct DecoderInstance {
   Arena work;
   std::shared_ptr<Decoder> decoder;
 };
-// Tokens the llama, bitnet and qwen2 decoders evaluate together in a prefill (Decoder::max_batch).
-constexpr int kPrefillBatch = 32;
+// Tokens the llama, bitnet and qwen2 decoders evaluate together in a prefill (Decoder::max_batch):
+// 128 (was 32): each GEMM call transposes its weight rows once for all the columns, so more columns
+// per call cost less per token (dense 86M Q4_0 pp128 on a Zen 5: +20%). Host memory only (not touched
+// until used).
+constexpr int kPrefillBatch = 128;
 
 // The head `mode` (auto, full, two-stage, pruned; model/vocab_head.h) and `top` groups (0: the file's,
 // else kDefaultTopGroups) mean for `lm`: auto is the file's default head (else full); pruned is exact

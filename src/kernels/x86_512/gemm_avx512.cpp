@@ -68,9 +68,9 @@ bool matmat_f16(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stri
 bool matmat_tiled(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1) {
   const bool q = x.q && x.scales;
   switch (w.type) {
-    case DType::kQ8_0: return q && gemm::matmat<gemm::Q8_0, Dp512, 4, 3>(w, x, n, y, y_stride, r0, r1);
-    case DType::kQ4_0: return q && gemm::matmat<gemm::Q4_0, Dp512, 4, 3>(w, x, n, y, y_stride, r0, r1);
-    case DType::kQ4G64: return q && gemm::matmat<gemm::Q4G64, Dp512, 4, 3>(w, x, n, y, y_stride, r0, r1);
+    case DType::kQ8_0: return q && gemm::matmat<gemm::Q8_0, Dp512, 4, 6, 2>(w, x, n, y, y_stride, r0, r1);
+    case DType::kQ4_0: return q && gemm::matmat<gemm::Q4_0, Dp512, 4, 6, 2>(w, x, n, y, y_stride, r0, r1);
+    case DType::kQ4G64: return q && gemm::matmat<gemm::Q4G64, Dp512, 4, 6, 2>(w, x, n, y, y_stride, r0, r1);
     case DType::kF16: return matmat_f16(w, x, n, y, y_stride, r0, r1);
     default: return false;
   }
