@@ -4,6 +4,7 @@
 
 #include "kernels/x86/avx2_kernels.h"
 #include "kernels/ref/dot_order.h"
+#include "kernels/x86/matvec_q4_0_pairs.h"
 #include "quant/blocks.h"
 #include "quant/f16.h"
 
@@ -175,8 +176,18 @@ __attribute__((target("f16c"))) void matvec_f16(const MatRef& w, const float* x,
 void matvec_q8_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
   matvec_blocks<Q8_0Traits>(w, xq, xs, y, r0, r1);
 }
-void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
-  matvec_blocks<Q4_0Traits>(w, xq, xs, y, r0, r1);
+namespace {
+struct DpMaddubs {  // |nibble 15 * x 127 * 2| < 2^15: vpmaddubsw does not saturate
+  static __m256i pair_dot(__m256i u8, __m256i s8) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1));
+  }
+  static __m128i scales(const BlockQ4_0* bg) { return q4_0_pairs::scales_by_load(bg); }
+};
+}  // namespace
+
+// Rows of at most q4_0_pairs::kMaxCols: matvec_q4_0_pairs.h; wider ones the generic block kernel.
+__attribute__((target("f16c"))) void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  if (!q4_0_pairs::matvec<DpMaddubs>(w, xq, xs, y, r0, r1)) matvec_blocks<Q4_0Traits>(w, xq, xs, y, r0, r1);
 }
 void matvec_q4g64(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
   matvec_blocks<Q4G64Traits>(w, xq, xs, y, r0, r1);

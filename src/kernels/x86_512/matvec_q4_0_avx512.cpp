@@ -1,116 +1,24 @@
-// q4_0 rows times q8 activations (generation's matvec) with AVX-512 VL + BW + VNNI on 256-bit vectors.
-// Same bits as kernels/ref (the contract of kernels.h): each block's exact integer dot product,
-// times (weight scale * activation scale), added into lane b % 8, then the 8-lane fold.
-//
-// What makes it faster than the AVX2 kernel (which the other block types keep):
-//  - the activations are rearranged once per call (x is shared by every row): a pair of blocks'
-//    first halves in one vector, their second halves in another, which is how a pair of q4_0
-//    blocks' low and high nibbles come out of one 32-byte load, so vpdpbusd takes the nibbles as
-//    they are (unsigned 0..15) and the -8 comes off the block sums as 8 * sum(x) (exact integers);
-//  - eight blocks' sums reduced together (three hadds) into a permuted lane order that the scales
-//    and corrections, prepared once per call, share, so the lanes are put back once per row;
-//  - the eight weight scales picked out of two 64-byte loads by one vpermt2w.
-#include <immintrin.h>
-
-#include "kernels/ref/dot_order.h"
+// q4_0 matvec on AVX-512 VL + BW + VNNI (kernels/x86/matvec_q4_0_pairs.h): vpdpbusd on 256-bit
+// vectors, and the eight weight scales picked out of two 64-byte loads by one vpermt2w.
+#include "kernels/x86/matvec_q4_0_pairs.h"
 #include "kernels/x86_512/avx512_kernels.h"
-#include "quant/blocks.h"
-#include "quant/f16.h"
 
 namespace mcullm::avx512 {
 
 namespace {
-
-// Widest row rearranged on the stack (its x takes this many bytes); wider rows run the AVX2 kernel.
-constexpr int kMaxCols = 8192;
-
-// hadd(hadd(A0, A1), hadd(A2, A3)) leaves block sums in the lane order b0 b2 b4 b6 b1 b3 b5 b7.
-constexpr int kLaneBlock[kBlockLanes] = {0, 2, 4, 6, 1, 3, 5, 7};
-
-inline __m256i pair_nibbles(const BlockQ4_0* b) {  // blocks b[0], b[1]: 16 bytes each, side by side
-  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs));
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)), 1);
-}
-
-// The exact integer dot product of a pair of blocks with their rearranged activations (32 bytes
-// of first halves, then 32 of second halves): 4 partial sums per block.
-inline __m256i pair_sums(const BlockQ4_0* b, const int8_t* xr) {
-  const __m256i mask = _mm256_set1_epi8(0x0F);
-  const __m256i w = pair_nibbles(b);
-  const __m256i lo = _mm256_and_si256(w, mask), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
-  const __m256i acc =
-      _mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr)));
-  return _mm256_dpbusd_epi32(acc, hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr + 32)));
-}
-
-int block_dot_ref(const BlockQ4_0& b, const int8_t* x) {  // the tail's blocks, one at a time
-  int s = 0;
-  for (int j = 0; j < 16; ++j) s += ((b.qs[j] & 15) - 8) * x[j] + ((b.qs[j] >> 4) - 8) * x[j + 16];
-  return s;
-}
-
+struct Dp512 {
+  static __m256i pair_dot(__m256i u8, __m256i s8) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u8, s8); }
+  // Word 9k of 8 consecutive 18-byte blocks is block k's scale; in kLaneBlock's order.
+  static __m128i scales(const BlockQ4_0* bg) {
+    const __m512i idx = _mm512_castsi128_si512(_mm_setr_epi16(0, 18, 36, 54, 9, 27, 45, 63));
+    const __m512i raw0 = _mm512_loadu_si512(bg), raw1 = _mm512_loadu_si512(reinterpret_cast<const uint8_t*>(bg) + 64);
+    return _mm512_castsi512_si128(_mm512_permutex2var_epi16(raw0, idx, raw1));
+  }
+};
 }  // namespace
 
 void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
-  const int nb = (w.cols + 31) / 32;
-  const int nb8 = nb / kBlockLanes * kBlockLanes;
-  if (w.cols > kMaxCols) {
-    avx2::matvec_q4_0(w, xq, xs, y, r0, r1);
-    return;
-  }
-  // Per call: x rearranged in pairs of blocks, and per group of 8 blocks the activation scales and
-  // the 8 * sum(x) corrections in the lanes' order.
-  alignas(32) int8_t xr[kMaxCols];
-  alignas(32) float xs_lanes[kMaxCols / 32];
-  alignas(32) int32_t x8_lanes[kMaxCols / 32];
-  for (int p = 0; p + 2 <= nb8; p += 2) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * p));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * p + 32));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(xr + 32 * p), _mm256_permute2x128_si256(a, b, 0x20));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(xr + 32 * p + 32), _mm256_permute2x128_si256(a, b, 0x31));
-  }
-  for (int g = 0; g < nb8; g += kBlockLanes) {
-    for (int i = 0; i < kBlockLanes; ++i) {
-      const int b = g + kLaneBlock[i];
-      int s = 0;
-      for (int j = 0; j < 32; ++j) s += xq[32 * b + j];
-      xs_lanes[g + i] = xs[b];
-      x8_lanes[g + i] = 8 * s;
-    }
-  }
-  // Word k * 9 of 8 consecutive 18-byte blocks is block k's scale; in the lanes' order.
-  const __m512i scale_words = _mm512_castsi128_si512(_mm_setr_epi16(0, 18, 36, 54, 9, 27, 45, 63));
-  const __m256i to_contract = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // lane i <- permuted lane
-  for (int r = r0; r < r1; ++r) {
-    const BlockQ4_0* blocks = reinterpret_cast<const BlockQ4_0*>(w.row(r));
-    __m256 acc = _mm256_setzero_ps();  // lanes in kLaneBlock's order
-    for (int g = 0; g < nb8; g += kBlockLanes) {
-      const BlockQ4_0* bg = blocks + g;
-      const int8_t* xg = xr + 32 * g;
-      const __m256i h1 = _mm256_hadd_epi32(pair_sums(bg, xg), pair_sums(bg + 2, xg + 64));
-      const __m256i h2 = _mm256_hadd_epi32(pair_sums(bg + 4, xg + 128), pair_sums(bg + 6, xg + 192));
-      const __m256i isum =
-          _mm256_sub_epi32(_mm256_hadd_epi32(h1, h2), _mm256_load_si256(reinterpret_cast<const __m256i*>(x8_lanes + g)));
-      const __m512i raw0 = _mm512_loadu_si512(bg), raw1 = _mm512_loadu_si512(reinterpret_cast<const uint8_t*>(bg) + 64);
-      const __m128i dw = _mm512_castsi512_si128(_mm512_permutex2var_epi16(raw0, scale_words, raw1));
-      const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(dw), _mm256_load_ps(xs_lanes + g));
-      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale));
-    }
-    acc = _mm256_permutevar8x32_ps(acc, to_contract);
-    if (nb8 < nb) {
-      // The last chunk: missing blocks add (float)0 * 0 = +0, which leaves a lane unchanged.
-      alignas(32) float dw[kBlockLanes] = {}, dx[kBlockLanes] = {};
-      alignas(32) int32_t isum[kBlockLanes] = {};
-      for (int k = 0; k < nb - nb8; ++k) {
-        isum[k] = block_dot_ref(blocks[nb8 + k], xq + 32 * (nb8 + k));
-        dw[k] = f16_to_f32(blocks[nb8 + k].d);
-        dx[k] = xs[nb8 + k];
-      }
-      const __m256 scale = _mm256_mul_ps(_mm256_load_ps(dw), _mm256_load_ps(dx));
-      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(isum))), scale));
-    }
-    y[r] = avx2::fold8(acc);
-  }
+  if (!q4_0_pairs::matvec<Dp512>(w, xq, xs, y, r0, r1)) avx2::matvec_q4_0(w, xq, xs, y, r0, r1);
 }
 
 }  // namespace mcullm::avx512
