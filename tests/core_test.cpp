@@ -250,8 +250,9 @@ TEST(CoreThreadPool, EveryPartRunsOncePerTask) {
 }
 
 // A worker the OS has descheduled (here: one that waits inside its part) must not hold back the
-// task's other parts: the threads still running take them over. With one fixed part per thread
-// this test hangs (the caller would wait for parts only the stalled worker runs).
+// task's other parts: the threads still running take them over. With parts assigned to threads in
+// advance this test hangs (the stalled worker waits for parts that only it would run; the watchdog
+// fails it), and with one part per thread there is nothing to take over (the part count check).
 struct StallCtx {
   std::thread::id caller;
   std::atomic<int> by_caller{0};
