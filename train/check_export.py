@@ -144,18 +144,10 @@ def check_logits_int8(what, cli, path, m, prompt, work, extra, n=16):
     BLAS), from there mcullm's choices equal PyTorch's as in check_choices. Teacher-forced, so a flip
     changes logits, never the tokens fed. At least the first position must agree within 1e-4: a
     quantization scheme unlike the QAT forward's differs from the start."""
-    want_toks, want_logits = torch_greedy(m, prompt, n)
-    _, logits = mcullm_greedy(cli, path, prompt + want_toks[:-1], 1, work, extra)
-    steps = len(prompt) + n - 1
-    logits = logits.reshape(-1, want_logits.shape[-1])
-    if logits.shape[0] < steps:
-        fail(f"{what}: mcullm dumped {logits.shape[0]} logit rows, expected {steps}")
-    logits, want = logits[:steps], want_logits[:steps]
+    logits, want, decisive, same = teacher_forced(what, cli, path, m, prompt, work, extra, n)
+    steps = logits.shape[0]
     per_step = np.abs(logits - want).max(-1)
     exact = int(np.argmax(per_step > 1e-4)) if (per_step > 1e-4).any() else steps
-    top2 = np.sort(want, axis=-1)[:, -2:]
-    decisive = (top2[:, 1] - top2[:, 0]) > Q4_MARGIN
-    same = logits.argmax(-1) == want.argmax(-1)
     if exact == 0:
         fail(f"{what}: logits differ by {per_step[0]} at the first position")
     print(f"{what}: max |logit difference| {per_step[:exact].max():.2e} over the first {exact} of {steps} steps"
@@ -191,19 +183,28 @@ def check_q4(cli, work, tok, ffn, seed):
     check_choices(f"q4g64 {ffn}", cli, q_q4, m, tok.encode("Lily"), work, ())
 
 
+def teacher_forced(what, cli, path, m, prompt, work, extra, n):
+    """PyTorch's greedy run of n tokens fed to mcullm: the logits of both for every step (mcullm's,
+    PyTorch's), which steps PyTorch's top-2 margin exceeds Q4_MARGIN at, and where the argmaxes agree."""
+    want_toks, want_logits = torch_greedy(m, prompt, n)
+    _, logits = mcullm_greedy(cli, path, prompt + want_toks[:-1], 1, work, extra)
+    steps = len(prompt) + n - 1
+    logits = logits.reshape(-1, want_logits.shape[-1])
+    if logits.shape[0] < steps:
+        fail(f"{what}: mcullm dumped {logits.shape[0]} logit rows, expected {steps}")
+    logits, want = logits[:steps], want_logits[:steps]
+    top2 = np.sort(want, axis=-1)[:, -2:]
+    return logits, want, (top2[:, 1] - top2[:, 0]) > Q4_MARGIN, logits.argmax(-1) == want.argmax(-1)
+
+
 def check_choices(what, cli, path, m, prompt, work, extra, n=16):
     """For runs whose int8 activations the QAT forward does not model: on these random weights the
     logits differ by up to about 0.25, more than many top-2 margins. So PyTorch's greedy run is fed to
     mcullm (teacher forcing) and mcullm's argmax must equal PyTorch's at every step where PyTorch's margin
     exceeds Q4_MARGIN (ties below it are counted, not failed)."""
-    want_toks, want_logits = torch_greedy(m, prompt, n)
-    _, logits = mcullm_greedy(cli, path, prompt + want_toks[:-1], 1, work, extra)
-    steps = len(prompt) + n - 1
-    logits = logits.reshape(-1, want_logits.shape[-1])[:steps]
-    diff = np.abs(logits - want_logits[:steps]).max()
-    top2 = np.sort(want_logits[:steps], axis=-1)[:, -2:]
-    decisive = (top2[:, 1] - top2[:, 0]) > Q4_MARGIN
-    same = logits.argmax(-1) == want_logits[:steps].argmax(-1)
+    logits, want, decisive, same = teacher_forced(what, cli, path, m, prompt, work, extra, n)
+    steps = logits.shape[0]
+    diff = np.abs(logits - want).max()
     print(f"{what}: max |logit difference| {diff:.3f}; argmax equal at {same.sum()} of {steps} steps, "
           f"at all {decisive.sum()} steps with a margin > {Q4_MARGIN}", flush=True)
     if not diff <= Q4_MARGIN or decisive.sum() < steps // 3 or not same[decisive].all():

@@ -3,7 +3,7 @@
 // well under a microsecond), then fall back to sleeping so that an idle pool does not burn a core.
 // Results never depend on nth, nor on which thread runs which part: every task splits its work
 // into fixed slices (see slice()) whose results are computed alone. So a pool may cut a task into
-// more parts than it has threads and let each thread claim the next free one (HostThreadPool).
+// more parts than it has threads and let a free thread take over another's (HostThreadPool).
 #pragma once
 #include <stddef.h>
 
