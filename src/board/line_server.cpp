@@ -19,19 +19,9 @@ Status LineServer::init(Hal& hal, const LineServerOptions& opt) {
   ctx_len_ = opt.ctx_len > 0 ? opt.ctx_len : seq_len;
   Arena& work = mapped_.arena(opt.work_tier);
   if (opt.cluster_master) {
-    const LlamaModel* llama = nullptr;
-    MC_TRY(mapped_.llama(&llama));
     MasterOptions mo = opt.master;
     mo.ctx_len = ctx_len_;
-    const BoardModel& bm = mapped_.model();
-    if (bm.plan_nodes > 0 && !mo.node_ranges) {  // a master's per-node image: its nodes and their hashes
-      mo.nodes = bm.plan_nodes;
-      mo.node_ranges = bm.plan_ranges;
-      mo.node_hashes = bm.plan_hashes;
-    }
-    MC_TRY(link_.init(hal.spi(), work));
-    MC_TRY(master_.init(llama, link_, work, opt.pool, opt.kernels, mo));
-    MC_TRY(master_.connect());
+    MC_TRY(start_master(mapped_, hal.spi(), work, mo, opt.pool, opt.kernels, &link_, &master_));
     decoder_ = &master_;
   } else {
     if (Status st = local_.init(mapped_.model(), ctx_len_, work, opt.pool, opt.kernels); !st.ok()) return st.prefix("KV cache and activations: ");

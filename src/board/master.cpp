@@ -118,4 +118,20 @@ Status Master::forward(int token, int pos, const float** logits) {
   return last.prefix("token at pos %d: ", pos);
 }
 
+Status start_master(MappedModel& mapped, SpiLink& spi, Arena& work, const MasterOptions& mo, ThreadPool* pool,
+                    const KernelSet* kernels, FrameLink* link, Master* master) {
+  const LlamaModel* llama = nullptr;
+  MC_TRY(mapped.llama(&llama));
+  MasterOptions o = mo;
+  const BoardModel& bm = mapped.model();
+  if (bm.plan_nodes > 0 && !o.node_ranges) {  // a master's per-node image: its nodes and their hashes
+    o.nodes = bm.plan_nodes;
+    o.node_ranges = bm.plan_ranges;
+    o.node_hashes = bm.plan_hashes;
+  }
+  MC_TRY(link->init(spi, work));
+  MC_TRY(master->init(llama, *link, work, pool, kernels, o));
+  return master->connect();
+}
+
 }  // namespace mcullm::board

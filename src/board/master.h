@@ -12,6 +12,7 @@
 // message saying so.
 #pragma once
 #include "board/frame_link.h"
+#include "board/mapped_model.h"
 #include "cluster/hidden_codec.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
@@ -65,5 +66,11 @@ class Master final : public Decoder {
   uint32_t stream_ = 0;
   uint32_t resends_ = 0;
 };
+
+// The master role over a mapped board image (the line server's cluster master and the board runner's
+// role=master): the link's buffers and the master's in `work`, the nodes and their hashes from the
+// image's nodes' plan when it has one (a per-node master image) and `mo` names none, then connect().
+Status start_master(MappedModel& mapped, SpiLink& spi, Arena& work, const MasterOptions& mo, ThreadPool* pool,
+                    const KernelSet* kernels, FrameLink* link, Master* master);
 
 }  // namespace mcullm::board

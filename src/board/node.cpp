@@ -133,4 +133,17 @@ Status Node::poll(int timeout_ms) {
   return on_frame(f);
 }
 
+Status start_node(Hal& hal, const char* partition, Tier work_tier, int ctx_len, ThreadPool* pool, const KernelSet* kernels,
+                  MappedModel* mapped, FrameLink* link, Node* node) {
+  MC_TRY(mapped->init(hal, partition));
+  const LlamaModel* llama = nullptr;
+  MC_TRY(mapped->llama(&llama));
+  Arena& work = mapped->arena(work_tier);
+  MC_TRY(link->init(hal.spi(), work));
+  NodeOptions no;
+  no.ctx_len = ctx_len;
+  no.held_hash = mapped->image().slice().hash;  // a per-node image's; 0 (whole image): hashed
+  return node->init(llama, *link, work, pool, kernels, no);
+}
+
 }  // namespace mcullm::board

@@ -14,6 +14,7 @@
 // outside them is refused with an error frame that says which layers the image holds.
 #pragma once
 #include "board/frame_link.h"
+#include "board/mapped_model.h"
 #include "cluster/frame.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
@@ -70,5 +71,12 @@ class Node {
   uint32_t served_ = 0;
   uint32_t errors_sent_ = 0;
 };
+
+// The node role from the board image in `partition` (the firmware's node and the board runner's
+// role=node): maps and places the image, then the link's buffers, the KV cache of ctx_len positions
+// (0: the model's) and the hidden buffer in `work_tier`; a per-node image's recorded slice hash is
+// what the node reports at hello. Errors name the step.
+Status start_node(Hal& hal, const char* partition, Tier work_tier, int ctx_len, ThreadPool* pool, const KernelSet* kernels,
+                  MappedModel* mapped, FrameLink* link, Node* node);
 
 }  // namespace mcullm::board

@@ -6,6 +6,13 @@
 //   cores=1|2    2: every pool task split with the target's second core (board::DualCorePool); the
 //                same bits. Where the target counts instructions per core, each step also prints
 //                core 0's and core 1's work and the critical path.
+//   role=single|master|node  the cluster roles (board/master.h, board/node.h, started as the firmware
+//                starts them) over an SPI link made of two streams: link_in=PATH (from the previous
+//                board) and link_out=PATH (to the next one), e.g. named pipes (tools/run_chain.sh).
+//                A node needs only image= (a per-node image, or a whole one); the master image= (a
+//                master image with the nodes' plan, or a whole image with nodes=N), prompt= and the
+//                sampler. The master prints what the single board prints; a node, when its input
+//                closes, its layers and the mean counter (instructions, per core) per hidden state.
 // It reads the image into the "flash" buffer, validates it, copies the SRAM / PSRAM sections into
 // those tiers' arenas, builds the model and generates. It prints one line per step with the target's
 // counter, the tokens, memory per tier and the run's fingerprint in `mcullm run --fingerprint`'s form.
@@ -18,6 +25,8 @@
 #include <unistd.h>
 
 #include "board/dual_core_pool.h"
+#include "board/master.h"
+#include "board/node.h"
 #include "core/arena.h"
 #include "core/fingerprint.h"
 #include "core/thread_pool.h"
@@ -28,6 +37,7 @@
 #include "model/sampler.h"
 #include "profile.h"
 #include "platform.h"
+#include "runner_hal.h"
 
 using namespace mcullm;
 
@@ -35,7 +45,13 @@ namespace {
 
 constexpr int kMaxPrompt = 1024;
 
+enum class Role { kSingle, kMaster, kNode };
+
 struct Args {
+  Role role = Role::kSingle;
+  const char* link_in = nullptr;
+  const char* link_out = nullptr;
+  int nodes = 0;  // the master's ring length with a whole image (a master image's plan says it)
   const char* image = nullptr;
   const char* prompt = nullptr;
   const char* kernels = "auto";
@@ -91,7 +107,14 @@ Status parse_args(int argc, char** argv, Args* a) {
     auto is = [&](const char* key) { return strlen(key) == klen && strncmp(arg, key, klen) == 0; };
     uint64_t u = 0;
     bool ok = true;
-    if (is("image")) a->image = v;
+    if (is("role")) {
+      a->role = strcmp(v, "master") == 0 ? Role::kMaster : strcmp(v, "node") == 0 ? Role::kNode : Role::kSingle;
+      ok = a->role != Role::kSingle || strcmp(v, "single") == 0;
+    }
+    else if (is("link_in")) a->link_in = v;
+    else if (is("link_out")) a->link_out = v;
+    else if (is("nodes")) { ok = parse_uint(v, board::Master::kMaxNodes, &u) && u >= 1; a->nodes = static_cast<int>(u); }
+    else if (is("image")) a->image = v;
     else if (is("prompt")) a->prompt = v;
     else if (is("kernels")) a->kernels = v;
     else if (is("work")) { a->work_psram = strcmp(v, "psram") == 0; ok = a->work_psram || strcmp(v, "sram") == 0; }
@@ -106,7 +129,11 @@ Status parse_args(int argc, char** argv, Args* a) {
     else return Status::Error(Code::kInvalidArgument, "unknown argument '%s'", arg);
     if (!ok) return Status::Error(Code::kInvalidArgument, "bad value in '%s'", arg);
   }
-  if (!a->image || !a->prompt) return Status::Error(Code::kInvalidArgument, "usage: image=PATH prompt=PATH [n=16 temp=0.8 seed=42 ...] (mcullm run's sampler defaults)");
+  if (!a->image || (!a->prompt && a->role != Role::kNode))
+    return Status::Error(Code::kInvalidArgument, "usage: image=PATH prompt=PATH [n=16 temp=0.8 seed=42 ...] (mcullm run's sampler defaults)");
+  if ((a->role != Role::kSingle) != (a->link_in && a->link_out))
+    return Status::Error(Code::kInvalidArgument, "role=master and role=node take link_in=PATH and link_out=PATH, and only they do");
+  if (a->nodes && a->role != Role::kMaster) return Status::Error(Code::kInvalidArgument, "nodes=N is the master's");
   return Status::Ok();
 }
 
@@ -257,72 +284,29 @@ class SecondCore final : public board::Worker {
 SecondCore g_second_core;
 board::DualCorePool g_dual_pool(g_second_core);
 
-int run(int argc, char** argv) {
-  Args a;
-  if (Status st = parse_args(argc, argv, &a); !st.ok()) return fail(1, st);
-  const KernelSet* kernels = kernels_by_name(a.kernels);
-  if (!kernels) return fail(1, Status::Error(Code::kInvalidArgument, "kernels=%s is unknown or not supported here", a.kernels));
-  if (a.cores == 2 && !board_second_core_available())
-    return fail(1, Status::Error(Code::kInvalidArgument, "cores=2: this target has no second core (QEMU: -smp 2)"));
-  printf("board: target %s, sram %lu, psram %lu, flash %lu bytes, kernels %s, kv %s, cores %d\n", board_target_name(),
-         static_cast<unsigned long>(BOARD_SRAM_BYTES), static_cast<unsigned long>(BOARD_PSRAM_BYTES),
-         static_cast<unsigned long>(BOARD_FLASH_BYTES), kernels->name, kv_type_name(a.kv), a.cores);
-
-  // The tiers: SRAM and PSRAM arenas, and the flash stand-in that holds the image as read.
-  void* sram_mem = malloc(BOARD_SRAM_BYTES);
-  void* psram_mem = malloc(BOARD_PSRAM_BYTES);
-  if (!sram_mem || !psram_mem) return fail(3, Status::Error(Code::kOutOfMemory, "this build's board profile does not fit the machine"));
-  Arena sram(Tier::kSram, sram_mem, BOARD_SRAM_BYTES);
-  Arena psram(Tier::kPsram, psram_mem, BOARD_PSRAM_BYTES);
-
-  uint8_t* image = nullptr;
-  size_t image_size = 0;
-  if (Status st = read_file(a.image, BOARD_FLASH_BYTES, "board image", &image, &image_size); !st.ok())
-    return fail(st.code() == Code::kOutOfMemory ? 3 : 2, st);
-  Arena flash(Tier::kFlash, image, image_size);
-  if (Status st = g_image.open(image, image_size); !st.ok()) return fail(2, st);
-  const BoardImageConfig& c = g_image.config();
-  printf("image: %s, %u tensors, %lu bytes, dim %d, layers %d, vocab %d\n", board_arch_name(g_image.arch()),
-         g_image.n_tensors(), static_cast<unsigned long>(image_size), c.dim, c.n_layers, c.vocab_size);
-
-  uint8_t* prompt_text = nullptr;
-  size_t prompt_size = 0;
-  int n_prompt = 0;
-  if (Status st = read_file(a.prompt, 1u << 16, "prompt", &prompt_text, &prompt_size); !st.ok()) return fail(1, st);
-  if (Status st = parse_prompt(prompt_text, prompt_size, c.vocab_size, g_prompt, &n_prompt); !st.ok()) return fail(1, st);
-
-  Arena* const ram[kTierCount] = {&sram, &psram, nullptr, nullptr};
-  if (Status st = g_image.place(ram, flash); !st.ok()) return fail(3, st);
-  if (Status st = board_model_from_image(g_image, sram, &g_model); !st.ok()) return fail(2, st);
-  const LlamaConfig& cfg = g_model.cfg();
-  int ctx_len = n_prompt + a.n;
-  if (ctx_len > cfg.seq_len) ctx_len = cfg.seq_len;
-  if (n_prompt > ctx_len)
-    return fail(1, Status::Error(Code::kOutOfRange, "the prompt has %d ids, the context holds %d", n_prompt, ctx_len));
-  Arena& work = a.work_psram ? psram : sram;
-  SerialPool serial_pool;
-  ThreadPool* pool = a.cores == 2 ? static_cast<ThreadPool*>(&g_dual_pool) : &serial_pool;
-  if (Status st = g_decoder.init(g_model, ctx_len, work, pool, kernels, a.kv); !st.ok()) return fail(3, st);
-  if (Status st = g_sampler.init(a.sampler, cfg.vocab_size, work); !st.ok()) return fail(3, st);
+// Generates from the prompt with `dec` and prints the steps, the tokens, the means, the tiers and the
+// fingerprint (the single board and the master alike).
+int generate_and_report(const Args& a, Decoder& dec, const BoardImageConfig& c, const int* prompt, int n_prompt, Arena& work,
+                        Arena* const tiers[3]) {
+  if (Status st = g_sampler.init(a.sampler, c.vocab_size, work); !st.ok()) return fail(3, st);
   int* history = nullptr;
   if (Status st = work.alloc_array(static_cast<size_t>(n_prompt + a.n + 1), TensorClass::kScratch, &history); !st.ok())
     return fail(3, st);
-
   GenerateOptions go;
   go.n_predict = a.n;
   go.stop_a = c.bos_id;  // as `mcullm run`: llama2.c models end a story with BOS
   go.stop_b = c.eos_id;
   Fingerprint& fp = g_log.fp;
-  for (int i = 0; i < n_prompt; ++i) fp.add_token(g_prompt[i]);
+  for (int i = 0; i < n_prompt; ++i) fp.add_token(prompt[i]);
   GenerateHooks hooks{&g_log, on_logits, on_step};
   GenerateResult result;
   g_log.last = board_counter();
   g_log.cores_last = CoreCounts::now();
-  if (Status st = generate(g_decoder.decoder(), g_sampler, g_prompt, n_prompt, go, history, nullptr, hooks, &result); !st.ok())
+  if (Status st = generate(dec, g_sampler, prompt, n_prompt, go, history, nullptr, hooks, &result); !st.ok())
     return fail(4, st);
 
   printf("tokens");
-  printf(" %d", g_prompt[0]);  // then the token that followed each step: the prompt, then the samples
+  printf(" %d", prompt[0]);  // then the token that followed each step: the prompt, then the samples
   for (int i = 0; i < g_log.n_tokens; ++i) printf(" %d", g_log.tokens[i]);
   printf("\n");
   if (g_log.sampled > 0) {
@@ -339,22 +323,179 @@ int run(int argc, char** argv) {
              "the fingerprint's %lu k on core 0 not counted)\n",
              static_cast<unsigned long>(t[2] / n / 1000), static_cast<unsigned long>(t[0] / n / 1000),
              static_cast<unsigned long>(t[1] / n / 1000), static_cast<unsigned long>(g_log.fingerprint_sampled / n / 1000));
-      const uint64_t* a = g_log.cores_all.v;
+      const uint64_t* all = g_log.cores_all.v;
       const uint64_t m = static_cast<uint64_t>(g_log.steps);
       printf("per step over positions 0..%d: %lu k instructions on the critical path (core 0 %lu k, core 1 %lu k)\n",
-             g_log.steps - 1, static_cast<unsigned long>(a[2] / m / 1000), static_cast<unsigned long>(a[0] / m / 1000),
-             static_cast<unsigned long>(a[1] / m / 1000));
+             g_log.steps - 1, static_cast<unsigned long>(all[2] / m / 1000), static_cast<unsigned long>(all[0] / m / 1000),
+             static_cast<unsigned long>(all[1] / m / 1000));
     }
   }
-  print_tier("sram", sram);
-  print_tier("psram", psram);
-  print_tier("flash", flash);
+  print_tier("sram", *tiers[0]);
+  print_tier("psram", *tiers[1]);
+  print_tier("flash", *tiers[2]);
   print_hex64("fingerprint", fp.combined());
   print_hex64(" tokens", fp.tokens());
   print_hex64(" logits", fp.logits());
   printf("\n");
   fflush(stdout);
   return 0;
+}
+
+Status read_prompt(const Args& a, int vocab, int* n_prompt) {
+  uint8_t* prompt_text = nullptr;
+  size_t prompt_size = 0;
+  MC_TRY(read_file(a.prompt, 1u << 16, "prompt", &prompt_text, &prompt_size));
+  return parse_prompt(prompt_text, prompt_size, vocab, g_prompt, n_prompt);
+}
+
+int context_for(const Args& a, int n_prompt, int seq_len, int* ctx_len) {
+  *ctx_len = n_prompt + a.n < seq_len ? n_prompt + a.n : seq_len;
+  if (n_prompt > *ctx_len)
+    return fail(1, Status::Error(Code::kOutOfRange, "the prompt has %d ids, the context holds %d", n_prompt, *ctx_len));
+  return 0;
+}
+
+// ---- The cluster roles: the firmware's start-up (board::start_node / start_master) over RunnerHal ----
+
+board::MappedModel g_mapped;
+board::FrameLink g_link;
+board::Node g_node;
+board::Master g_master;
+
+// The ring's streams. The node opens its input first and the master its output first, so that the
+// opens of named pipes (each waits for the other end) go round the ring without waiting in a circle.
+Status open_links(const Args& a, runner::FdSpiLink& link) {
+  int in = -1, out = -1;
+  if (a.role == Role::kNode) {
+    in = open(a.link_in, O_RDONLY);
+    out = in < 0 ? -1 : open(a.link_out, O_WRONLY);
+  } else {
+    out = open(a.link_out, O_WRONLY);
+    in = out < 0 ? -1 : open(a.link_in, O_RDONLY);
+  }
+  if (in < 0) return Status::Error(Code::kIo, "cannot open link_in %s", a.link_in);
+  if (out < 0) return Status::Error(Code::kIo, "cannot open link_out %s", a.link_out);
+  link.attach(in, out);
+  return Status::Ok();
+}
+
+// Serves hidden states until the previous board closes the link; then prints the node's figures.
+int run_node(runner::RunnerHal& hal, ThreadPool* pool, const KernelSet* kernels, bool work_psram) {
+  const Tier work = work_psram ? Tier::kPsram : Tier::kSram;
+  if (Status st = board::start_node(hal, "model", work, 0, pool, kernels, &g_mapped, &g_link, &g_node); !st.ok())
+    return fail(st.code() == Code::kOutOfMemory ? 3 : 2, st);
+  printf("node: ready, holds layers %d:%d\n", g_node.range().first, g_node.range().end);
+  fflush(stdout);
+  uint64_t counter = 0;
+  CoreCounts work_done;
+  for (;;) {
+    const uint32_t served = g_node.hidden_served();
+    const uint64_t t0 = board_counter();
+    const CoreCounts c0 = CoreCounts::now();
+    const Status st = g_node.poll(-1);
+    if (!st.ok()) {
+      if (hal.link().closed()) break;  // the ring is taken down: the master closed its output
+      return fail(4, st);
+    }
+    if (g_node.hidden_served() == served) continue;  // a hello, reset or frame passed on
+    counter += board_counter() - t0;
+    const CoreCounts c1 = CoreCounts::now();
+    for (int i = 0; i < 3; ++i) work_done.v[i] += c1.v[i] - c0.v[i];
+  }
+  const uint32_t n = g_node.hidden_served();
+  printf("node: layers %d:%d, %u hidden states, %u error frames sent", g_node.range().first, g_node.range().end, n,
+         g_node.errors_sent());
+  if (n > 0 && board_instructions_per_count()) {  // a count of the work alone (a host's clock also runs while the node waits)
+    printf("; per hidden state: %s %lu (%lu k instructions under qemu -icount shift=0)", board_counter_name(),
+           static_cast<unsigned long>(counter / n), static_cast<unsigned long>(counter / n * board_instructions_per_count() / 1000));
+  }
+  if (n > 0 && work_done.counted()) {
+    printf(", %lu k instructions on the critical path (core 0 %lu k, core 1 %lu k)", static_cast<unsigned long>(work_done.v[2] / n / 1000),
+             static_cast<unsigned long>(work_done.v[0] / n / 1000), static_cast<unsigned long>(work_done.v[1] / n / 1000));
+  }
+  printf("\n");
+  print_tier("sram", g_mapped.arena(Tier::kSram));
+  print_tier("psram", g_mapped.arena(Tier::kPsram));
+  print_tier("flash", g_mapped.arena(Tier::kFlash));
+  fflush(stdout);
+  return 0;
+}
+
+// Connects the ring (hellos, slice hashes, reset), generates, then closes its output: every node in
+// turn sees its input close and ends.
+int run_master(const Args& a, runner::RunnerHal& hal, ThreadPool* pool, const KernelSet* kernels) {
+  if (Status st = g_mapped.init(hal, "model"); !st.ok()) return fail(st.code() == Code::kOutOfMemory ? 3 : 2, st);
+  const BoardImageConfig& c = g_mapped.image().config();
+  int n_prompt = 0, ctx_len = 0;
+  if (Status st = read_prompt(a, c.vocab_size, &n_prompt); !st.ok()) return fail(1, st);
+  if (int rc = context_for(a, n_prompt, g_mapped.model().cfg().seq_len, &ctx_len)) return rc;
+  Arena& work = g_mapped.arena(a.work_psram ? Tier::kPsram : Tier::kSram);
+  board::MasterOptions mo;
+  mo.ctx_len = ctx_len;
+  if (a.nodes) mo.nodes = a.nodes;
+  if (Status st = board::start_master(g_mapped, hal.spi(), work, mo, pool, kernels, &g_link, &g_master); !st.ok())
+    return fail(4, st);
+  printf("master: the ring answered: %d nodes\n", g_mapped.model().plan_nodes > 0 ? g_mapped.model().plan_nodes : mo.nodes);
+  Arena* const tiers[3] = {&g_mapped.arena(Tier::kSram), &g_mapped.arena(Tier::kPsram), &g_mapped.arena(Tier::kFlash)};
+  const int rc = generate_and_report(a, g_master, c, g_prompt, n_prompt, work, tiers);
+  if (g_master.resends()) printf("master: %u hidden state(s) sent again\n", g_master.resends());
+  fflush(stdout);
+  return rc;  // exiting closes the output
+}
+
+int run(int argc, char** argv) {
+  Args a;
+  if (Status st = parse_args(argc, argv, &a); !st.ok()) return fail(1, st);
+  const KernelSet* kernels = kernels_by_name(a.kernels);
+  if (!kernels) return fail(1, Status::Error(Code::kInvalidArgument, "kernels=%s is unknown or not supported here", a.kernels));
+  if (a.cores == 2 && !board_second_core_available())
+    return fail(1, Status::Error(Code::kInvalidArgument, "cores=2: this target has no second core (QEMU: -smp 2)"));
+  printf("board: target %s, sram %lu, psram %lu, flash %lu bytes, kernels %s, kv %s, cores %d\n", board_target_name(),
+         static_cast<unsigned long>(BOARD_SRAM_BYTES), static_cast<unsigned long>(BOARD_PSRAM_BYTES),
+         static_cast<unsigned long>(BOARD_FLASH_BYTES), kernels->name, kv_type_name(a.kv), a.cores);
+
+  // The tiers: SRAM and PSRAM arenas, and the flash stand-in that holds the image as read.
+  void* sram_mem = malloc(BOARD_SRAM_BYTES);
+  void* psram_mem = malloc(BOARD_PSRAM_BYTES);
+  if (!sram_mem || !psram_mem) return fail(3, Status::Error(Code::kOutOfMemory, "this build's board profile does not fit the machine"));
+
+  // A board of the ring joins it first: one that then fails (its image, its memory) closes its links
+  // on exit, and its neighbours see the ring end instead of waiting for it.
+  runner::FdSpiLink link;
+  if (a.role != Role::kSingle) {
+    if (Status st = open_links(a, link); !st.ok()) return fail(1, st);
+    if (a.kv != KvType::kF32) return fail(1, Status::Error(Code::kInvalidArgument, "the cluster roles keep an f32 KV cache"));
+  }
+  uint8_t* image = nullptr;
+  size_t image_size = 0;
+  if (Status st = read_file(a.image, BOARD_FLASH_BYTES, "board image", &image, &image_size); !st.ok())
+    return fail(st.code() == Code::kOutOfMemory ? 3 : 2, st);
+  SerialPool serial_pool;
+  ThreadPool* pool = a.cores == 2 ? static_cast<ThreadPool*>(&g_dual_pool) : &serial_pool;
+  if (a.role != Role::kSingle) {
+    runner::RunnerHal hal(image, image_size, sram_mem, BOARD_SRAM_BYTES, psram_mem, BOARD_PSRAM_BYTES, link, g_second_core);
+    return a.role == Role::kNode ? run_node(hal, pool, kernels, a.work_psram) : run_master(a, hal, pool, kernels);
+  }
+
+  Arena sram(Tier::kSram, sram_mem, BOARD_SRAM_BYTES);
+  Arena psram(Tier::kPsram, psram_mem, BOARD_PSRAM_BYTES);
+  Arena flash(Tier::kFlash, image, image_size);
+  if (Status st = g_image.open(image, image_size); !st.ok()) return fail(2, st);
+  const BoardImageConfig& c = g_image.config();
+  printf("image: %s, %u tensors, %lu bytes, dim %d, layers %d, vocab %d\n", board_arch_name(g_image.arch()),
+         g_image.n_tensors(), static_cast<unsigned long>(image_size), c.dim, c.n_layers, c.vocab_size);
+  int n_prompt = 0;
+  if (Status st = read_prompt(a, c.vocab_size, &n_prompt); !st.ok()) return fail(1, st);
+
+  Arena* const ram[kTierCount] = {&sram, &psram, nullptr, nullptr};
+  if (Status st = g_image.place(ram, flash); !st.ok()) return fail(3, st);
+  if (Status st = board_model_from_image(g_image, sram, &g_model); !st.ok()) return fail(2, st);
+  int ctx_len = 0;
+  if (int rc = context_for(a, n_prompt, g_model.cfg().seq_len, &ctx_len)) return rc;
+  Arena& work = a.work_psram ? psram : sram;
+  if (Status st = g_decoder.init(g_model, ctx_len, work, pool, kernels, a.kv); !st.ok()) return fail(3, st);
+  Arena* const tiers[3] = {&sram, &psram, &flash};
+  return generate_and_report(a, g_decoder.decoder(), c, g_prompt, n_prompt, work, tiers);
 }
 
 }  // namespace

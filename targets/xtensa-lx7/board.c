@@ -119,6 +119,12 @@ int memcmp(const void* a, const void* b, size_t n) {
     if (*x != *y) return *x - *y;
   return 0;
 }
+void* memchr(const void* s, int c, size_t n) {
+  const unsigned char* p = (const unsigned char*)s;
+  for (; n; --n, ++p)
+    if (*p == (unsigned char)c) return (void*)p;
+  return NULL;
+}
 size_t strlen(const char* s) { return strnlen(s, (size_t)-1); }
 size_t strnlen(const char* s, size_t max) {
   size_t n = 0;

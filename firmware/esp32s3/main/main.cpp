@@ -83,15 +83,7 @@ Status reset_nodes() {
 }
 
 [[noreturn]] void run_node(ThreadPool* pool, const KernelSet* kernels) {
-  const LlamaModel* llama = nullptr;
-  Status st = g_model.init(g_hal, "model");
-  if (st.ok()) st = g_model.llama(&llama);
-  Arena& work = g_model.arena(work_tier());
-  if (st.ok()) st = g_link.init(g_hal.spi(), work);
-  NodeOptions no;
-  no.ctx_len = CONFIG_MCULLM_CTX;
-  no.held_hash = g_model.image().slice().hash;  // a per-node image's; 0 (whole image): hashed
-  if (st.ok()) st = g_node.init(llama, g_link, work, pool, kernels, no);
+  const Status st = start_node(g_hal, "model", work_tier(), CONFIG_MCULLM_CTX, pool, kernels, &g_model, &g_link, &g_node);
   if (!st.ok()) {
     g_hal.log(st.message());
     for (;;) vTaskDelay(pdMS_TO_TICKS(1000));  // ready stays low: the master says why it waits

@@ -8,6 +8,7 @@ void* memcpy(void* dst, const void* src, size_t n);
 void* memmove(void* dst, const void* src, size_t n);
 void* memset(void* dst, int c, size_t n);
 int memcmp(const void* a, const void* b, size_t n);
+void* memchr(const void* s, int c, size_t n);
 size_t strlen(const char* s);
 size_t strnlen(const char* s, size_t max);
 int strcmp(const char* a, const char* b);

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# A chain of boards as the reference design wires it (master -> node 1 -> ... -> node N -> master),
+# each board its own emulator (or host process) running the board runner's cluster role
+# (targets/runner: role=master / role=node, the firmware's board::Master / board::Node), its SPI
+# link (TX to the next board, RX from the previous one) a named pipe per hop. The images are the
+# per-node images of `mcullm convert --image --nodes N` (the master's carries the nodes' plan and
+# their slice hashes); the master's fingerprint must equal `mcullm run --fingerprint`'s.
+#
+# usage: tools/run_chain.sh [options] MODEL
+#   --target T        host (mcullm_board processes), esp32-lx7 (Debian's QEMU -M sim -cpu de233_fpu,
+#                     -icount shift=0: instructions per hidden state per node) or esp32s3 (the PIE
+#                     kernels on tools/esp32s3-qemu/build.sh's QEMU, given with --qemu)   [esp32-lx7]
+#   --qemu PATH       qemu-system-xtensa with -cpu esp32s3 (--target esp32s3)
+#   --nodes N         nodes in the ring (6)          -n N   tokens to generate (32)
+#   --prompt-ids IDS  (1,403,407)   --temp T --seed S   sampling (1 and 3)
+#   --cores 2         every board splits its pool tasks with its second core (QEMU -smp 2)
+#   --kernels K       the boards' kernel table (auto; esp32s3: pie)
+#   --swap A,B        flash node A's image on node B and B's on A: the master must refuse the ring at
+#                     hello (the test that the slice check runs on the boards); exit 0 when it does
+#   --build DIR       the release build with mcullm and mcullm_board (build/release)
+#   --work DIR        scratch directory (a fresh one under $TMPDIR)
+# Exit 0: the fingerprints are equal (or the swap was refused); 1: a mismatch or failure; 77: skipped
+# because QEMU or a cross toolchain is missing (MCULLM_REQUIRE_TARGETS=1: fail instead, as CI does).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$ROOT/build/release WORK="" TARGET=esp32-lx7 QEMU="" NODES=6 N=32 IDS=1,403,407 TEMP=1 SEED=3 CORES=1 KERNELS="" SWAP=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --target) TARGET=$2; shift 2 ;;
+    --qemu) QEMU=$2; shift 2 ;;
+    --nodes) NODES=$2; shift 2 ;;
+    -n) N=$2; shift 2 ;;
+    --prompt-ids) IDS=$2; shift 2 ;;
+    --temp) TEMP=$2; shift 2 ;;
+    --seed) SEED=$2; shift 2 ;;
+    --cores) CORES=$2; shift 2 ;;
+    --kernels) KERNELS=$2; shift 2 ;;
+    --swap) SWAP=$2; shift 2 ;;
+    --build) BUILD=$2; shift 2 ;;
+    --work) WORK=$2; shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -*) echo "run_chain: unknown option $1" >&2; exit 1 ;;
+    *) MODEL=$1; shift ;;
+  esac
+done
+[ -n "${MODEL:-}" ] && [ -f "$MODEL" ] || { echo "run_chain: give a model file (see --help)" >&2; exit 1; }
+BUILD=$(cd "$BUILD" && pwd)
+MCULLM=$BUILD/mcullm
+BOARD=$BUILD/mcullm_board
+for f in "$MCULLM" "$BOARD"; do
+  [ -x "$f" ] || { echo "run_chain: $f is missing: build it (cmake --build $BUILD --target mcullm mcullm_board)" >&2; exit 1; }
+done
+skip() {
+  if [ "${MCULLM_REQUIRE_TARGETS:-0}" = 1 ]; then echo "run_chain: FAIL: $*" >&2; exit 1; fi
+  echo "run_chain: SKIP: $*"
+  exit 77
+}
+
+# The board runner for the target.
+case "$TARGET" in
+  host) ;;
+  esp32-lx7)
+    for tool in qemu-system-xtensa clang-22 xtensa-lx106-elf-ld; do
+      command -v "$tool" >/dev/null || skip "missing $tool (apt-get install qemu-system-misc clang-22 binutils-xtensa-lx106)"
+    done
+    ls /usr/src/gcc-12/gcc-12*.tar.xz >/dev/null 2>&1 || skip "missing gcc-12-source (the LX7 runtime's libgcc sources)"
+    QEMU=qemu-system-xtensa CPU=de233_fpu
+    TB=$BUILD/targets
+    mkdir -p "$TB"
+    flock "$TB/.lock" make -s -C "$ROOT/targets" B="$TB" -j2 esp32 >"$TB/make-chain.log" 2>&1 ||
+      { cat "$TB/make-chain.log" >&2; echo "run_chain: FAIL: the LX7 build failed" >&2; exit 1; }
+    ELF=$TB/esp32-lx7.elf ;;
+  esp32s3)
+    [ -n "$QEMU" ] && [ -x "$QEMU" ] || { echo "run_chain: --target esp32s3 needs --qemu (tools/esp32s3-qemu/build.sh's)" >&2; exit 1; }
+    CPU=esp32s3
+    [ -n "$KERNELS" ] || KERNELS=pie
+    [ -n "$WORK" ] || WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcullm-chain.XXXXXX")
+    . "$ROOT/tools/esp32s3-pie/board_common.sh"
+    board_build_elf ;;
+  *) echo "run_chain: --target takes host, esp32-lx7 or esp32s3" >&2; exit 1 ;;
+esac
+[ -n "$KERNELS" ] || KERNELS=auto
+
+[ -n "$WORK" ] || WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcullm-chain.XXXXXX")
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+"$MCULLM" convert "$MODEL" --image "$WORK/chain.img" --nodes "$NODES" >"$WORK/convert.log" 2>&1 ||
+  { cat "$WORK/convert.log" >&2; echo "run_chain: FAIL: convert --nodes $NODES" >&2; exit 1; }
+echo "$IDS" | tr ',' ' ' >"$WORK/prompt.txt"
+image_of() { echo "$WORK/chain.node$1.img"; }
+if [ -n "$SWAP" ]; then
+  a=${SWAP%,*} b=${SWAP#*,}
+  case "$a,$b" in
+    *[!0-9,]*|,*|*,) echo "run_chain: --swap takes two node numbers A,B" >&2; exit 1 ;;
+  esac
+  [ "$a" != "$b" ] && [ "$a" -ge 1 ] && [ "$b" -ge 1 ] && [ "$a" -le "$NODES" ] && [ "$b" -le "$NODES" ] ||
+    { echo "run_chain: --swap takes two different nodes of 1..$NODES" >&2; exit 1; }
+  mv "$(image_of "$a")" "$WORK/swap.img" && mv "$(image_of "$b")" "$(image_of "$a")" && mv "$WORK/swap.img" "$(image_of "$b")"
+fi
+
+# The hops: link k runs into node k (link N+1 back into the master).
+rm -f "$WORK"/link*
+for k in $(seq 1 $((NODES + 1))); do mkfifo "$WORK/link$k"; done
+
+# board OUT ARGS...: one board (its stdout and stderr to OUT).
+board() {
+  local out=$1
+  shift
+  local args=("$@" kernels="$KERNELS" cores="$CORES")
+  if [ "$TARGET" = host ]; then
+    timeout 600 "$BOARD" "${args[@]}" >"$out" 2>&1
+  else
+    local semi="enable=on,target=native,arg=board"
+    for a in "${args[@]}"; do semi="$semi,arg=${a//,/,,}"; done
+    timeout 600 "$QEMU" -M sim -cpu "$CPU" -smp "$CORES" -m 128M -kernel "$ELF" -display none -monitor none \
+      -semihosting -icount shift=0 -semihosting-config "$semi" >"$out" 2>&1
+  fi
+}
+
+pids=()
+for k in $(seq 1 "$NODES"); do
+  board "$WORK/node$k.out" role=node image="$(image_of "$k")" work=psram link_in="$WORK/link$k" link_out="$WORK/link$((k + 1))" &
+  pids+=($!)
+done
+rc=0
+board "$WORK/master.out" role=master image="$WORK/chain.master.img" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" seed="$SEED" \
+  work=psram link_in="$WORK/link$((NODES + 1))" link_out="$WORK/link1" || rc=$?
+# The master's end closes its links, and the ring ends node after node; one that does not within 60 s
+# is stopped (a board that failed before joining the ring would leave its neighbours waiting).
+for _ in $(seq 1 600); do
+  alive=0
+  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+  [ "$alive" = 0 ] && break
+  sleep 0.1
+done
+for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && pkill -P "$p" 2>/dev/null; done
+node_rcs=()
+for p in "${pids[@]}"; do
+  r=0
+  wait "$p" || r=$?
+  node_rcs+=("$r")
+done
+
+echo "model $MODEL, $NODES nodes on $TARGET (kernels $KERNELS, cores $CORES), prompt $IDS, $N tokens, temp $TEMP, seed $SEED"
+if [ -n "$SWAP" ]; then
+  # The master stops at hello with the node's refusal; nothing is generated.
+  if [ "$rc" != 0 ] && grep -q "this node's image holds layers" "$WORK/master.out" && ! grep -q '^fingerprint' "$WORK/master.out"; then
+    echo "refused as it must be: $(grep -m1 'board: error' "$WORK/master.out")"
+    exit 0
+  fi
+  echo "run_chain: FAIL: the ring with node images $SWAP swapped was not refused (master exit $rc)" >&2
+  cat "$WORK/master.out" >&2
+  exit 1
+fi
+pc=$("$MCULLM" run -m "$MODEL" --prompt-ids "$IDS" -n "$N" --temp "$TEMP" -s "$SEED" --fingerprint -q 2>/dev/null | grep '^fingerprint' | cut -d' ' -f2)
+fp=$(grep '^fingerprint' "$WORK/master.out" | cut -d' ' -f2 || true)
+echo "pc     fingerprint $pc"
+echo "master fingerprint $fp (exit $rc)"
+grep -h '^master:\|^per sampled token' "$WORK/master.out" | sed 's/^master: //; s/^/  master: /' || true
+fail=0
+for k in $(seq 1 "$NODES"); do
+  line=$(grep -h '^node: layers' "$WORK/node$k.out" || true)
+  echo "  node $k (exit ${node_rcs[$((k - 1))]}): ${line#node: }"
+  if [ "${node_rcs[$((k - 1))]}" != 0 ] || [ -z "$line" ]; then fail=1; tail -3 "$WORK/node$k.out" >&2; fi
+done
+if [ "$rc" != 0 ] || [ -z "$fp" ] || [ "$fp" != "$pc" ]; then
+  fail=1
+  tail -5 "$WORK/master.out" >&2
+fi
+[ "$fail" = 0 ] && echo "equal" || echo "run_chain: FAIL: the chain's fingerprint differs from the PC's, or a board failed" >&2
+exit $fail
