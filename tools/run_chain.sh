@@ -75,6 +75,7 @@ case "$TARGET" in
     CPU=esp32s3
     [ -n "$KERNELS" ] || KERNELS=pie
     [ -n "$WORK" ] || WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcullm-chain.XXXXXX")
+    mkdir -p "$WORK"
     . "$ROOT/tools/esp32s3-pie/board_common.sh"
     board_build_elf ;;
   *) echo "run_chain: --target takes host, esp32-lx7 or esp32s3" >&2; exit 1 ;;

@@ -126,10 +126,14 @@ Status cluster_model_from_loaded(const LoadedModel& lm, int ctx_len, int kv_byte
   m.instr_unsupported = r.instr.unsupported;
   for (LayerWork& w : m.layers) {
     fill_attention(c, kv_bytes, &w);
-    w.instructions = r.instr.elementwise_instructions() / c.n_layers;
-    w.attn_instr_per_pos = c.n_heads * InstrUnits::attention_entry_instructions(c.head_dim(), kv_bytes == 1);
+    for (int k = 0; k < 2; ++k) {
+      w.instructions[k] = r.instr.elementwise_instructions(k + 1) / c.n_layers;
+      w.attn_instr_per_pos[k] = c.n_heads * InstrUnits::attention_entry_instructions(c.head_dim(), kv_bytes == 1, k + 1);
+    }
   }
-  m.master.instructions = r.instr[InstrTerm::kLogit] * instr_term(InstrTerm::kLogit).per_unit;
+  InstrUnits sampling;
+  sampling[InstrTerm::kLogit] = r.instr[InstrTerm::kLogit];
+  for (int k = 0; k < 2; ++k) m.master.instructions[k] = sampling.instructions(k + 1);
   for (const CostTensor& t : r.tensors) {
     int layer = -1;
     if (std::sscanf(t.name.c_str(), "layer%d.", &layer) == 1 && layer >= 0 && layer < c.n_layers) {
@@ -137,7 +141,8 @@ Status cluster_model_from_loaded(const LoadedModel& lm, int ctx_len, int kv_byte
       w.weight_bytes += t.bytes;
       w.macs[static_cast<int>(t.kind)] += static_cast<double>(t.macs_per_token);
       w.matvecs += t.macs_per_token > 0 ? 1 : 0;
-      w.instructions += t.instructions;
+      w.instructions[0] += t.instructions;
+      w.instructions[1] += t.instructions_cores2;
     } else if (t.cls == TensorClass::kNorm) {
       m.master.norm_bytes += t.bytes;
     } else if (t.cls == TensorClass::kEmbedding || t.cls == TensorClass::kHead) {
@@ -153,7 +158,8 @@ Status cluster_model_from_loaded(const LoadedModel& lm, int ctx_len, int kv_byte
         ms.head_read_bytes += t.read_per_token - (tied ? t.bytes / static_cast<uint64_t>(c.vocab_size) : 0);
         ms.head_macs += static_cast<double>(t.macs_per_token);
         ms.head_kind = t.kind;
-        ms.instructions += t.instructions;
+        ms.instructions[0] += t.instructions;
+        ms.instructions[1] += t.instructions_cores2;
       }
     } else if (t.cls != TensorClass::kKvCache) {
       return Status::Error(Code::kUnsupported, "cluster plan: tensor %s of this architecture has no place in a layer chain",
@@ -218,6 +224,7 @@ StagePlan plan_stage(const ClusterModel& m, const BoardProfile& b, int first, in
   const uint64_t sram = b.tiers[0].capacity_bytes, psram = b.tiers[1].capacity_bytes, flash = b.tiers[2].capacity_bytes;
   StageWork w;
   w.cores = o.threads;
+  const int cores = o.threads >= 2 ? 2 : 1;
   // Activations in SRAM (as the cost model sizes them; the master also holds the logits).
   const uint64_t heads = n > 0 ? static_cast<uint64_t>(m.layers[static_cast<size_t>(first)].heads) : 0;
   const uint64_t act = 4ull * (4ull * m.dim + 3ull * m.hidden_dim + (master ? m.vocab : 0) + heads * ctx);
@@ -230,7 +237,7 @@ StagePlan plan_stage(const ClusterModel& m, const BoardProfile& b, int first, in
     w.macs[static_cast<int>(L.attn_kind)] += L.attn_macs_per_pos * (pos + 1);
     w.matvecs += L.matvecs;
     w.attn_entries += static_cast<double>(L.heads) * (pos + 1);
-    s.instr_s += L.instructions + L.attn_instr_per_pos * (pos + 1);
+    s.instr_s += L.instructions[cores - 1] + L.attn_instr_per_pos[cores - 1] * (pos + 1);
   }
   kv *= static_cast<uint64_t>(o.streams);  // one cache per stream; a token reads its own stream's
   s.kv_bytes = kv;
@@ -279,7 +286,7 @@ StagePlan plan_stage(const ClusterModel& m, const BoardProfile& b, int first, in
     }
     w.macs[static_cast<int>(ms.head_kind)] += ms.head_macs;
     w.matvecs += 1;
-    s.instr_s += ms.instructions;
+    s.instr_s += ms.instructions[cores - 1];
   }
   // Every weight is stored in flash (copied to SRAM / PSRAM at boot); a board image also holds the
   // master's extra (the tokenizer image) and must fit the board's image partition.
@@ -293,7 +300,7 @@ StagePlan plan_stage(const ClusterModel& m, const BoardProfile& b, int first, in
                               : "flash: " + std::to_string(s.weight_bytes) + " bytes of weights, flash has " + std::to_string(flash);
   }
   s.compute_s = stage_seconds(w, b);
-  s.instr_s = m.instr_unsupported.empty() ? s.instr_s / b.clock_hz : 0;  // measured on one core (instruction_table_host.h)
+  s.instr_s = m.instr_unsupported.empty() ? s.instr_s / b.clock_hz : 0;  // on the busier core (instruction_table_host.h)
   const int core = o.threads >= 2 ? 1 : 0;
   for (int t = static_cast<int>(Tier::kPsram); t <= static_cast<int>(Tier::kFlash); ++t) s.bytes_s += w.bytes[t] / b.tiers[t].read_bytes_per_s[core];
   return s;
@@ -496,9 +503,9 @@ std::string format_cluster_plan(const ClusterModel& m, const BoardProfile& maste
       instr += st.instr_s;
     }
     std::snprintf(line, sizeof line,
-                  "bounds through the chain (stages + links, one stream): bytes %.2f ms (%.1f tok/s), instructions (one core "
+                  "bounds through the chain (stages + links, one stream): bytes %.2f ms (%.1f tok/s), instructions (%d core(s) "
                   "per board) %.2f ms (%.1f tok/s): the %s bind\n",
-                  1e3 * bytes, 1.0 / bytes, 1e3 * instr, 1.0 / instr, instr > bytes ? "instructions" : "bytes");
+                  1e3 * bytes, 1.0 / bytes, o.threads, 1e3 * instr, 1.0 / instr, instr > bytes ? "instructions" : "bytes");
     s += line;
   }
   s += "streams  tokens/s  (the same split; each stream one token in flight and its own KV caches)\n";

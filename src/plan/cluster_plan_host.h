@@ -32,8 +32,11 @@ struct LayerWork {
   double attn_macs_per_pos = 0;            // scores + mixing, per position of the context
   KernelKind attn_kind = KernelKind::kF32; // int8 with an int8 KV cache
   int heads = 0;                           // attention entries per position
-  double instructions = 0;                 // emulated instructions (plan/instruction_table_host.h) without attention
-  double attn_instr_per_pos = 0;           // attention's, per position of the context
+  // Emulated instructions (plan/instruction_table_host.h) on the busier core of a board with
+  // [0] one core, [1] two (the pool's split terms halved): without attention, and attention's per
+  // position of the context.
+  double instructions[2] = {};
+  double attn_instr_per_pos[2] = {};
 };
 
 // What the master's own work costs per token: one embedding row, the final norm and the head.
@@ -45,7 +48,7 @@ struct MasterWork {
   uint64_t norm_bytes = 0;
   double head_macs = 0;
   KernelKind head_kind = KernelKind::kF32;
-  double instructions = 0;        // the head's matvec, final norm and sampling
+  double instructions[2] = {};    // the head's matvec, final norm and sampling (one core; the busier of two)
 };
 
 struct ClusterModel {

@@ -92,7 +92,7 @@ struct Builder {
     x.t.macs_per_token = static_cast<uint64_t>(m.rows) * m.cols;
     x.rank = rank;
     x.matvec = true;
-    const double before = instr.instructions();
+    const double before = instr.instructions(), before2 = instr.instructions(2);
     if (new_input && !f32_act && kernel_kind_of(m.type) != KernelKind::kF32) instr[InstrTerm::kQuantElem] += m.cols;
     if (cls == TensorClass::kHead && head_groups > 0) {
       two_stage(&x, m);
@@ -102,6 +102,7 @@ struct Builder {
       instr.add_matvec(m.type, m.rows, m.cols, m.group, f32_act);
     }
     x.t.instructions = instr.instructions() - before;
+    x.t.instructions_cores2 = instr.instructions(2) - before2;
     e.push_back(x);
   }
   // A two-stage head (model/vocab_head.h) as `mcullm head --write` stores it: every group's router

@@ -59,6 +59,7 @@ struct CostTensor {
   uint64_t macs_per_token = 0;
   bool row_read = false;        // one row per token (a table)
   double instructions = 0;      // of its matvec (and its input's quantization), by the instruction table
+  double instructions_cores2 = 0;  // the same on the busier of two cores
 };
 
 struct CostOptions {

@@ -96,18 +96,18 @@ double InstrUnits::instructions(int cores) const {
   return s;
 }
 
-double InstrUnits::elementwise_instructions() const {
-  double s = 0;
+double InstrUnits::elementwise_instructions(int cores) const {
+  InstrUnits u;
   for (InstrTerm t : {InstrTerm::kNormElem, InstrTerm::kRopeElem, InstrTerm::kSiluElem, InstrTerm::kBitnetElem,
                       InstrTerm::kPleActElem, InstrTerm::kPleRowElem, InstrTerm::kLayer})
-    s += (*this)[t] * instr_term(t).per_unit;
-  return s;
+    u[t] = (*this)[t];
+  return u.instructions(cores);
 }
 
-double InstrUnits::attention_entry_instructions(int head_dim, bool kv_int8) {
+double InstrUnits::attention_entry_instructions(int head_dim, bool kv_int8, int cores) {
   InstrUnits u;
   u.add_attention(1.0, head_dim, kv_int8);
-  return u.instructions();
+  return u.instructions(cores);
 }
 
 void InstrUnits::add_attention(double entries, int head_dim, bool kv_int8) {

@@ -66,9 +66,9 @@ struct InstrUnits {
   // Sum of units x per_unit on the busier of `cores` (1 or 2) cores: the split terms divided.
   double instructions(int cores = 1) const;
   // Of it: the per-layer work besides matvecs and attention (norms, RoPE, activations, PLE rows, glue).
-  double elementwise_instructions() const;
+  double elementwise_instructions(int cores = 1) const;
   // Attention's instructions per (head, position) entry for heads of head_dim, f32 or int8 KV cache.
-  static double attention_entry_instructions(int head_dim, bool kv_int8);
+  static double attention_entry_instructions(int head_dim, bool kv_int8, int cores = 1);
   // entries (head, position) of attention into the f32 or int8 KV terms.
   void add_attention(double entries, int head_dim, bool kv_int8);
 };
