@@ -6,6 +6,14 @@
 //   cores=1|2    2: every pool task split with the target's second core (board::DualCorePool); the
 //                same bits. Where the target counts instructions per core, each step also prints
 //                core 0's and core 1's work and the critical path.
+//   batch=8      batched prefill: up to N prompt tokens a call, each weight matrix read once for them
+//                (Decoder::prefill; the same bits as one at a time), buffers from the work tier,
+//                at most the prompt's length - 1; 0 or 1: one token at a time. 8: a row block of
+//                weights (16 KiB, kernels/matmat_rows.h) and 8 columns' activations stay within the
+//                ESP32-S3's 32 KiB data cache while the columns pass over it, and PSRAM / flash weight
+//                reads per prompt token drop 8x (docs/firmware.md, "Batched prefill").
+//   logits=all|sampled  sampled: only the sampled steps' logits go into the fingerprint, so the batched
+//                prompt skips the output head as the firmware does (its tokens hash is unchanged)
 // It reads the image into the "flash" buffer, validates it, copies the SRAM / PSRAM sections into
 // those tiers' arenas, builds the model and generates. It prints one line per step with the target's
 // counter, the tokens, memory per tier and the run's fingerprint in `mcullm run --fingerprint`'s form.
@@ -43,6 +51,8 @@ struct Args {
   KvType kv = KvType::kF32;
   int n = 16;
   int cores = 1;
+  int batch = 8;
+  bool prompt_logits = true;
   SamplerConfig sampler;
 };
 
@@ -98,6 +108,8 @@ Status parse_args(int argc, char** argv, Args* a) {
     else if (is("kv")) { ok = parse_kv_type(v, &a->kv); }
     else if (is("n")) { ok = parse_uint(v, 1u << 20, &u); a->n = static_cast<int>(u); }
     else if (is("cores")) { ok = parse_uint(v, 2, &u) && u >= 1; a->cores = static_cast<int>(u); }
+    else if (is("batch")) { ok = parse_uint(v, 4096, &u); a->batch = static_cast<int>(u); }
+    else if (is("logits")) { a->prompt_logits = strcmp(v, "all") == 0; ok = a->prompt_logits || strcmp(v, "sampled") == 0; }
     else if (is("seed")) { ok = parse_uint(v, UINT64_MAX / 10, &u) && u != 0; a->sampler.seed = u; }
     else if (is("top_k")) { ok = parse_uint(v, 1u << 24, &u); a->sampler.top_k = static_cast<int>(u); }
     else if (is("temp")) ok = parse_decimal(v, &a->sampler.temperature);
@@ -194,6 +206,8 @@ struct StepLog {
   CoreCounts cores_last, cores_sampled, cores_all;  // sums over the sampled steps / over every step
   uint64_t fingerprint_work = 0;  // core 0's instructions hashing logits since the last step (test only)
   uint64_t fingerprint_sampled = 0;
+  uint64_t prompt_total = 0;  // the counter over the prompt's steps (fed, not sampled)
+  CoreCounts cores_prompt;
   int steps = 0;
   Fingerprint fp;
   int sampled = 0;
@@ -231,6 +245,9 @@ bool on_step(void* user, const GenerateStep& s) {
     for (int i = 0; i < 3; ++i) log->cores_sampled.v[i] += dc[i];
     log->fingerprint_sampled += fpw;
     ++log->sampled;
+  } else {  // a batch's first step carries the whole batch, the others about nothing
+    log->prompt_total += d;
+    for (int i = 0; i < 3; ++i) log->cores_prompt.v[i] += dc[i];
   }
   printf("step pos %d token %d next %d %s %lu", s.pos, s.token, s.next, board_counter_name(), static_cast<unsigned long>(d));
   if (c.counted())
@@ -303,6 +320,9 @@ int run(int argc, char** argv) {
   SerialPool serial_pool;
   ThreadPool* pool = a.cores == 2 ? static_cast<ThreadPool*>(&g_dual_pool) : &serial_pool;
   if (Status st = g_decoder.init(g_model, ctx_len, work, pool, kernels, a.kv); !st.ok()) return fail(3, st);
+  const int batch = a.batch < n_prompt - 1 ? a.batch : n_prompt - 1;  // the prompt but its last token
+  if (Status st = g_decoder.enable_batch(batch, work); !st.ok()) return fail(3, st);
+  printf("prefill: %d prompt tokens in batches of up to %d\n", n_prompt - 1, g_decoder.decoder().max_batch());
   if (Status st = g_sampler.init(a.sampler, cfg.vocab_size, work); !st.ok()) return fail(3, st);
   int* history = nullptr;
   if (Status st = work.alloc_array(static_cast<size_t>(n_prompt + a.n + 1), TensorClass::kScratch, &history); !st.ok())
@@ -314,7 +334,7 @@ int run(int argc, char** argv) {
   go.stop_b = c.eos_id;
   Fingerprint& fp = g_log.fp;
   for (int i = 0; i < n_prompt; ++i) fp.add_token(g_prompt[i]);
-  GenerateHooks hooks{&g_log, on_logits, on_step};
+  GenerateHooks hooks{&g_log, on_logits, on_step, a.prompt_logits};
   GenerateResult result;
   g_log.last = board_counter();
   g_log.cores_last = CoreCounts::now();
@@ -325,6 +345,21 @@ int run(int argc, char** argv) {
   printf(" %d", g_prompt[0]);  // then the token that followed each step: the prompt, then the samples
   for (int i = 0; i < g_log.n_tokens; ++i) printf(" %d", g_log.tokens[i]);
   printf("\n");
+  if (n_prompt > 1) {
+    const uint64_t n = static_cast<uint64_t>(n_prompt - 1);
+    const uint64_t mean = g_log.prompt_total / n;
+    printf("per prompt token: %s %lu (mean of %lu)", board_counter_name(), static_cast<unsigned long>(mean),
+           static_cast<unsigned long>(n));
+    if (board_instructions_per_count())
+      printf(", %lu k instructions under qemu -icount shift=0", static_cast<unsigned long>(mean * board_instructions_per_count() / 1000));
+    if (g_log.cores_prompt.counted()) {
+      const uint64_t* t = g_log.cores_prompt.v;
+      printf("; %lu k instructions on the critical path (core 0 %lu k, core 1 %lu k of work, the fingerprint not counted)",
+             static_cast<unsigned long>(t[2] / n / 1000), static_cast<unsigned long>(t[0] / n / 1000),
+             static_cast<unsigned long>(t[1] / n / 1000));
+    }
+    printf("\n");
+  }
   if (g_log.sampled > 0) {
     const uint64_t mean = g_log.sampled_total / static_cast<uint64_t>(g_log.sampled);
     printf("per sampled token: %s %lu (mean of %d)", board_counter_name(), static_cast<unsigned long>(mean), g_log.sampled);
