@@ -11,7 +11,7 @@
 //                at most the prompt's length - 1; 0 or 1: one token at a time. 8: a row block of
 //                weights (16 KiB, kernels/matmat_rows.h) and 8 columns' activations stay within the
 //                ESP32-S3's 32 KiB data cache while the columns pass over it, and PSRAM / flash weight
-//                reads per prompt token drop 8x (docs/firmware.md, "Batched prefill").
+//                reads per prompt token drop 8x (docs/firmware.md, "Batched prefill on the board").
 //   logits=all|sampled  sampled: only the sampled steps' logits go into the fingerprint, so the batched
 //                prompt skips the output head as the firmware does (its tokens hash is unchanged)
 // It reads the image into the "flash" buffer, validates it, copies the SRAM / PSRAM sections into
