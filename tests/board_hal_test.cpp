@@ -120,7 +120,7 @@ struct SerialBoard {
   SerialPool serial_pool;
   std::unique_ptr<DualCorePool> dual;
   LineServer server;
-  Status init(const std::string& image, size_t sram = 320 * 1024, bool two_cores = false) {
+  Status init(const std::string& image, size_t sram = 320 * 1024, bool two_cores = false, int prefill_batch = 0) {
     make_host_pipe(&pc, &port);
     HostBoardConfig cfg;
     cfg.partitions["model"] = image;
@@ -131,6 +131,7 @@ struct SerialBoard {
     o.kernels = kernels_by_name("auto");
     o.pool = two_cores ? static_cast<ThreadPool*>(dual.get()) : &serial_pool;
     o.work_tier = Tier::kPsram;  // as the firmware's default (a 512-token f32 KV cache is 320 KB)
+    o.prefill_batch = prefill_batch;
     return server.init(*hal, o);
   }
   // Sends input, closes the PC's side and runs the server to the end of it.
@@ -193,6 +194,65 @@ TEST(BoardLineServer, AnswersAsServeSerialDoes) {
   EXPECT_NE(board.find("E 60 "), std::string::npos);  // ignore_eos ran to its length
   EXPECT_EQ(b.hal->bus().activity_edges.load(), 5u);  // the LED lit once per generation, and is off
   EXPECT_FALSE(b.hal->gpio_read(Gpio::kActivity));
+}
+
+// The firmware's batched prefill (CONFIG_MCULLM_PREFILL_BATCH): the same lines as one token at a time and
+// as `serve --serial`, with prompts of one batch, several batches and a partial one, greedy and sampled;
+// the llama family (stories260K) and the PLE fixture (from its esp32-ai file, ids only).
+TEST(BoardLineServer, BatchedPrefillAnswersAsOneTokenAtATime) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  const std::vector<int> story = story_prompt(f);
+  std::vector<int> longer = story;  // three batches of 8 and a partial one
+  for (int i = 0; i < 20; ++i) longer.push_back(story[static_cast<size_t>(i) % story.size()]);
+  std::string input;
+  input += g_line(12, 0, 0, 1, 0, story);
+  input += g_line(12, 800, 40, 12345, 0, longer);
+  input += g_line(6, 1000, 0, 7, 1, {1, 403});  // a batch of one token
+  input += g_line(0, 800, 40, 3, 0, longer);    // nothing to generate
+  const std::string pc = serve_serial(f, input);
+  SerialBoard one, eight;
+  ASSERT_OK(one.init(f.image, 320 * 1024, false, 1));
+  ASSERT_OK(eight.init(f.image, 320 * 1024, true, 8));
+  EXPECT_EQ(one.server.max_batch(), 1);
+  EXPECT_EQ(eight.server.max_batch(), 8);
+  const std::string a = one.run(input), b = eight.run(input);
+  const std::vector<std::string> lines = untimed(b);
+  EXPECT_EQ(lines, untimed(a)) << "batch 8:\n" << b << "\nbatch 1:\n" << a;
+  EXPECT_EQ(lines, untimed(pc));
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), std::string("P")), 4);
+
+  // The esp32-ai PLE fixture: its board image, a 21-token prompt (8 + 8 + 4), int8 activations.
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(shared_path("models/esp32-ai-ple/ple4096_int4.bin"), &lm));
+  BoardImageOptions opt;
+  opt.sram_budget = 64 * 1024;
+  opt.psram_budget = 2 * 1024 * 1024;
+  std::vector<uint8_t> bytes;
+  BoardImageReport rep;
+  ASSERT_OK(export_board_image(*lm, opt, &bytes, &rep));
+  const std::string ple_image = test::temp_dir() + "/ple-batch.img";
+  std::ofstream(ple_image, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
+  const std::vector<int> ids = {1, 403, 407, 279, 261, 300, 200, 100, 50, 60, 70, 80, 90, 110, 120, 130, 140, 150, 160, 170, 180};
+  const std::string ple_input = g_line(8, 0, 0, 1, 1, ids) + g_line(8, 900, 40, 5, 1, ids);
+  SerialBoard ple_one, ple_eight;
+  ASSERT_OK(ple_one.init(ple_image, 320 * 1024, false, 0));
+  ASSERT_OK(ple_eight.init(ple_image, 320 * 1024, false, 8));
+  EXPECT_EQ(ple_one.server.max_batch(), 1);
+  EXPECT_EQ(ple_eight.server.max_batch(), 8);
+  const std::vector<std::string> p1 = untimed(ple_one.run(ple_input)), p8 = untimed(ple_eight.run(ple_input));
+  EXPECT_EQ(p8, p1);
+  EXPECT_EQ(std::count(p8.begin(), p8.end(), std::string("E 8")), 2);  // ignore_eos: both ran to their length
+}
+
+// A batch that does not fit the work tier stops init with the reason.
+TEST(BoardLineServer, APrefillBatchThatDoesNotFitIsRefusedClearly) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  SerialBoard b;
+  const Status st = b.init(f.image, 320 * 1024, false, 4096);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::string(st.message()).find("prefill batch of 4096 tokens: "), std::string::npos) << st.message();
 }
 
 std::string s_line(int n, int temp, int top_k, uint32_t seed, int flags, const std::string& escaped_text) {

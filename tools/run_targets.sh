@@ -17,6 +17,10 @@
 #   --kv TYPE         KV cache f32 (default) or int8: `mcullm run --kv`, the runners' kv=
 #   --cores 2         the board runners with a second core (cores=2: a thread on the hosts, QEMU -smp 2
 #                     on esp32-lx7) split every pool task with it; the one-core MCUs are left out
+#   --batch N         the board runners' batched prefill (batch=N; their default is 8, at most the
+#                     prompt's length - 1). Either way one more row, board-host-b1, runs the host's
+#                     runner token by token (batch=1): batched and not must give the same fingerprint
+#   --work-tier T     where the board runners keep KV cache and activations: sram (default) or psram
 #   --refusals        instead: every runner must refuse a truncated image, a corrupt one, an image
 #                     whose SRAM section does not fit and one larger than its flash, each with its
 #                     message and exit code
@@ -36,6 +40,8 @@ TEMP=0
 SEED=42
 KV=f32
 CORES=1
+BATCH=""
+TIER=sram
 MODE=compare
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,10 +53,12 @@ while [ $# -gt 0 ]; do
     --seed) SEED=$2; shift 2 ;;
     --kv) KV=$2; shift 2 ;;
     --cores) CORES=$2; shift 2 ;;
+    --batch) BATCH=$2; shift 2 ;;
+    --work-tier) TIER=$2; shift 2 ;;
     --refusals) MODE=refusals; shift ;;
     --build) BUILD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     -*) echo "run_targets: unknown option $1" >&2; exit 1 ;;
     *) MODEL=$1; shift ;;
   esac
@@ -140,10 +148,13 @@ echo "$IDS" | tr ',' ' ' >"$WORK/prompt.txt"
 run_board() {
   local target=$1 image=$2
   shift 2
-  local args=(image="$image" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" seed="$SEED" kv="$KV" cores="$CORES" "$@")
+  local args=(image="$image" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" seed="$SEED" kv="$KV" cores="$CORES" work="$TIER")
+  [ -n "$BATCH" ] && args+=(batch="$BATCH")
+  args+=("$@")
   local rc=0
   case "$target" in
     board-host) "$BOARD" "${args[@]}" >"$WORK/$target.out" 2>&1 || rc=$? ;;
+    board-host-b1) "$BOARD" "${args[@]}" batch=1 >"$WORK/$target.out" 2>&1 || rc=$? ;;
     aarch64)  # the NEON table by name: the run fails if it is missing
       timeout 600 qemu-aarch64 -L "$A64_SYSROOT" "$A64/mcullm_board" "${args[@]}" kernels=neon \
         >"$WORK/$target.out" 2>&1 || rc=$? ;;
@@ -201,6 +212,7 @@ for k in ref "$SIMD"; do
         --fingerprint -q 2>"$WORK/$name.err") || { cat "$WORK/$name.err" >&2; exit 1; }
   FP[$name]=$(echo "$out" | grep '^fingerprint' | cut -d' ' -f2)
 done
+BOARDS=(board-host-b1 "${BOARDS[@]}")
 for t in "${BOARDS[@]}"; do
   rc=$(run_board "$t" "$IMAGE")
   if [ "$rc" != 0 ]; then
@@ -214,13 +226,13 @@ done
 ref=${FP[x86-ref]}
 fail=0
 last=${BOARDS[${#BOARDS[@]}-1]}  # an emulated MCU (esp32-lx7 or xtensa)
-echo "model $MODEL, prompt $IDS, $N tokens, temp $TEMP, seed $SEED, kv $KV, board runners on $CORES core(s)"
+echo "model $MODEL, prompt $IDS, $N tokens, temp $TEMP, seed $SEED, kv $KV, board runners on $CORES core(s), work $TIER"
 echo "tokens: $(grep '^tokens' "$WORK/$last.out" | cut -d' ' -f2-)"
 declare -A KERNELS=([x86-ref]=ref [x86-simd]=$SIMD)
 for t in x86-ref x86-simd "${BOARDS[@]}"; do
   per=""
   if [ -f "$WORK/$t.out" ]; then
-    per=$(grep '^per sampled token' "$WORK/$t.out" | sed 's/per sampled token: //' | paste -sd ';')
+    per=$(grep -E '^(prefill|per sampled token)' "$WORK/$t.out" | sed 's/per sampled token: //' | paste -sd ';')
     KERNELS[$t]=$(sed -n 's/^board: target.*, kernels \([a-z0-9]*\).*/\1/p' "$WORK/$t.out")
   fi
   if [ "${FP[$t]}" = "$ref" ] && [ -n "$ref" ]; then status=same; else status=DIFFERENT; fail=1; fi

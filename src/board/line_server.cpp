@@ -25,6 +25,7 @@ Status LineServer::init(Hal& hal, const LineServerOptions& opt) {
     decoder_ = &master_;
   } else {
     if (Status st = local_.init(mapped_.model(), ctx_len_, work, opt.pool, opt.kernels); !st.ok()) return st.prefix("KV cache and activations: ");
+    if (Status st = local_.enable_batch(opt.prefill_batch, work); !st.ok()) return st.prefix("prefill batch of %d tokens: ", opt.prefill_batch);
     decoder_ = &local_.decoder();
   }
   const TokenizerImage& tok = mapped_.model().tokenizer;
@@ -151,7 +152,7 @@ bool LineServer::generate(const lineproto::GenerateHead& g, uint32_t n_ids, bool
     run.piece_line = piece_line_;
     run.prev = ids_[n_prompt - 1];
   }
-  GenerateHooks hooks{&run, on_logits, on_step};
+  GenerateHooks hooks{&run, on_logits, on_step, false};  // P waits for the last prompt token: no prompt logits
   GenerateResult gr;
   hal_->gpio_write(Gpio::kActivity, true);
   run.start = run.last = hal_->cycles();

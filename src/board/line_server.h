@@ -19,6 +19,9 @@ struct LineServerOptions {
   const char* partition = "model";   // the partition holding the board image
   int ctx_len = 0;                   // 0: the model's
   Tier work_tier = Tier::kSram;      // KV cache, activations, sampler scratch: kSram or kPsram
+  // Batched prefill (single board): up to this many prompt tokens a call, each weight matrix read
+  // once for them, buffers from the work tier (BoardDecoder::enable_batch); 0 or 1: one at a time.
+  int prefill_batch = 0;
   const KernelSet* kernels = nullptr;
   ThreadPool* pool = nullptr;        // e.g. a DualCorePool over the HAL's worker (board/dual_core_pool.h)
   // The cluster master role: the layers run on a node board over the HAL's SPI link (board/master.h);
@@ -41,6 +44,8 @@ class LineServer {
   MappedModel& mapped() { return mapped_; }
   const Master* master() const { return opt_.cluster_master ? &master_ : nullptr; }
   int ctx_len() const { return ctx_len_; }
+  // Prompt tokens the decoder takes a call (LineServerOptions::prefill_batch, 1 where not batched).
+  int max_batch() const { return decoder_ ? decoder_->max_batch() : 0; }
   uint32_t requests() const { return requests_; }
 
  private:

@@ -254,6 +254,14 @@ Status BoardDecoder::init(const BoardModel& model, int ctx_len, Arena& work, Thr
   return active_->set_head(head_, work);  // a grouped head's scratch now, before any generation
 }
 
+Status BoardDecoder::enable_batch(int cap, Arena& arena) {
+  if (cap <= 1 || !active_) return Status::Ok();
+  Status st = Status::Ok();
+  if (active_ == &transformer_) st = transformer_.enable_batch(cap, arena);
+  else if (active_ == &ple_) st = ple_.enable_batch(cap, arena);
+  return st.ok() ? st : st.prefix("batched prefill: ");
+}
+
 Status BoardDecoder::choose_head(bool picks_argmax) {
   Arena none(Tier::kHost, nullptr, 0);  // set_head allocated the scratch at init
   return active_->set_head(head_.mode == HeadMode::kPruned && !picks_argmax ? HeadChoice() : head_, none);

@@ -54,6 +54,11 @@ class BoardDecoder {
  public:
   Status init(const BoardModel& model, int ctx_len, Arena& work, ThreadPool* pool, const KernelSet* kernels,
               KvType kv = KvType::kF32);
+  // Batched prefill (Decoder::prefill, max_batch) of up to `cap` prompt tokens a call, every weight
+  // matrix read once for them; the buffers come from `arena` (the columns' activations and logits,
+  // which later single tokens use too: pass the work arena). cap <= 1 leaves it off. The bitllama2c
+  // family has no batched prefill: it keeps one token a call. After init, before generating.
+  Status enable_batch(int cap, Arena& arena);
   Decoder& decoder() { return *active_; }
   // The model's default head (BoardModel::head), or the full head where it is pruned and the
   // generation does not pick the argmax (sampling): a pruned head is exact for greedy decoding only.

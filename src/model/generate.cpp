@@ -20,7 +20,8 @@ Status generate(Decoder& ctx, Sampler& sampler, const int* prompt, int n_prompt,
   int pos = 0;
   // The prompt but its last token in batches (the decoder's max_batch): the same logits, bit for
   // bit, as one forward per token; they are computed only when the fingerprint or a hook reads them.
-  const bool want_logits = fp != nullptr || hooks.on_logits != nullptr;
+  const bool hook_prompt = hooks.on_logits != nullptr && hooks.prompt_logits;
+  const bool want_logits = fp != nullptr || hook_prompt;
   const int batch = ctx.max_batch();
   while (batch > 1 && pos < n_prompt - 1) {
     const int n = n_prompt - 1 - pos < batch ? n_prompt - 1 - pos : batch;
@@ -30,7 +31,7 @@ Status generate(Decoder& ctx, Sampler& sampler, const int* prompt, int n_prompt,
       if (want_logits) {
         const float* l = rows + static_cast<size_t>(i) * static_cast<size_t>(n_vocab);
         if (fp) fp->add_logits(l, static_cast<size_t>(n_vocab));
-        if (hooks.on_logits) hooks.on_logits(hooks.user, pos, l, n_vocab);
+        if (hook_prompt) hooks.on_logits(hooks.user, pos, l, n_vocab);
       }
       const GenerateStep step{pos, prompt[pos], prompt[pos + 1], false};
       if (hooks.on_step && !hooks.on_step(hooks.user, step)) return Status::Ok();
@@ -47,7 +48,7 @@ Status generate(Decoder& ctx, Sampler& sampler, const int* prompt, int n_prompt,
     const float* logits_c = nullptr;
     MC_TRY(ctx.forward(token, pos, &logits_c));
     if (fp) fp->add_logits(logits_c, static_cast<size_t>(n_vocab));
-    if (hooks.on_logits) hooks.on_logits(hooks.user, pos, logits_c, n_vocab);
+    if (hooks.on_logits && (!in_prompt || hooks.prompt_logits)) hooks.on_logits(hooks.user, pos, logits_c, n_vocab);
     GenerateStep step{pos, token, 0, !in_prompt};
     if (in_prompt) {
       step.next = prompt[pos + 1];

@@ -20,6 +20,9 @@ struct GenerateHooks {
   void (*on_logits)(void* user, int pos, const float* logits, int n_vocab) = nullptr;
   // Called after each step; return false to stop (may be null).
   bool (*on_step)(void* user, const GenerateStep& step) = nullptr;
+  // false: on_logits sees the sampled steps only, so the prompt's batched prefill skips the output
+  // head (a board that never reads the prompt's logits). The fingerprint, when given, still takes all.
+  bool prompt_logits = true;
 };
 
 struct GenerateOptions {

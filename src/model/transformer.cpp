@@ -154,7 +154,7 @@ void DecoderState::store_kv(ThreadPool& pool, int layer, int pos0, int n) {
 Status BatchState::init(const LlamaConfig& c, int n, Arena& arena) {
   if (n < 1 || n > 4096) return Status::Error(Code::kInvalidArgument, "batch of %d tokens (1..4096)", n);
   cap = n;
-  widest = c.act_width();
+  widest = (c.act_width() + 15) / 16 * 16;  // every column's int8 copy 16-byte aligned, as the PIE kernels need
   const TensorClass act = TensorClass::kActivations;
   const size_t cn = static_cast<size_t>(n);
   MC_TRY(arena.alloc_array(cn * c.dim, act, &x));

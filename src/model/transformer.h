@@ -98,7 +98,7 @@ struct DecoderState {
 };
 
 // Activations of up to `cap` tokens evaluated together (batched prefill): column i of each buffer
-// starts at i times its width (dim, hidden, vocab, head_dim / 2; `widest` for the quantized copies
+// starts at i times its width (dim, hidden, vocab, head_dim / 2; `widest`, a multiple of 16, for the quantized copies
 // and scales).
 struct BatchState {
   int cap = 0;

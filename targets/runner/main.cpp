@@ -13,6 +13,14 @@
 //                master image with the nodes' plan, or a whole image with nodes=N), prompt= and the
 //                sampler. The master prints what the single board prints; a node, when its input
 //                closes, its layers and the mean counter (instructions, per core) per hidden state.
+//   batch=8      batched prefill: up to N prompt tokens a call, each weight matrix read once for them
+//                (Decoder::prefill; the same bits as one at a time), buffers from the work tier,
+//                at most the prompt's length - 1; 0 or 1: one token at a time. 8: a row block of
+//                weights (16 KiB, kernels/matmat_rows.h) and 8 columns' activations stay within the
+//                ESP32-S3's 32 KiB data cache while the columns pass over it, and PSRAM / flash weight
+//                reads per prompt token drop 8x (docs/firmware.md, "Batched prefill on the board").
+//   logits=all|sampled  sampled: only the sampled steps' logits go into the fingerprint, so the batched
+//                prompt skips the output head as the firmware does (its tokens hash is unchanged)
 // It reads the image into the "flash" buffer, validates it, copies the SRAM / PSRAM sections into
 // those tiers' arenas, builds the model and generates. It prints one line per step with the target's
 // counter, the tokens, memory per tier and the run's fingerprint in `mcullm run --fingerprint`'s form.
@@ -59,6 +67,8 @@ struct Args {
   KvType kv = KvType::kF32;
   int n = 16;
   int cores = 1;
+  int batch = 8;
+  bool prompt_logits = true;
   SamplerConfig sampler;
 };
 
@@ -121,6 +131,8 @@ Status parse_args(int argc, char** argv, Args* a) {
     else if (is("kv")) { ok = parse_kv_type(v, &a->kv); }
     else if (is("n")) { ok = parse_uint(v, 1u << 20, &u); a->n = static_cast<int>(u); }
     else if (is("cores")) { ok = parse_uint(v, 2, &u) && u >= 1; a->cores = static_cast<int>(u); }
+    else if (is("batch")) { ok = parse_uint(v, 4096, &u); a->batch = static_cast<int>(u); }
+    else if (is("logits")) { a->prompt_logits = strcmp(v, "all") == 0; ok = a->prompt_logits || strcmp(v, "sampled") == 0; }
     else if (is("seed")) { ok = parse_uint(v, UINT64_MAX / 10, &u) && u != 0; a->sampler.seed = u; }
     else if (is("top_k")) { ok = parse_uint(v, 1u << 24, &u); a->sampler.top_k = static_cast<int>(u); }
     else if (is("temp")) ok = parse_decimal(v, &a->sampler.temperature);
@@ -221,6 +233,8 @@ struct StepLog {
   CoreCounts cores_last, cores_sampled, cores_all;  // sums over the sampled steps / over every step
   uint64_t fingerprint_work = 0;  // core 0's instructions hashing logits since the last step (test only)
   uint64_t fingerprint_sampled = 0;
+  uint64_t prompt_total = 0;  // the counter over the prompt's steps (fed, not sampled)
+  CoreCounts cores_prompt;
   int steps = 0;
   Fingerprint fp;
   int sampled = 0;
@@ -258,6 +272,9 @@ bool on_step(void* user, const GenerateStep& s) {
     for (int i = 0; i < 3; ++i) log->cores_sampled.v[i] += dc[i];
     log->fingerprint_sampled += fpw;
     ++log->sampled;
+  } else {  // a batch's first step carries the whole batch, the others about nothing
+    log->prompt_total += d;
+    for (int i = 0; i < 3; ++i) log->cores_prompt.v[i] += dc[i];
   }
   printf("step pos %d token %d next %d %s %lu", s.pos, s.token, s.next, board_counter_name(), static_cast<unsigned long>(d));
   if (c.counted())
@@ -298,7 +315,7 @@ int generate_and_report(const Args& a, Decoder& dec, const BoardImageConfig& c, 
   go.stop_b = c.eos_id;
   Fingerprint& fp = g_log.fp;
   for (int i = 0; i < n_prompt; ++i) fp.add_token(prompt[i]);
-  GenerateHooks hooks{&g_log, on_logits, on_step};
+  GenerateHooks hooks{&g_log, on_logits, on_step, a.prompt_logits};
   GenerateResult result;
   g_log.last = board_counter();
   g_log.cores_last = CoreCounts::now();
@@ -309,6 +326,21 @@ int generate_and_report(const Args& a, Decoder& dec, const BoardImageConfig& c, 
   printf(" %d", prompt[0]);  // then the token that followed each step: the prompt, then the samples
   for (int i = 0; i < g_log.n_tokens; ++i) printf(" %d", g_log.tokens[i]);
   printf("\n");
+  if (n_prompt > 1) {
+    const uint64_t n = static_cast<uint64_t>(n_prompt - 1);
+    const uint64_t mean = g_log.prompt_total / n;
+    printf("per prompt token: %s %lu (mean of %lu)", board_counter_name(), static_cast<unsigned long>(mean),
+           static_cast<unsigned long>(n));
+    if (board_instructions_per_count())
+      printf(", %lu k instructions under qemu -icount shift=0", static_cast<unsigned long>(mean * board_instructions_per_count() / 1000));
+    if (g_log.cores_prompt.counted()) {
+      const uint64_t* t = g_log.cores_prompt.v;
+      printf("; %lu k instructions on the critical path (core 0 %lu k, core 1 %lu k of work, the fingerprint not counted)",
+             static_cast<unsigned long>(t[2] / n / 1000), static_cast<unsigned long>(t[0] / n / 1000),
+             static_cast<unsigned long>(t[1] / n / 1000));
+    }
+    printf("\n");
+  }
   if (g_log.sampled > 0) {
     const uint64_t mean = g_log.sampled_total / static_cast<uint64_t>(g_log.sampled);
     printf("per sampled token: %s %lu (mean of %d)", board_counter_name(), static_cast<unsigned long>(mean), g_log.sampled);
@@ -494,6 +526,9 @@ int run(int argc, char** argv) {
   if (int rc = context_for(a, n_prompt, g_model.cfg().seq_len, &ctx_len)) return rc;
   Arena& work = a.work_psram ? psram : sram;
   if (Status st = g_decoder.init(g_model, ctx_len, work, pool, kernels, a.kv); !st.ok()) return fail(3, st);
+  const int batch = a.batch < n_prompt - 1 ? a.batch : n_prompt - 1;  // the prompt but its last token
+  if (Status st = g_decoder.enable_batch(batch, work); !st.ok()) return fail(3, st);
+  printf("prefill: %d prompt tokens in batches of up to %d\n", n_prompt - 1, g_decoder.decoder().max_batch());
   Arena* const tiers[3] = {&sram, &psram, &flash};
   return generate_and_report(a, g_decoder.decoder(), c, g_prompt, n_prompt, work, tiers);
 }

@@ -118,6 +118,7 @@ extern "C" void app_main(void) {
   o.pool = &pool;
   o.ctx_len = CONFIG_MCULLM_CTX;
   o.work_tier = work_tier();
+  o.prefill_batch = CONFIG_MCULLM_PREFILL_BATCH;
   if (kRole == Role::kMaster) {
     o.cluster_master = true;
 #if CONFIG_MCULLM_ROLE_MASTER
