@@ -31,7 +31,10 @@ mkfifo "$WORK/exec.fifo"
 "$WORK/count_pcs" "$mark" "$WORK/helpers.txt" 0 <"$WORK/exec.fifo" >"$WORK/counts.txt" &  # core 0 (the busier one)
 counter=$!
 rc=0
-board_qemu "$KERNELS" "$WORK/run.out" -accel tcg,one-insn-per-tb=on -d exec,nochain -D "$WORK/exec.fifo" || rc=$?
+# One instruction per translation block: QEMU 9's tcg property, QEMU 7.2's -singlestep (tools/esp32s3-qemu/build.sh).
+one_insn=(-accel tcg,one-insn-per-tb=on)
+"$QEMU" -accel tcg,help 2>/dev/null | grep -q one-insn-per-tb || one_insn=(-singlestep)
+board_qemu "$KERNELS" "$WORK/run.out" "${one_insn[@]}" -d exec,nochain -D "$WORK/exec.fifo" || rc=$?
 wait $counter
 if [ $rc != 0 ]; then
   tail -5 "$WORK/run.out" >&2
