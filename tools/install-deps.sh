@@ -25,6 +25,7 @@ test_pkgs=(libgtest-dev libbenchmark-dev libpcre2-dev
            # the `targets` tests: cross toolchains and QEMU for the emulated MCUs (tools/run_targets.sh)
            gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc-xtensa-lx106 picolibc-xtensa-lx106-elf
            gcc-12-source qemu-system-misc
+           socat                         # tools/run_chain.sh: emulated boards joined to PC cluster processes
            # esp32-lx7: the ESP32-style Xtensa LX7 route (clang-22 from bookworm-security; lx106's ld links it)
            clang-22 binutils-xtensa-lx106
            # aarch64: the NEON kernels cross-built and run under qemu-aarch64

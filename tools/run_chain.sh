@@ -17,13 +17,17 @@
 #   --kernels K       the boards' kernel table (auto; esp32s3: pie)
 #   --swap A,B        flash node A's image on node B and B's on A: the master must refuse the ring at
 #                     hello (the test that the slice check runs on the boards); exit 0 when it does
+#   --pc-master       the master is a PC (`mcullm cluster --topology ring`) driving the boards as nodes
+#   --pc-nodes        the nodes are PCs (`mcullm node --ring`) and a board is the master
+#                     (both: socat joins the boards' named pipes to the PCs' TCP links; the bytes are the
+#                     same frames: targets/runner/runner_hal.h)
 #   --build DIR       the release build with mcullm and mcullm_board (build/release)
 #   --work DIR        scratch directory (a fresh one under $TMPDIR)
 # Exit 0: the fingerprints are equal (or the swap was refused); 1: a mismatch or failure; 77: skipped
 # because QEMU or a cross toolchain is missing (MCULLM_REQUIRE_TARGETS=1: fail instead, as CI does).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=$ROOT/build/release WORK="" TARGET=esp32-lx7 QEMU="" NODES=6 N=32 IDS=1,403,407 TEMP=1 SEED=3 CORES=1 KERNELS="" SWAP=""
+BUILD=$ROOT/build/release WORK="" TARGET=esp32-lx7 QEMU="" NODES=6 N=32 IDS=1,403,407 TEMP=1 SEED=3 CORES=1 KERNELS="" SWAP="" PC=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --target) TARGET=$2; shift 2 ;;
@@ -36,9 +40,11 @@ while [ $# -gt 0 ]; do
     --cores) CORES=$2; shift 2 ;;
     --kernels) KERNELS=$2; shift 2 ;;
     --swap) SWAP=$2; shift 2 ;;
+    --pc-master) PC=master; shift ;;
+    --pc-nodes) PC=nodes; shift ;;
     --build) BUILD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     -*) echo "run_chain: unknown option $1" >&2; exit 1 ;;
     *) MODEL=$1; shift ;;
   esac
@@ -55,6 +61,11 @@ skip() {
   echo "run_chain: SKIP: $*"
   exit 77
 }
+
+if [ -n "$PC" ]; then
+  command -v socat >/dev/null || skip "missing socat (apt-get install socat): it joins the boards' pipes to the PCs' TCP links"
+  [ -z "$SWAP" ] || { echo "run_chain: --swap is for a chain of boards" >&2; exit 1; }
+fi
 
 # The board runner for the target.
 case "$TARGET" in
@@ -118,14 +129,52 @@ board() {
   fi
 }
 
-pids=()
-for k in $(seq 1 "$NODES"); do
-  board "$WORK/node$k.out" role=node image="$(image_of "$k")" work=psram link_in="$WORK/link$k" link_out="$WORK/link$((k + 1))" &
-  pids+=($!)
-done
+# Free TCP ports for the PC links: P[0] the PC master's --listen, P[k] node k's.
+free_ports() {
+  /usr/bin/python3 - "$1" <<'PY'
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+}
+pids=() helpers=()
 rc=0
-board "$WORK/master.out" role=master image="$WORK/chain.master.img" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" seed="$SEED" \
-  work=psram link_in="$WORK/link$((NODES + 1))" link_out="$WORK/link1" || rc=$?
+if [ "$PC" = nodes ]; then
+  read -r -a P <<<"$(free_ports $((NODES + 2)))"
+  # the last PC node sends to P[N+1], which socat passes into the board master's input pipe
+  socat -u TCP-LISTEN:"${P[$((NODES + 1))]}",bind=127.0.0.1,reuseaddr PIPE:"$WORK/link$((NODES + 1))" 2>"$WORK/socat-in.log" &
+  helpers+=($!)
+  for k in $(seq "$NODES" -1 1); do
+    next=${P[$((k + 1))]}
+    timeout 600 "$MCULLM" node --ring -m "$MODEL" --listen 127.0.0.1:"${P[$k]}" --next 127.0.0.1:"$next" >"$WORK/node$k.out" 2>&1 &
+    pids+=($!)
+  done
+  socat -u PIPE:"$WORK/link1" TCP:127.0.0.1:"${P[1]}",retry=100,interval=0.1 2>"$WORK/socat-out.log" &
+  helpers+=($!)
+  board "$WORK/master.out" role=master image="$WORK/chain.master.img" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" \
+    seed="$SEED" work=psram link_in="$WORK/link$((NODES + 1))" link_out="$WORK/link1" || rc=$?
+else
+  for k in $(seq 1 "$NODES"); do
+    board "$WORK/node$k.out" role=node image="$(image_of "$k")" work=psram link_in="$WORK/link$k" link_out="$WORK/link$((k + 1))" &
+    pids+=($!)
+  done
+  if [ "$PC" = master ]; then
+    read -r -a P <<<"$(free_ports 2)"
+    # the PC master connects to P[1], which socat passes into node 1's pipe; node N's output goes to its --listen P[0]
+    socat -u TCP-LISTEN:"${P[1]}",bind=127.0.0.1,reuseaddr PIPE:"$WORK/link1" 2>"$WORK/socat-in.log" &
+    helpers+=($!)
+    socat -u PIPE:"$WORK/link$((NODES + 1))" TCP:127.0.0.1:"${P[0]}",retry=100,interval=0.1 2>"$WORK/socat-out.log" &
+    helpers+=($!)
+    nodes=127.0.0.1:${P[1]}
+    for k in $(seq 2 "$NODES"); do nodes="$nodes,127.0.0.1:9"; done  # only the first is connected: the rest give the ring its length
+    timeout 600 "$MCULLM" cluster -m "$MODEL" --prompt-ids "$IDS" -n "$N" --temp "$TEMP" -s "$SEED" --fingerprint -q \
+      --topology ring --nodes "$nodes" --listen 127.0.0.1:"${P[0]}" >"$WORK/master.out" 2>&1 || rc=$?
+  else
+    board "$WORK/master.out" role=master image="$WORK/chain.master.img" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" \
+      seed="$SEED" work=psram link_in="$WORK/link$((NODES + 1))" link_out="$WORK/link1" || rc=$?
+  fi
+fi
 # The master's end closes its links, and the ring ends node after node; one that does not within 60 s
 # is stopped (a board that failed before joining the ring would leave its neighbours waiting).
 for _ in $(seq 1 600); do
@@ -134,7 +183,8 @@ for _ in $(seq 1 600); do
   [ "$alive" = 0 ] && break
   sleep 0.1
 done
-for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && pkill -P "$p" 2>/dev/null; done
+for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && { pkill -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; }; done
+for p in "${helpers[@]}"; do kill "$p" 2>/dev/null || true; done
 node_rcs=()
 for p in "${pids[@]}"; do
   r=0
@@ -142,7 +192,12 @@ for p in "${pids[@]}"; do
   node_rcs+=("$r")
 done
 
-echo "model $MODEL, $NODES nodes on $TARGET (kernels $KERNELS, cores $CORES), prompt $IDS, $N tokens, temp $TEMP, seed $SEED"
+case "$PC" in
+  master) who="a PC master (mcullm cluster --topology ring) and $NODES nodes on $TARGET" ;;
+  nodes) who="a master on $TARGET and $NODES PC nodes (mcullm node --ring)" ;;
+  *) who="a master and $NODES nodes on $TARGET" ;;
+esac
+echo "model $MODEL, $who (kernels $KERNELS, cores $CORES), prompt $IDS, $N tokens, temp $TEMP, seed $SEED"
 if [ -n "$SWAP" ]; then
   # The master stops at hello with the node's refusal; nothing is generated.
   if [ "$rc" != 0 ] && grep -q "this node's image holds layers" "$WORK/master.out" && ! grep -q '^fingerprint' "$WORK/master.out"; then
@@ -161,6 +216,7 @@ grep -h '^master:\|^per sampled token' "$WORK/master.out" | sed 's/^master: //; 
 fail=0
 for k in $(seq 1 "$NODES"); do
   line=$(grep -h '^node: layers' "$WORK/node$k.out" || true)
+  [ "$PC" = nodes ] && line=$(grep -h 'ring node' "$WORK/node$k.out" | tail -1 || true) && line=${line:-"(PC node: no summary line)"}
   echo "  node $k (exit ${node_rcs[$((k - 1))]}): ${line#node: }"
   if [ "${node_rcs[$((k - 1))]}" != 0 ] || [ -z "$line" ]; then fail=1; tail -3 "$WORK/node$k.out" >&2; fi
 done

@@ -389,6 +389,7 @@ int context_for(const Args& a, int n_prompt, int seq_len, int* ctx_len) {
 
 // ---- The cluster roles: the firmware's start-up (board::start_node / start_master) over RunnerHal ----
 
+runner::FdSpiLink g_spi;  // static: its stream decoder holds a whole frame (32 KB)
 board::MappedModel g_mapped;
 board::FrameLink g_link;
 board::Node g_node;
@@ -493,9 +494,8 @@ int run(int argc, char** argv) {
 
   // A board of the ring joins it first: one that then fails (its image, its memory) closes its links
   // on exit, and its neighbours see the ring end instead of waiting for it.
-  runner::FdSpiLink link;
   if (a.role != Role::kSingle) {
-    if (Status st = open_links(a, link); !st.ok()) return fail(1, st);
+    if (Status st = open_links(a, g_spi); !st.ok()) return fail(1, st);
     if (a.kv != KvType::kF32) return fail(1, Status::Error(Code::kInvalidArgument, "the cluster roles keep an f32 KV cache"));
   }
   uint8_t* image = nullptr;
@@ -505,7 +505,7 @@ int run(int argc, char** argv) {
   SerialPool serial_pool;
   ThreadPool* pool = a.cores == 2 ? static_cast<ThreadPool*>(&g_dual_pool) : &serial_pool;
   if (a.role != Role::kSingle) {
-    runner::RunnerHal hal(image, image_size, sram_mem, BOARD_SRAM_BYTES, psram_mem, BOARD_PSRAM_BYTES, link, g_second_core);
+    runner::RunnerHal hal(image, image_size, sram_mem, BOARD_SRAM_BYTES, psram_mem, BOARD_PSRAM_BYTES, g_spi, g_second_core);
     return a.role == Role::kNode ? run_node(hal, pool, kernels, a.work_psram) : run_master(a, hal, pool, kernels);
   }
 

@@ -9,16 +9,21 @@
 #include <unistd.h>
 
 #include "board/hal.h"
+#include "cluster/frame.h"
 #include "platform.h"
 
 namespace mcullm::runner {
 
-// One SPI transfer = one whole frame (FrameLink's contract). A byte stream has no transfer boundaries,
-// so each transfer goes out as its length (4 bytes, little endian) and its bytes, as the receiver's
-// DMA would know them from the transfer's end. A transfer longer than the armed buffer is cut to it
-// (the rest is read and dropped), as DMA would: FrameLink then reports a corrupt frame. Reads and
-// writes block (the timeouts are not kept: a stopped neighbour stops the ring, and the script
-// running it has its own timeout); the end of the input stream is kIo and closed() says so.
+// One SPI transfer = one whole frame (FrameLink's contract). On a byte stream the frames follow one
+// another as the PC's transports send them (cluster/transport.h: the encoded frame, which carries its
+// own length and CRC), so a board here and a PC process (`mcullm node --ring`, `mcullm cluster
+// --topology ring`) can be joined by a byte pipe (socat between a named pipe and TCP). Received
+// bytes go through the one stream decoder (cluster/frame.h FrameDecoder); its frame is encoded again
+// into the armed buffer, as TransportSpiLink does, so FrameLink decodes it as an SPI transfer; garbage
+// or a corrupt frame is one kCorrupt transfer (the node answers with an error frame, the master
+// resends). Reads and writes block (the timeouts are not kept: a stopped neighbour stops the ring,
+// and the script running it has its own timeout); the end of the input stream is kIo and closed()
+// says so.
 class FdSpiLink final : public board::SpiLink {
  public:
   void attach(int in_fd, int out_fd) {
@@ -27,54 +32,42 @@ class FdSpiLink final : public board::SpiLink {
   }
   Status transmit(const uint8_t* data, size_t n, int) override {
     if (n % 4 != 0 || n > kMaxTransfer) return Status::Error(Code::kInvalidArgument, "SPI transfer of %zu bytes", n);
-    const uint8_t len[4] = {static_cast<uint8_t>(n), static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(n >> 16), 0};
-    if (!write_all(len, 4) || !write_all(data, n)) return Status::Error(Code::kIo, "the link to the next board is gone");
+    for (const uint8_t* p = data; n > 0;) {
+      const long w = write(out_, p, n);
+      if (w <= 0) return Status::Error(Code::kIo, "the link to the next board is gone");
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
     return Status::Ok();
   }
   Status receive(uint8_t* buf, size_t cap, size_t* n, int) override {
     *n = 0;
-    uint8_t len[4];
-    if (!read_all(len, 4)) return closed_error();
-    const size_t want = static_cast<size_t>(len[0]) | static_cast<size_t>(len[1]) << 8 | static_cast<size_t>(len[2]) << 16 |
-                        static_cast<size_t>(len[3]) << 24;
-    const size_t keep = want < cap ? want : cap;
-    if (!read_all(buf, keep)) return closed_error();
-    for (size_t left = want - keep; left > 0;) {  // past the armed buffer: dropped
-      uint8_t sink[64];
-      const size_t k = left < sizeof sink ? left : sizeof sink;
-      if (!read_all(sink, k)) return closed_error();
-      left -= k;
+    for (;;) {
+      if (rx_pos_ == rx_len_) {
+        const long r = read(in_, rx_, sizeof rx_);
+        if (r <= 0) {
+          closed_ = true;
+          return Status::Error(Code::kIo, "the link from the previous board closed");
+        }
+        rx_pos_ = 0;
+        rx_len_ = static_cast<size_t>(r);
+      }
+      cluster::DecodeEvent ev;
+      rx_pos_ += decoder_.feed(rx_ + rx_pos_, rx_len_ - rx_pos_, &ev);
+      if (ev == cluster::DecodeEvent::kNeedMore) continue;
+      if (ev == cluster::DecodeEvent::kError) return Status::Error(Code::kCorrupt, "%s", decoder_.error().message());
+      const cluster::Frame& f = decoder_.frame();
+      return cluster::encode_frame(f.header, f.payload, buf, cap, n);
     }
-    *n = keep;
-    return Status::Ok();
   }
   bool closed() const { return closed_; }
 
  private:
-  bool write_all(const uint8_t* p, size_t n) {
-    while (n > 0) {
-      const long w = write(out_, p, n);
-      if (w <= 0) return false;
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  }
-  bool read_all(uint8_t* p, size_t n) {
-    while (n > 0) {
-      const long r = read(in_, p, n);
-      if (r <= 0) return false;
-      p += r;
-      n -= static_cast<size_t>(r);
-    }
-    return true;
-  }
-  Status closed_error() {
-    closed_ = true;
-    return Status::Error(Code::kIo, "the link from the previous board closed");
-  }
   int in_ = -1, out_ = -1;
   bool closed_ = false;
+  cluster::FrameDecoder decoder_;
+  uint8_t rx_[4096];
+  size_t rx_pos_ = 0, rx_len_ = 0;
 };
 
 // The line protocol's serial port is not used by the runner's roles: nothing comes, writes vanish.
