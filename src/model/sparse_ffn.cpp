@@ -113,9 +113,42 @@ int weight_at(const MatRef& m, int r, int i, float* d) {
 
 }  // namespace
 
+namespace {
+// An i2_s matrix's columns with their codes as stored (kernels.h DownCols: row 32c + 8k + i at byte
+// 8c + i, bits 6 - 2k; the row-major i2_s row holds weight 128g + 32k + b at byte 32g + b, bits 6 - 2k).
+Status build_i2s_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
+  const int rows = down.rows, cols = down.cols;
+  if (rows <= 0 || cols <= 0 || rows % 32 != 0 || cols % 128 != 0) return Status::Ok();
+  const size_t col_bytes = static_cast<size_t>(rows) / 4;
+  uint8_t* w = nullptr;
+  float* scale = nullptr;
+  MC_TRY(arena.alloc_array(col_bytes * static_cast<size_t>(cols), TensorClass::kFfn, &w));
+  MC_TRY(arena.alloc_array(1, TensorClass::kFfn, &scale));
+  for (size_t i = 0; i < col_bytes * static_cast<size_t>(cols); ++i) w[i] = 0;
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* row = down.row(r);
+    const int to = 6 - 2 * ((r % 32) / 8);
+    for (int j = 0; j < cols; ++j) {
+      const int code = (row[32 * (j / 128) + j % 32] >> (6 - 2 * ((j % 128) / 32))) & 3;
+      w[static_cast<size_t>(j) * col_bytes + (r / 32) * 8 + r % 8] |= static_cast<uint8_t>(code << to);
+    }
+  }
+  *scale = down.scale;
+  out->type = DType::kI2_S;
+  out->rows = rows;
+  out->cols = cols;
+  out->block = cols;
+  out->col_bytes = col_bytes;
+  out->w = w;
+  out->scales = scale;
+  return Status::Ok();
+}
+}  // namespace
+
 Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
   *out = DownCols();
   const DType t = down.type;
+  if (t == DType::kI2_S) return build_i2s_down_cols(down, arena, out);
   if (t != DType::kQ8_0 && t != DType::kQ4_0 && t != DType::kQ4G64 && t != DType::kQ4E) return Status::Ok();
   const int rows = down.rows, cols = down.cols, block = block_of(down);
   if (rows <= 0 || cols <= 0 || block <= 0 || rows % 32 != 0 || (t != DType::kQ4E && cols % block != 0))
@@ -169,6 +202,9 @@ ActVec quantize_h(const KernelSet& k, const DownCols& down, const FfnScratchQ& s
   if (down.type == DType::kQ4E) {
     q4e_quantize_activations(s.h, ffn, s.hq, s.hs);
     hx.block = ffn;
+  } else if (down.type == DType::kI2_S) {  // run_ternary_matmats's BitLinear input (bitnet.cpp's I8_S)
+    k.quantize_i8s(s.h, ffn, s.hq, s.hs);
+    hx.block = ffn;
   } else {
     k.quantize_blocks(s.h, ffn, down.block, s.hq, s.hs);
     hx.block = down.block;
@@ -212,8 +248,9 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
     if (s.hq[i] != 0) s.live[n_cols++] = i;
   DownJob down{&k, &f.down, s.hq, s.hs, s.live, n_cols, y};
   pool.run_sized(down_task, &down, static_cast<size_t>(n_cols) * static_cast<size_t>(f.down.rows));
-  int blocks = 0;
-  for (int n = 0; n < n_cols; ++n) blocks += n == 0 || s.live[n] / f.down.block != s.live[n - 1] / f.down.block;
+  int blocks = 0;  // block scales read (i2_s: its one tensor scale, counted as none)
+  for (int n = 0; n < n_cols && f.down.type != DType::kI2_S; ++n)
+    blocks += n == 0 || s.live[n] / f.down.block != s.live[n - 1] / f.down.block;
   stats->skipped = ffn - live;
   stats->bytes_read = static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(live) * f.up.row_bytes +
                       static_cast<size_t>(n_cols) * f.down.col_bytes +

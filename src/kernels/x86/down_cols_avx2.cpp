@@ -3,6 +3,11 @@
 // (weights interleaved as int16 pairs, activations as an int16 pair); then, as the reference,
 // acc[b % 8][r] += (float)isum * (scale * xs[b]) and the 8-lane tree fold per row; q4e (its own
 // order): acc[r] += (float)isum * scale per group, y = acc * xs[0].
+// i2_s (one int32 sum per row, kernels.h DownCols): two columns at a time, their 8 code bytes of a
+// 32-row chunk interleaved byte by byte, shifted per 128-bit half to put rows 0..15 / 16..31 in the
+// low bits, and vpmaddubsw of the codes (w + 1, unsigned) with the column pair's int8 activations
+// into int16 row sums (|sum| <= 2 * 3 * 128 per pair; flushed to int32 every 32 pairs); then
+// isum = sum(code * q) - sum(q) and y = (float)isum * (scale * xs[0]), matvec_i2s's step.
 #include "kernels/ref/dot_order.h"
 #include "kernels/x86/avx2_kernels.h"
 
@@ -89,11 +94,71 @@ void down_cols(const DownCols& w, const int8_t* xq, const float* xs, const int32
   for (; c < c1; ++c) down_rows<kK, 1>(w, xq, xs, live, n_live, y, c);
 }
 
+// i2_s: rows [32 * c0, 32 * (c0 + kChunks)) of y.
+template <int kChunks>
+void i2s_rows(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live, int32_t sum_q,
+              float* y, int c0) {
+  constexpr int kFlushPairs = 32;  // 32 * 2 * 3 * 128 < 2^15
+  alignas(32) int32_t isum[32 * kChunks] = {};
+  const __m256i s_lo = _mm256_setr_epi64x(6, 6, 4, 4), s_hi = _mm256_setr_epi64x(2, 2, 0, 0);
+  const __m256i three = _mm256_set1_epi8(3);
+  for (int k = 0; k < n_live;) {
+    __m256i acc[kChunks][2];  // [c][0]: rows 0..15 of chunk c, [c][1]: rows 16..31
+    for (int c = 0; c < kChunks; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_si256();
+    for (int p = 0; p < kFlushPairs && k < n_live; ++p) {
+      const int ja = live[k++];
+      const bool pair = k < n_live;
+      const int jb = pair ? live[k++] : ja;
+      const int qb = pair ? xq[jb] : 0;
+      const __m256i qq = _mm256_set1_epi16(static_cast<int16_t>(static_cast<uint16_t>(static_cast<uint8_t>(xq[ja])) |
+                                                                 static_cast<uint16_t>(static_cast<uint8_t>(qb) << 8)));
+      const uint8_t* ca = w.w + static_cast<size_t>(ja) * w.col_bytes + 8 * c0;
+      const uint8_t* cb = w.w + static_cast<size_t>(jb) * w.col_bytes + 8 * c0;
+      for (int c = 0; c < kChunks; ++c) {
+        const __m128i ab = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ca + 8 * c)),
+                                             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(cb + 8 * c)));
+        const __m256i both = _mm256_broadcastsi128_si256(ab);
+        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi64(both, s_lo), three);  // rows 0..7 | 8..15
+        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi64(both, s_hi), three);  // rows 16..23 | 24..31
+        acc[c][0] = _mm256_add_epi16(acc[c][0], _mm256_maddubs_epi16(lo, qq));
+        acc[c][1] = _mm256_add_epi16(acc[c][1], _mm256_maddubs_epi16(hi, qq));
+      }
+    }
+    for (int c = 0; c < kChunks; ++c)
+      for (int h = 0; h < 2; ++h) {
+        int32_t* o = isum + 32 * c + 16 * h;
+        const __m256i a = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(acc[c][h]));
+        const __m256i b = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(acc[c][h], 1));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(o)), a));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o + 8),
+                           _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(o + 8)), b));
+      }
+  }
+  const __m256 scale = _mm256_set1_ps(w.scales[0] * xs[0]);
+  const __m256i sq = _mm256_set1_epi32(sum_q);
+  for (int o = 0; o < 32 * kChunks; o += 8) {
+    const __m256i v = _mm256_sub_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(isum + o)), sq);
+    _mm256_storeu_ps(y + 32 * c0 + o, _mm256_mul_ps(_mm256_cvtepi32_ps(v), scale));
+  }
+}
+
+void i2s_down_cols(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live, float* y,
+                   int r0, int r1) {
+  int32_t sum_q = 0;
+  for (int k = 0; k < n_live; ++k) sum_q += xq[live[k]];
+  int c = r0 / 32;
+  const int c1 = r1 / 32;
+  for (; c + 4 <= c1; c += 4) i2s_rows<4>(w, xq, xs, live, n_live, sum_q, y, c);
+  for (; c < c1; ++c) i2s_rows<1>(w, xq, xs, live, n_live, sum_q, y, c);
+}
+
 }  // namespace
 
 void matvec_down_cols(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live, float* y,
                       int r0, int r1) {
-  if (w.type == DType::kQ8_0) {
+  if (w.type == DType::kI2_S) {
+    i2s_down_cols(w, xq, xs, live, n_live, y, r0, r1);
+  } else if (w.type == DType::kQ8_0) {
     down_cols<Kind::kQ8>(w, xq, xs, live, n_live, y, r0, r1);
   } else if (w.type == DType::kQ4E) {
     down_cols<Kind::kQ4E>(w, xq, xs, live, n_live, y, r0, r1);
