@@ -94,17 +94,29 @@ void down_cols(const DownCols& w, const int8_t* xq, const float* xs, const int32
   for (; c < c1; ++c) down_rows<kK, 1>(w, xq, xs, live, n_live, y, c);
 }
 
-// i2_s: rows [32 * c0, 32 * (c0 + kChunks)) of y.
-template <int kChunks>
+// i2_s: rows [32 * c0, 32 * c1), at most kI2sMaxChunks chunks: the live columns one pair at a time,
+// each column's bytes of the range read in order (16 bytes = two chunks per step; reading a few bytes
+// of every live column per pass over a few rows made each line a cache miss: half the speed), the
+// int16 row sums in memory (L1), flushed to int32 every 32 pairs.
+constexpr int kI2sMaxChunks = 64;
 void i2s_rows(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live, int32_t sum_q,
-              float* y, int c0) {
+              float* y, int c0, int c1) {
   constexpr int kFlushPairs = 32;  // 32 * 2 * 3 * 128 < 2^15
-  alignas(32) int32_t isum[32 * kChunks] = {};
+  alignas(32) int16_t acc[32 * kI2sMaxChunks];
+  alignas(32) int32_t isum[32 * kI2sMaxChunks] = {};
+  const int n = c1 - c0;
   const __m256i s_lo = _mm256_setr_epi64x(6, 6, 4, 4), s_hi = _mm256_setr_epi64x(2, 2, 0, 0);
   const __m256i three = _mm256_set1_epi8(3);
+  auto add = [&](int c, __m128i ab, __m256i qq) {  // ab: chunk c's pairs of code bytes
+    const __m256i both = _mm256_broadcastsi128_si256(ab);
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi64(both, s_lo), three);  // rows 0..7 | 8..15
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi64(both, s_hi), three);  // rows 16..23 | 24..31
+    __m256i* a = reinterpret_cast<__m256i*>(acc + 32 * c);
+    _mm256_store_si256(a, _mm256_add_epi16(_mm256_load_si256(a), _mm256_maddubs_epi16(lo, qq)));
+    _mm256_store_si256(a + 1, _mm256_add_epi16(_mm256_load_si256(a + 1), _mm256_maddubs_epi16(hi, qq)));
+  };
   for (int k = 0; k < n_live;) {
-    __m256i acc[kChunks][2];  // [c][0]: rows 0..15 of chunk c, [c][1]: rows 16..31
-    for (int c = 0; c < kChunks; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_si256();
+    for (int c = 0; c < 2 * n; ++c) _mm256_store_si256(reinterpret_cast<__m256i*>(acc) + c, _mm256_setzero_si256());
     for (int p = 0; p < kFlushPairs && k < n_live; ++p) {
       const int ja = live[k++];
       const bool pair = k < n_live;
@@ -114,29 +126,27 @@ void i2s_rows(const DownCols& w, const int8_t* xq, const float* xs, const int32_
                                                                  static_cast<uint16_t>(static_cast<uint8_t>(qb) << 8)));
       const uint8_t* ca = w.w + static_cast<size_t>(ja) * w.col_bytes + 8 * c0;
       const uint8_t* cb = w.w + static_cast<size_t>(jb) * w.col_bytes + 8 * c0;
-      for (int c = 0; c < kChunks; ++c) {
-        const __m128i ab = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ca + 8 * c)),
-                                             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(cb + 8 * c)));
-        const __m256i both = _mm256_broadcastsi128_si256(ab);
-        const __m256i lo = _mm256_and_si256(_mm256_srlv_epi64(both, s_lo), three);  // rows 0..7 | 8..15
-        const __m256i hi = _mm256_and_si256(_mm256_srlv_epi64(both, s_hi), three);  // rows 16..23 | 24..31
-        acc[c][0] = _mm256_add_epi16(acc[c][0], _mm256_maddubs_epi16(lo, qq));
-        acc[c][1] = _mm256_add_epi16(acc[c][1], _mm256_maddubs_epi16(hi, qq));
+      int c = 0;
+      for (; c + 2 <= n; c += 2) {
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ca + 8 * c));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cb + 8 * c));
+        add(c, _mm_unpacklo_epi8(a, b), qq);
+        add(c + 1, _mm_unpackhi_epi8(a, b), qq);
       }
+      if (c < n)
+        add(c, _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ca + 8 * c)),
+                                 _mm_loadl_epi64(reinterpret_cast<const __m128i*>(cb + 8 * c))), qq);
     }
-    for (int c = 0; c < kChunks; ++c)
-      for (int h = 0; h < 2; ++h) {
-        int32_t* o = isum + 32 * c + 16 * h;
-        const __m256i a = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(acc[c][h]));
-        const __m256i b = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(acc[c][h], 1));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(o), _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(o)), a));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(o + 8),
-                           _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(o + 8)), b));
-      }
+    for (int o = 0; o < 32 * n; o += 16) {
+      const __m256i a16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(acc + o));
+      __m256i* d = reinterpret_cast<__m256i*>(isum + o);
+      _mm256_store_si256(d, _mm256_add_epi32(_mm256_load_si256(d), _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a16))));
+      _mm256_store_si256(d + 1, _mm256_add_epi32(_mm256_load_si256(d + 1), _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a16, 1))));
+    }
   }
   const __m256 scale = _mm256_set1_ps(w.scales[0] * xs[0]);
   const __m256i sq = _mm256_set1_epi32(sum_q);
-  for (int o = 0; o < 32 * kChunks; o += 8) {
+  for (int o = 0; o < 32 * n; o += 8) {
     const __m256i v = _mm256_sub_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(isum + o)), sq);
     _mm256_storeu_ps(y + 32 * c0 + o, _mm256_mul_ps(_mm256_cvtepi32_ps(v), scale));
   }
@@ -146,10 +156,8 @@ void i2s_down_cols(const DownCols& w, const int8_t* xq, const float* xs, const i
                    int r0, int r1) {
   int32_t sum_q = 0;
   for (int k = 0; k < n_live; ++k) sum_q += xq[live[k]];
-  int c = r0 / 32;
-  const int c1 = r1 / 32;
-  for (; c + 4 <= c1; c += 4) i2s_rows<4>(w, xq, xs, live, n_live, sum_q, y, c);
-  for (; c < c1; ++c) i2s_rows<1>(w, xq, xs, live, n_live, sum_q, y, c);
+  for (int c = r0 / 32; c < r1 / 32; c += kI2sMaxChunks)
+    i2s_rows(w, xq, xs, live, n_live, sum_q, y, c, c + kI2sMaxChunks < r1 / 32 ? c + kI2sMaxChunks : r1 / 32);
 }
 
 }  // namespace
