@@ -3,7 +3,8 @@
 // row, relu_mul, quantize_i8s, the row-major i2_s down matvec: the work of the dense FFN), at a chosen
 // share of live neurons. Random ternary weights; the gate row of each neuron is negated (codes
 // 0 <-> 2) until the neuron's sign gives the wanted live set. Shapes dim x hidden: BitNet b1.58
-// 2B-4T (2560 x 6912), the cluster reference Qwen2 (896 x 4864), the tiny qwen2 (128 x 384).
+// 2B-4T (2560 x 6912), the cluster reference Qwen2 (896 x 4864), the tiny qwen2 (128 x 384). Each
+// iteration reads the next of >= 96 MiB of copies of the weights (from DRAM, as a model's layers).
 //   build/release/bench/sparse_ffn_bench --benchmark_filter='2560' --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 
@@ -96,6 +97,32 @@ void make_ffn(Shape s, int live_permille, Ffn* o) {
   }
 }
 
+// Copies of one FFN's weights (its column copy included) at other addresses: a model's layers,
+// enough of them (>= 96 MiB) that every token reads its weights from DRAM, not from the 32 MiB L3.
+struct Layers {
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<ReluFfnQ> f;
+};
+Layers copies_of(const Ffn& o) {
+  const size_t per = o.gate.size() + o.up.size() + o.down.size() + o.mem.size();
+  const size_t n = (size_t{96} << 20) / per + 1;
+  Layers l;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<uint8_t> b;
+    for (const auto* v : {&o.gate, &o.up, &o.down, &o.mem}) b.insert(b.end(), v->begin(), v->end());
+    ReluFfnQ f = o.f;
+    f.gate.data = b.data();
+    f.up.data = b.data() + o.gate.size();
+    f.down_rows.data = b.data() + o.gate.size() + o.up.size();
+    const uint8_t* mem = b.data() + o.gate.size() + o.up.size() + o.down.size();
+    f.down.w = mem + (o.f.down.w - o.mem.data());
+    f.down.scales = reinterpret_cast<const float*>(mem + (reinterpret_cast<const uint8_t*>(o.f.down.scales) - o.mem.data()));
+    l.bytes.push_back(std::move(b));
+    l.f.push_back(f);
+  }
+  return l;
+}
+
 void bench_ffn(benchmark::State& state, Shape s, int live_permille, bool sparse, int threads, const char* table) {
   const KernelSet* k = kernels_by_name(table);
   if (!k) {
@@ -104,11 +131,14 @@ void bench_ffn(benchmark::State& state, Shape s, int live_permille, bool sparse,
   }
   Ffn o;
   make_ffn(s, live_permille, &o);
-  o.f.max_live_permille = sparse ? 1000 : 0;
+  Layers layers = copies_of(o);
   HostThreadPool pool(threads);
   FfnStats st;
+  size_t i = 0;
   for (auto _ : state) {
-    ffn_relu_sparse_q(pool, *k, o.f, o.act, o.scratch(), o.y.data(), &st);
+    ReluFfnQ& f = layers.f[i++ % layers.f.size()];
+    f.max_live_permille = sparse ? 1000 : 0;
+    ffn_relu_sparse_q(pool, *k, f, o.act, o.scratch(), o.y.data(), &st);
     benchmark::DoNotOptimize(o.y.data());
     benchmark::ClobberMemory();
   }
@@ -136,11 +166,14 @@ void bench_down(benchmark::State& state, Shape s, int live_permille, bool sparse
     if (live) o.live[n++] = i;
   }
   o.hs[0] = 0.01f;
+  const Layers layers = copies_of(o);
+  size_t i = 0;
   for (auto _ : state) {
+    const ReluFfnQ& f = layers.f[i++ % layers.f.size()];
     if (sparse)
-      k->matvec_down_cols(o.f.down, o.hq.data(), o.hs.data(), o.live.data(), n, o.y.data(), 0, s.dim);
+      k->matvec_down_cols(f.down, o.hq.data(), o.hs.data(), o.live.data(), n, o.y.data(), 0, s.dim);
     else
-      k->matvec_i2s(o.f.down_rows, o.hq.data(), o.hs.data(), o.y.data(), 0, s.dim);
+      k->matvec_i2s(f.down_rows, o.hq.data(), o.hs.data(), o.y.data(), 0, s.dim);
     benchmark::DoNotOptimize(o.y.data());
     benchmark::ClobberMemory();
   }

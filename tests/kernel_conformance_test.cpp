@@ -499,6 +499,39 @@ void expect_q4e_down_cols_equal_dense(const KernelSet& k) {
 TEST_P(KernelConformance, SparseDownColumnsQ4eEqualDense) { expect_q4e_down_cols_equal_dense(k()); }
 TEST(KernelConformanceRef, SparseDownColumnsQ4eEqualDense) { expect_q4e_down_cols_equal_dense(kernels_ref()); }
 
+// The listed rows of an i2_s matrix (the sparse FFN's live up rows): each y[rows[i]] has
+// matvec_i2s_ref's bits, the rows not listed are left as they were; none, one, some, all rows.
+TEST_P(KernelConformance, I2sListedRowsEqualMatvec) {
+  std::mt19937_64 rng(0x12505u);
+  for (int cols : {128, 640}) {
+    const int rows = 77;
+    std::vector<uint8_t> bytes(static_cast<size_t>(rows) * cols / 4);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    MatRef w;
+    w.type = DType::kI2_S;
+    w.rows = rows;
+    w.cols = cols;
+    w.row_bytes = static_cast<size_t>(cols) / 4;
+    w.data = bytes.data();
+    w.scale = 0.043f;
+    std::vector<int8_t> q(cols);
+    for (auto& v : q) v = static_cast<int8_t>(rng());
+    const float xs = 0.37f;
+    std::vector<float> want(rows);
+    matvec_i2s_ref(w, q.data(), &xs, want.data(), 0, rows);
+    for (int pattern = 0; pattern < 4; ++pattern) {
+      std::vector<int32_t> list;
+      for (int r = 0; r < rows; ++r)
+        if (pattern == 1 ? r == 40 : pattern == 2 ? rng() % 3 == 0 : pattern == 3) list.push_back(r);
+      std::vector<float> got(rows, -7.0f);
+      k().matvec_i2s_rows(w, q.data(), &xs, list.data(), static_cast<int>(list.size()), got.data());
+      std::vector<float> expect(rows, -7.0f);
+      for (int32_t r : list) expect[r] = want[r];
+      EXPECT_TRUE(same_bits(expect, got)) << "cols " << cols << " pattern " << pattern;
+    }
+  }
+}
+
 // The same for an i2_s down matrix (a ternary model's FFN): k.matvec_down_cols over the non-zero
 // columns of h quantized as the dense path does (quantize_i8s, one scale) equals matvec_i2s_ref bit for
 // bit. Random bytes (every code, 3 included: the i2_s kernels read it as weight 2); rows 32 .. 2112

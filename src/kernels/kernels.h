@@ -141,6 +141,7 @@ void silu_mul_ref(float* gate, const float* up, int n);
 void matvec_i2s_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matmat_i2s_ref(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
                     size_t y_stride, int r0, int r1);
+void matvec_i2s_rows_ref(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y);
 void tl_lut_build_ref(const TlTensor& w, const int8_t* q, uint8_t* lut);
 void tl_matmul_ref(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens,
                    float* y, size_t y_stride, int tile0, int tile1);
@@ -222,6 +223,9 @@ struct KernelSet {
   // outputs at y + c * y_stride; every output has matvec_i2s's bits (integer sums are exact).
   void (*matmat_i2s)(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
                      size_t y_stride, int r0, int r1) = matmat_i2s_ref;
+  // The n rows listed in `rows` (the sparse FFN's live up rows): y[rows[i]] has matvec_i2s's bits.
+  void (*matvec_i2s_rows)(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n,
+                          float* y) = matvec_i2s_rows_ref;
 
   // One token's LUT (tl_lut_bytes) from its int8 activations (w.cols of them).
   void (*tl_lut_build)(const TlTensor& w, const int8_t* q, uint8_t* lut) = tl_lut_build_ref;

@@ -65,6 +65,10 @@ void up_task(void* ctx, int ith, int nth) {
   const UpJob& j = *static_cast<const UpJob*>(ctx);
   int b = 0, e = 0;
   slice(j.n_live, ith, nth, &b, &e);
+  if (j.up->type == DType::kI2_S && j.x->q && j.x->scales) {  // matvec()'s choice for i2_s, all rows in one call
+    j.k->matvec_i2s_rows(*j.up, j.x->q, j.x->scales, j.live + b, e - b, j.u);
+    return;
+  }
   for (int i = b; i < e; ++i) matvec(*j.k, *j.up, *j.x, j.u, j.live[i], j.live[i] + 1);
 }
 

@@ -126,6 +126,7 @@ void i2s_rows(const DownCols& w, const int8_t* xq, const float* xs, const int32_
                                                                  static_cast<uint16_t>(static_cast<uint8_t>(qb) << 8)));
       const uint8_t* ca = w.w + static_cast<size_t>(ja) * w.col_bytes + 8 * c0;
       const uint8_t* cb = w.w + static_cast<size_t>(jb) * w.col_bytes + 8 * c0;
+      prefetch_columns(w, live, k + 6, n_live, c0, n);  // the pair three pairs ahead
       int c = 0;
       for (; c + 2 <= n; c += 2) {
         const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ca + 8 * c));

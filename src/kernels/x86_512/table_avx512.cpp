@@ -11,6 +11,7 @@ namespace {
 constexpr KernelSet avx512_table(const char* name, decltype(KernelSet::matmat_i2s) matmat_i2s) {
   KernelSet k = avx2::table(name, avx512::matmat_tiled);
   k.matvec_i2s = avx512::matvec_i2s;
+  k.matvec_i2s_rows = avx512::matvec_i2s_rows;
   k.matvec_q4_0 = avx512::matvec_q4_0;
   k.matmat_i2s = matmat_i2s;
   k.tl_matmul = avx512::tl_matmul;
