@@ -132,10 +132,12 @@ Status build_i2s_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
   for (int r = 0; r < rows; ++r) {
     const uint8_t* row = down.row(r);
     const int to = 6 - 2 * ((r % 32) / 8);
-    for (int j = 0; j < cols; ++j) {
-      const int code = (row[32 * (j / 128) + j % 32] >> (6 - 2 * ((j % 128) / 32))) & 3;
-      w[static_cast<size_t>(j) * col_bytes + (r / 32) * 8 + r % 8] |= static_cast<uint8_t>(code << to);
-    }
+    uint8_t* at = w + (r / 32) * 8 + r % 8;
+    for (int i = 0; i < cols / 4; ++i)  // byte i: columns 128 (i / 32) + 32k + i % 32, bits 6 - 2k
+      for (int k = 0; k < 4; ++k) {
+        const size_t j = static_cast<size_t>(128 * (i / 32) + 32 * k + i % 32);
+        at[j * col_bytes] |= static_cast<uint8_t>(((row[i] >> (6 - 2 * k)) & 3) << to);
+      }
   }
   *scale = down.scale;
   out->type = DType::kI2_S;
