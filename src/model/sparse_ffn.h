@@ -67,6 +67,8 @@ Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out);
 
 // Default of ReluFfnQ::max_live_permille: on Zen 3 (AVX2, 2 threads) a random-weight q4g64 ReLU dummy
 // with about 50% live neurons ran at 0.5-0.7x with the column kernel; the break-even is not measured.
+// i2_s (Zen 5, avx512, weights from DRAM, bench/sparse_ffn_bench): the FFN gate first at 25% live
+// 1.1-1.8x dense, at 50% 0.5-1.4x: the break-even is near 40% live; the same default is kept.
 constexpr int kSparseFfnMaxLivePermille = 250;
 
 struct ReluFfnQ {
