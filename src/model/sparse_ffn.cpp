@@ -115,9 +115,6 @@ int weight_at(const MatRef& m, int r, int i, float* d) {
   return (j < 32 ? (b.qs[j] & 0x0F) : (b.qs[j - 32] >> 4)) - 8;
 }
 
-}  // namespace
-
-namespace {
 // An i2_s matrix's columns with their codes as stored (kernels.h DownCols: row 32c + 8k + i at byte
 // 8c + i, bits 6 - 2k; the row-major i2_s row holds weight 128g + 32k + b at byte 32g + b, bits 6 - 2k).
 Status build_i2s_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
