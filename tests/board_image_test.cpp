@@ -530,6 +530,19 @@ TEST(BoardImage, ReluLlamaKeepsItsActivation) {
                    [](LoadedModel& lm) { lm.model.spec.act = FfnAct::kRelu; }, 1);
 }
 
+// A ternary ReLU qwen2 (mcullm dummy --ffn relu, i2_s): the GGUF key and the image's config.ffn = 1
+// both read as ReLU (not the bitnet archs' ReLU^2); the image runs the dense FFN, the loaded model
+// the sparse one (i2_s down columns): the same bits.
+TEST(BoardImage, TernaryReluQwen2KeepsItsActivation) {
+  const std::string out = test::temp_dir() + "/qwen2-relu.gguf";
+  ASSERT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "--ffn", "relu", "-o", out, "--seed", "4"}).exit_code, 0);
+  expect_same_logits(out, [](LoadedModel& lm) {
+    ASSERT_EQ(lm.model.spec.act, FfnAct::kRelu);
+    ASSERT_TRUE(lm.model.spec.ternary);
+    ASSERT_EQ(lm.model.layers[0].w2_cols.type, DType::kI2_S);
+  });
+  expect_image_ffn(out, [](LoadedModel&) {}, 1);
+}
 TEST(BoardImage, Stories260kQ4g64GivesTheModelsLogits) {
   MC_REQUIRE_SHARED();
   const std::string out = test::temp_dir() + "/q4g64.gguf";

@@ -499,6 +499,122 @@ void expect_q4e_down_cols_equal_dense(const KernelSet& k) {
 TEST_P(KernelConformance, SparseDownColumnsQ4eEqualDense) { expect_q4e_down_cols_equal_dense(k()); }
 TEST(KernelConformanceRef, SparseDownColumnsQ4eEqualDense) { expect_q4e_down_cols_equal_dense(kernels_ref()); }
 
+// The listed rows of an i2_s matrix (the sparse FFN's live up rows): each y[rows[i]] has
+// matvec_i2s_ref's bits, the rows not listed are left as they were; none, one, some, all rows.
+TEST_P(KernelConformance, I2sListedRowsEqualMatvec) {
+  std::mt19937_64 rng(0x12505u);
+  for (int cols : {128, 640}) {
+    const int rows = 77;
+    std::vector<uint8_t> bytes(static_cast<size_t>(rows) * cols / 4);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    MatRef w;
+    w.type = DType::kI2_S;
+    w.rows = rows;
+    w.cols = cols;
+    w.row_bytes = static_cast<size_t>(cols) / 4;
+    w.data = bytes.data();
+    w.scale = 0.043f;
+    std::vector<int8_t> q(cols);
+    for (auto& v : q) v = static_cast<int8_t>(rng());
+    const float xs = 0.37f;
+    std::vector<float> want(rows);
+    matvec_i2s_ref(w, q.data(), &xs, want.data(), 0, rows);
+    for (int pattern = 0; pattern < 4; ++pattern) {
+      std::vector<int32_t> list;
+      for (int r = 0; r < rows; ++r)
+        if (pattern == 1 ? r == 40 : pattern == 2 ? rng() % 3 == 0 : pattern == 3) list.push_back(r);
+      std::vector<float> got(rows, -7.0f);
+      k().matvec_i2s_rows(w, q.data(), &xs, list.data(), static_cast<int>(list.size()), got.data());
+      std::vector<float> expect(rows, -7.0f);
+      for (int32_t r : list) expect[r] = want[r];
+      EXPECT_TRUE(same_bits(expect, got)) << "cols " << cols << " pattern " << pattern;
+    }
+  }
+}
+
+// The same for an i2_s down matrix (a ternary model's FFN): k.matvec_down_cols over the non-zero
+// columns of h quantized as the dense path does (quantize_i8s, one scale) equals matvec_i2s_ref bit for
+// bit. Random bytes (every code, 3 included: the i2_s kernels read it as weight 2); rows 32 .. 2112
+// (whole and partial 128-row groups), cols 128 .. 640; scales 0, -0, subnormal, negative, huge; h with
+// random live neurons, none, all, one, the first and last column, and more than 64 live columns in a
+// row (the int16 sums' flush); the live list with extra columns whose int8 value is 0 (harmless).
+void expect_i2s_down_cols_equal_dense(const KernelSet& k) {
+  std::mt19937_64 rng(0xD0C12u);
+  int cases = 0;
+  const float scales[] = {0.0371f, 0.0f, -0.0f, 1e-40f, -2.5f, 3e37f};
+  for (int rows : {32, 64, 96, 128, 160, 416, 2112}) {  // 2112: beyond the x86 kernels' 2048-row blocks
+    for (int cols : {128, 256, 640}) {
+      if (rows > 416 && cols > 128) continue;
+      const size_t rb = static_cast<size_t>(cols) / 4;
+      std::vector<uint8_t> bytes(rb * rows);
+      for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+      MatRef w;
+      w.type = DType::kI2_S;
+      w.rows = rows;
+      w.cols = cols;
+      w.row_bytes = rb;
+      w.data = bytes.data();
+      w.scale = scales[cases % 6];
+      std::vector<uint8_t> mem(1 << 20);
+      Arena arena(Tier::kHost, mem.data(), mem.size());
+      DownCols dc;
+      ASSERT_TRUE(build_down_cols(w, arena, &dc).ok());
+      ASSERT_EQ(dc.type, DType::kI2_S);
+      for (int pattern = 0; pattern < 7; ++pattern) {
+        std::vector<float> h(cols, 0.0f);
+        for (int i = 0; i < cols; ++i) {
+          const bool live = pattern == 0 ? rng() % 3 == 0 : pattern == 1 ? false : pattern == 2 ? true
+                            : pattern == 3 ? i == cols / 3 : pattern == 4 ? (i == 0 || i == cols - 1)
+                            : pattern == 5 ? rng() % 8 != 0 : i % 2 == 0;
+          if (live) h[i] = std::ldexp(static_cast<float>(rng() % 2000) + 1.0f, static_cast<int>(rng() % 20) - 10);
+          if (live && rng() % 2) h[i] = -h[i];
+        }
+        if (pattern == 2) h[5] = -1e4f;  // a q of -127 and, rounded up, others of +-127
+        std::vector<int8_t> q(cols);
+        float xs = 0.0f;
+        quantize_i8s(h.data(), cols, q.data(), &xs);
+        if (pattern == 2) q[7] = -128;  // the int8 range's end (quantize_i8s clamps to [-128, 127])
+        std::vector<int32_t> live;
+        for (int i = 0; i < cols; ++i)
+          if (q[i] != 0 || (pattern == 6 && i % 5 == 1)) live.push_back(i);
+        std::vector<float> want(rows), got(rows, -1.0f);
+        matvec_i2s_ref(w, q.data(), &xs, want.data(), 0, rows);
+        const int mid = (rows / 64) * 32;
+        k.matvec_down_cols(dc, q.data(), &xs, live.data(), static_cast<int>(live.size()), got.data(), 0, mid);
+        k.matvec_down_cols(dc, q.data(), &xs, live.data(), static_cast<int>(live.size()), got.data(), mid, rows);
+        EXPECT_TRUE(same_bits(want, got)) << "i2_s rows " << rows << " cols " << cols << " pattern " << pattern
+                                          << " scale " << w.scale;
+        ++cases;
+      }
+    }
+  }
+  EXPECT_GT(cases, 100);
+}
+
+TEST_P(KernelConformance, SparseDownColumnsI2sEqualDense) { expect_i2s_down_cols_equal_dense(k()); }
+TEST(KernelConformanceRef, SparseDownColumnsI2sEqualDense) { expect_i2s_down_cols_equal_dense(kernels_ref()); }
+
+// An i2_s down matrix whose rows are not a multiple of 32 (or columns of 128) is not column-stored.
+TEST(KernelConformanceRef, SparseDownColumnsI2sRefused) {
+  for (int bad : {0, 1}) {
+    const int rows = bad ? 33 : 32, cols = bad ? 128 : 64;
+    std::vector<uint8_t> bytes(static_cast<size_t>(rows) * cols / 4, 0x55);
+    MatRef w;
+    w.type = DType::kI2_S;
+    w.rows = rows;
+    w.cols = cols;
+    w.row_bytes = static_cast<size_t>(cols) / 4;
+    w.data = bytes.data();
+    std::vector<uint8_t> mem(1 << 16);
+    Arena arena(Tier::kHost, mem.data(), mem.size());
+    DownCols dc;
+    ASSERT_TRUE(build_down_cols(w, arena, &dc).ok());
+    EXPECT_EQ(dc.type, DType::kF32);
+    EXPECT_EQ(dc.w, nullptr);
+    EXPECT_EQ(arena.remaining(), mem.size());
+  }
+}
+
 // A q4e down matrix with a non-finite group scale, or rows not a multiple of 32, is not column-stored.
 TEST(KernelConformanceRef, SparseDownColumnsQ4eRefused) {
   for (int bad : {0, 1}) {

@@ -1,14 +1,22 @@
 // Gate-first ReLU feed-forward: equals the dense computation bit for bit on synthetic weights
 // (f32 and q8_0 gate / up, every kernel table, signed zeros in the input) and on stories260K's FFN
 // weights run as a ReLU FFN over its own normalised token embeddings; reports the share skipped.
+// A ternary model (i2_s, the qwen2 dummy run with a ReLU FFN): sparse generation equals dense
+// generation (every logit's bits, the fingerprint, the counts) for every kernel table and thread count.
 #include "model/sparse_ffn.h"
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "core/thread_pool_host.h"
+#include "dummy_gguf.h"
+#include "format/transformer_gguf.h"
 #include "load/model_loader_host.h"
+#include "model/generate.h"
 #include "model/transformer.h"
+#include "model/transformer_runner.h"
 #include "quant/blocks.h"
 #include "test_support.h"
 
@@ -120,6 +128,138 @@ TEST(SparseFfn, EqualsDenseOnStories260kWeightsRunAsRelu) {
   }
   std::printf("stories260K FFN weights as ReLU over normalised embeddings: %.1f%% of neurons skipped\n", 100.0 * (1 - live_sum / n));
   RecordProperty("skipped_percent", static_cast<int>(100.0 * (1 - live_sum / n)));
+}
+
+// The tiny qwen2 dummy with i2_s layers, read as a ReLU model (no file format says ternary + ReLU;
+// the runner takes any BlockSpec), with its column-stored down matrices built.
+struct TernaryRelu {
+  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> mem = std::vector<uint8_t>(size_t{8} << 20);
+  Arena arena{Tier::kHost, mem.data(), mem.size()};
+  GgufFile file;
+  TransformerModel model;
+};
+
+void open_ternary_relu(TernaryRelu* t) {
+  GgufDummyOptions o;
+  o.layout = *qwen2_layout_by_name("tiny");
+  o.linear_type = DType::kI2_S;
+  o.seed = 99;
+  GgufWriter w;
+  GgufDummyReport r;
+  ASSERT_TRUE(write_gguf_dummy(o, test::small_vocab(300), &w, &r).ok());
+  t->bytes = w.to_bytes();
+  ASSERT_TRUE(t->file.open(t->bytes.data(), t->bytes.size(), t->arena).ok());
+  ASSERT_TRUE(transformer_part_from_gguf(t->file, t->arena, 0, -1, true, true, &t->model).ok());
+  ASSERT_TRUE(t->model.spec.ternary);
+  t->model.spec.act = FfnAct::kRelu;
+  ASSERT_TRUE(build_sparse_ffn(&t->model, t->arena).ok());
+}
+
+struct Generated {
+  uint64_t fingerprint = 0;
+  std::vector<float> logits;  // every step's
+  FfnCounts counts;
+};
+
+// 16 steps of generate() (4 prompt tokens, then sampled at temperature 0.8) on one token at a time.
+Generated generate_with(const TransformerModel& m, const KernelSet* k, int threads, bool sparse, int max_live) {
+  std::vector<uint8_t> mem(size_t{4} << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  HostThreadPool pool(threads);
+  TransformerContext ctx;
+  EXPECT_TRUE(ctx.init(&m, 0, arena, &pool, k).ok());
+  ctx.set_sparse_ffn(sparse, max_live);
+  SamplerConfig sc;
+  sc.seed = 5;
+  Sampler sampler;
+  EXPECT_TRUE(sampler.init(sc, ctx.vocab_size(), arena).ok());
+  const std::vector<int> prompt = {1, 40, 77, 123};
+  std::vector<int> history(prompt.size() + 16);
+  GenerateOptions go;
+  go.n_predict = 12;
+  Generated g;
+  GenerateHooks hooks{&g.logits, [](void* u, int, const float* l, int n) {
+                        static_cast<std::vector<float>*>(u)->insert(static_cast<std::vector<float>*>(u)->end(), l, l + n);
+                      }, nullptr};
+  Fingerprint fp;
+  GenerateResult r;
+  EXPECT_TRUE(generate(ctx, sampler, prompt.data(), 4, go, history.data(), &fp, hooks, &r).ok());
+  g.fingerprint = fp.combined();
+  EXPECT_EQ(ctx.ffn_counts(&g.counts), m.spec.act == FfnAct::kRelu);
+  return g;
+}
+
+TEST(SparseFfnTernary, GenerationEqualsDenseOnEveryTable) {
+  TernaryRelu t;
+  ASSERT_NO_FATAL_FAILURE(open_ternary_relu(&t));
+  for (int l = 0; l < t.model.cfg.n_layers; ++l) {
+    const DownCols& dc = t.model.layers[l].w2_cols;
+    ASSERT_EQ(dc.type, DType::kI2_S);
+    EXPECT_EQ(dc.rows, t.model.cfg.dim);
+    EXPECT_EQ(dc.cols, t.model.cfg.hidden_dim);
+    EXPECT_EQ(dc.scales[0], t.model.layers[l].w2.scale);
+  }
+  const Generated dense = generate_with(t.model, &kernels_ref(), 1, false, 1000);
+  ASSERT_GT(dense.logits.size(), 0u);
+  for (float x : dense.logits) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_GT(dense.counts.live, 0u);
+  EXPECT_LT(dense.counts.live, dense.counts.neurons);
+  EXPECT_EQ(dense.counts.skipped, 0u);
+  for (const KernelSet* k : {&kernels_ref(), kernels_avx2(), kernels_avxvnni(), kernels_avx512(), kernels_amx(),
+                             kernels_neon()}) {
+    if (!k) continue;
+    for (int threads : {1, 2}) {
+      // every token sparse (1000), none (0: dense after the gate), the default share, and dense
+      for (int max_live : {1000, 0, kSparseFfnMaxLivePermille, -1}) {
+        SCOPED_TRACE(std::string(k->name) + " threads " + std::to_string(threads) + " max live " +
+                     std::to_string(max_live));
+        const Generated g = generate_with(t.model, k, threads, max_live >= 0, max_live < 0 ? 1000 : max_live);
+        EXPECT_EQ(g.fingerprint, dense.fingerprint);
+        ASSERT_EQ(g.logits.size(), dense.logits.size());
+        EXPECT_EQ(0, std::memcmp(g.logits.data(), dense.logits.data(), dense.logits.size() * 4));
+        EXPECT_EQ(g.counts.neurons, dense.counts.neurons);
+        EXPECT_EQ(g.counts.live, dense.counts.live);
+        if (max_live == 1000) EXPECT_EQ(g.counts.skipped, g.counts.neurons - g.counts.live);
+        if (max_live <= 0) EXPECT_EQ(g.counts.skipped, 0u);
+      }
+    }
+  }
+  // The activation is really ReLU: SiLU on the same weights gives other logits.
+  TransformerModel silu = t.model;
+  silu.spec.act = FfnAct::kSilu;
+  const Generated s = generate_with(silu, &kernels_ref(), 1, true, 1000);
+  EXPECT_NE(0, std::memcmp(s.logits.data(), dense.logits.data(), std::min(s.logits.size(), dense.logits.size()) * 4));
+  // Batched prefill (the dense FFN) equals forward token by token (the sparse one) bit for bit.
+  std::vector<uint8_t> mem(size_t{4} << 20);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  HostThreadPool pool(2);
+  TransformerContext single, batched;
+  ASSERT_TRUE(single.init(&t.model, 0, arena, &pool, &kernels_best()).ok());
+  ASSERT_TRUE(batched.init(&t.model, 0, arena, &pool, &kernels_best()).ok());
+  ASSERT_TRUE(batched.enable_batch(5, arena).ok());
+  single.set_sparse_ffn(true, 1000);
+  std::vector<int> tokens;
+  for (int i = 0; i < 14; ++i) tokens.push_back((i * 13 + 2) % t.model.cfg.vocab_size);
+  test::expect_prefill_matches_forward(single, batched, tokens);
+}
+
+// tl1 / tl2 matrices are left dense (no column copy), and so is a sub-norm model.
+TEST(SparseFfnTernary, OnlyI2sModelsWithoutSubNormsGetColumns) {
+  TernaryRelu t;
+  ASSERT_NO_FATAL_FAILURE(open_ternary_relu(&t));
+  TransformerModel m = t.model;
+  std::vector<TransformerLayer> layers(t.model.layers, t.model.layers + m.cfg.n_layers);
+  for (TransformerLayer& L : layers) L.w2_cols = DownCols();
+  m.layers = layers.data();
+  m.spec.sub_norms = true;
+  ASSERT_TRUE(build_sparse_ffn(&m, t.arena).ok());
+  EXPECT_EQ(layers[0].w2_cols.w, nullptr);
+  m.spec.sub_norms = false;
+  layers[1].w1.type = DType::kTL2;  // (only the type is looked at)
+  ASSERT_TRUE(build_sparse_ffn(&m, t.arena).ok());
+  EXPECT_NE(layers[0].w2_cols.w, nullptr);
+  EXPECT_EQ(layers[1].w2_cols.w, nullptr);
 }
 
 }  // namespace

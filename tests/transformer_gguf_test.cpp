@@ -38,15 +38,18 @@ std::vector<Source> sources() {
     out.push_back({std::string("bitnet ") + layout, w.to_bytes()});
   }
   for (DType linear : {DType::kI2_S, DType::kF16}) {
-    GgufDummyOptions o;
-    o.layout = *qwen2_layout_by_name("tiny");
-    o.linear_type = linear;
-    o.embedding_type = DType::kF16;
-    o.tied_head = linear != DType::kI2_S;
-    GgufWriter w;
-    GgufDummyReport r;
-    EXPECT_TRUE(write_gguf_dummy(o, tok, &w, &r).ok());
-    out.push_back({std::string("qwen2 ") + dtype_info(linear)->name, w.to_bytes()});
+    for (bool relu : {false, true}) {
+      GgufDummyOptions o;
+      o.layout = *qwen2_layout_by_name("tiny");
+      o.linear_type = linear;
+      o.embedding_type = DType::kF16;
+      o.tied_head = linear != DType::kI2_S;
+      o.relu_ffn = relu;
+      GgufWriter w;
+      GgufDummyReport r;
+      EXPECT_TRUE(write_gguf_dummy(o, tok, &w, &r).ok());
+      out.push_back({std::string("qwen2 ") + dtype_info(linear)->name + (relu ? " relu" : ""), w.to_bytes()});
+    }
   }
   std::unique_ptr<LoadedModel> lm;
   EXPECT_TRUE(load_model(test::shared_path("models/stories260K/stories260K.bin"), &lm).ok());
@@ -102,6 +105,7 @@ TEST(TransformerGguf, WriteReadWriteGivesTheSameBytesAndTensors) {
     const auto twice = rewrite(once, &b);
     EXPECT_EQ(once, twice);
     ASSERT_TRUE(c.load(once).ok());
+    EXPECT_EQ(a.model.spec.act, s.what.find("relu") != std::string::npos ? FfnAct::kRelu : a.model.spec.act);
     EXPECT_EQ(c.model.spec.act, a.model.spec.act);
     EXPECT_EQ(c.model.spec.ternary, a.model.spec.ternary);
     EXPECT_EQ(c.model.tied_output, a.model.tied_output);

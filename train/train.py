@@ -155,8 +155,9 @@ def main():
     c = mdl.Config(vocab=a.vocab, dim=a.dim, n_layers=a.layers, n_heads=a.heads, n_kv_heads=a.kv_heads,
                    hidden=a.hidden, seq_len=a.ctx, ffn=a.ffn, tied=not a.untied, quant=a.quant, ple_dim=a.ple,
                    q4e_group=a.q4e_group, arch=a.arch, norm_eps=1e-6 if a.arch == "qwen2" else 1e-5)
-    if a.arch == "qwen2" and (a.ple or a.ffn != "swiglu" or a.quant == "q4" or not a.untied):
-        sys.exit("train: --arch qwen2 is llama.cpp's qwen2: a separate head (--untied), SwiGLU, f32 or ternary weights")
+    if a.arch == "qwen2" and (a.ple or a.quant == "q4" or not a.untied):
+        sys.exit("train: --arch qwen2 is llama.cpp's qwen2: a separate head (--untied), f32 or ternary weights "
+                 "(--ffn relu: mcullm's GGUF key, which llama.cpp does not read)")
     if a.arch == "qwen2" and a.quant == "ternary" and (a.dim % 128 or a.hidden % 128):
         sys.exit(f"train: mcullm's i2_s kernels need dim and hidden in multiples of 128 (here {a.dim}, {a.hidden})")
     if a.quant == "ternary" and a.arch == "llama":

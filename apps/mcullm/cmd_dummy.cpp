@@ -228,6 +228,7 @@ int dummy_qwen2(const DummyOptions& o) {
   opt.linear_type = dtype_info_by_name(o.type.empty() ? "i2_s" : o.type.c_str())->type;
   opt.embedding_type = dtype_info_by_name(o.embd_type.empty() ? "q4_0" : o.embd_type.c_str())->type;
   opt.tied_head = !o.untied_head;
+  opt.relu_ffn = o.ffn == "relu";
   opt.name = "mcullm dummy qwen2 " + layout->name;
   if (Status st = apply_pretuned(o.pretuned); !st.ok()) return report(st);
   Llama2cTokenizer tok;
@@ -238,10 +239,10 @@ int dummy_qwen2(const DummyOptions& o) {
   if (Status st = w.write_file(o.output); !st.ok()) return report(st);
   for (const std::string& note : rep.notes) std::fprintf(stderr, "mcullm: note: %s\n", note.c_str());
   std::fprintf(stderr, "mcullm: wrote %s: dummy qwen2 layout %s, dim %d, %d layers, %d/%d heads, vocab %d, %s linear + %s "
-               "embedding (%s head), %.2f M parameters (%.2f M linear), %.2f MiB\n",
+               "embedding (%s head%s), %.2f M parameters (%.2f M linear), %.2f MiB\n",
                o.output.c_str(), layout->name.c_str(), layout->dim, layout->layers, layout->heads, layout->kv_heads,
                tok.vocab_size(), dtype_info(opt.linear_type)->name, dtype_info(opt.embedding_type)->name,
-               opt.tied_head ? "tied" : "separate", rep.params / 1e6, rep.linear_params / 1e6, rep.weight_bytes / 1048576.0);
+               opt.tied_head ? "tied" : "separate", opt.relu_ffn ? ", ReLU FFN" : "", rep.params / 1e6, rep.linear_params / 1e6, rep.weight_bytes / 1048576.0);
   return 0;
 }
 
@@ -335,8 +336,8 @@ int dummy(const DummyOptions& o) {
   if (o.shape_given && writer->write != dummy_llama)
     return report(Status::Error(Code::kInvalidArgument, "--dim, --hidden, --layers, --heads, --kv-heads and --seq-len shape the "
                                 "llama dummy; --arch %s takes its shape from --layout", o.arch.c_str()));
-  if (o.ffn != "silu" && writer->write != dummy_llama && writer->write != dummy_ple)
-    return report(Status::Error(Code::kInvalidArgument, "--ffn needs --arch llama or esp32ai-ple"));
+  if (o.ffn != "silu" && writer->write != dummy_llama && writer->write != dummy_ple && writer->write != dummy_qwen2)
+    return report(Status::Error(Code::kInvalidArgument, "--ffn needs --arch llama, qwen2 or esp32ai-ple"));
   if (o.untied_head && writer->write != dummy_qwen2 && writer->write != dummy_ple)
     return report(Status::Error(Code::kInvalidArgument, "--untied-head needs --arch qwen2"));
   return writer->write(o);
@@ -368,7 +369,7 @@ void add_dummy_command(CLI::App& app, int* exit_code) {
       cmd->add_option("--kv-heads", o->kv_heads, "llama: key/value heads")->check(CLI::Range(1, 256)),
       cmd->add_option("--seq-len", o->seq_len, "llama: context length")->check(CLI::Range(1, 1 << 20))};
   cmd->add_option("--seed", o->seed, "Weight seed");
-  cmd->add_option("--ffn", o->ffn, "llama, esp32ai-ple: FFN activation, silu (SwiGLU, default) or relu (ReLU-gated: the sparse FFN runs)")
+  cmd->add_option("--ffn", o->ffn, "llama, qwen2, esp32ai-ple: FFN activation, silu (SwiGLU, default) or relu (ReLU-gated: the sparse FFN runs)")
       ->check(CLI::IsMember({"silu", "relu"}));
   cmd->add_option("--chat-template", o->chat_template, "Store this text as tokenizer.chat_template (llama arch)");
   add_pretuned_options(cmd, &o->pretuned);

@@ -112,6 +112,11 @@ Status write_gguf_dummy(const GgufDummyOptions& opt, const Llama2cTokenizer& tok
   w->set_f32(p + "rope.freq_base", L.rope_theta);
   w->set_f32(p + "attention.layer_norm_rms_epsilon", gguf_arch_keys(da->gguf_arch)->norm_eps);
   if (da->vocab_key) w->set_u32(p + "vocab_size", static_cast<uint32_t>(vocab));
+  if (opt.relu_ffn) {
+    if (!gguf_arch_keys(da->gguf_arch)->ffn_act_key)
+      return Status::Error(Code::kInvalidArgument, "a ReLU FFN needs --arch qwen2 (%s files hold no activation key)", da->gguf_arch);
+    w->set_string(kLlamaFfnKey, "relu");
+  }
   w->set_string("mcullm.source", "mcullm dummy --arch " + L.arch + " --layout " + L.name + " --seed " + std::to_string(opt.seed));
   MC_TRY(add_llama_vocab(w, tok, vocab));
 

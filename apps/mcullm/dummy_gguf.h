@@ -19,6 +19,7 @@ struct GgufDummyOptions {
   DType linear_type = DType::kI2_S;     // i2_s / tl1 / tl2 (the same weights whichever); qwen2 also f32 / f16 / q8_0 / q4_0 / q4g64
   DType embedding_type = DType::kF16;   // BitNet f32, f16 or q8_0; qwen2 any dense type
   bool tied_head = true;                // qwen2: else output.weight, of embedding_type
+  bool relu_ffn = false;                // qwen2: a ReLU-gated FFN (mcullm.ffn_activation = "relu")
   std::string name;                     // general.name; empty: "mcullm dummy bitnet" / "mcullm dummy qwen2"
 };
 

@@ -26,7 +26,7 @@ void add_model_options(CLI::App* cmd, ModelOptions* o, unsigned flags, const Mod
     cmd->add_flag("--dense-ffn", o->dense_ffn,
                   "ReLU FFN: run it dense, not gate first reading only live neurons (the same bits; for timing)");
     cmd->add_option("--sparse-ffn-max-live", o->sparse_max_live,
-                    "ReLU FFN with a q8_0 / q4_0 / q4g64 / q4e down matrix: gate first only for tokens with at most this many "
+                    "ReLU FFN with a q8_0 / q4_0 / q4g64 / q4e / i2_s down matrix: gate first only for tokens with at most this many "
                     "live neurons per 1000 (1000: always; the same bits either way)")
         ->check(CLI::Range(0, 1000));
   }

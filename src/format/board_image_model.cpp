@@ -154,7 +154,7 @@ const LlamaConfig& BoardModel::cfg() const {
 }
 
 // The llama family (model/transformer_runner.h): the row's spec, with what the image chooses:
-// config.ffn 1 is ReLU for a dense arch, ReLU^2 for a ternary one (act_variants); config.rope the
+// config.ffn 1 is ReLU for llama and qwen2 (dense or ternary), ReLU^2 for the bitnet archs (act_variants); config.rope the
 // RoPE style of the sub-norm (bitnet) archs; dense_or_ternary (qwen2) as layer 0's wq.
 static Status transformer_from_image(const BoardImage& img, const LlamaConfig& cfg, Arena& tables, BoardModel* out) {
   const BoardImageConfig& ic = img.config();
@@ -169,7 +169,7 @@ static Status transformer_from_image(const BoardImage& img, const LlamaConfig& c
   const ArchInfo& a = *out->arch;
   m.spec = a.spec;
   if (a.act_variants)  // ReLU runs dense here (no f32 down copy)
-    m.spec.act = !ic.ffn ? FfnAct::kSilu : a.spec.ternary ? FfnAct::kReluSqr : FfnAct::kRelu;
+    m.spec.act = !ic.ffn ? FfnAct::kSilu : a.spec.ternary && !a.dense_or_ternary ? FfnAct::kReluSqr : FfnAct::kRelu;
   if (a.spec.sub_norms) m.spec.rope = static_cast<RopeStyle>(ic.rope);  // written by the export for these archs
   if (a.dense_or_ternary) {
     const BoardImageTensor* wq = img.find(board_tensor_id(BoardRole::kWq, part.first));

@@ -12,7 +12,7 @@ constexpr GgufArchKeys kArchKeys[] = {
     {"llama",     1e-5f, 10000.0f, true},
     {"bitnet",    1e-5f, 10000.0f, false},
     {"bitnet-25", 1e-5f, 10000.0f, false},
-    {"qwen2",     1e-6f, 1e6f,     false},
+    {"qwen2",     1e-6f, 1e6f,     true},   // mcullm's key too: a ReLU-gated qwen2 (train/, mcullm dummy --ffn relu)
 };
 
 using L = LayerTensor;

@@ -141,6 +141,7 @@ void silu_mul_ref(float* gate, const float* up, int n);
 void matvec_i2s_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matmat_i2s_ref(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
                     size_t y_stride, int r0, int r1);
+void matvec_i2s_rows_ref(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y);
 void tl_lut_build_ref(const TlTensor& w, const int8_t* q, uint8_t* lut);
 void tl_matmul_ref(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens,
                    float* y, size_t y_stride, int tile0, int tile1);
@@ -162,6 +163,10 @@ bool matmat_tiled_none(const MatRef& w, const ActMat& x, int n, float* y, size_t
 // 32c + 16 + i in its high nibble. scales[b * rows + r] = row r's block b scale as f32 (f16_to_f32 of
 // the stored d, exact). rows % 32 == 0; cols % block == 0 except for q4e, whose block is the tensor's
 // group (any size; the last group may be shorter).
+// i2_s (a ternary down matrix): column j's 2-bit codes (w + 1, as stored: a code 3 stays 3, which every
+// i2_s kernel reads as weight 2) at w + j * col_bytes (col_bytes = rows / 4), i2_s's bit order per 32
+// rows instead of 128: row 32c + 8k + i at byte 8c + i, bits 7-6 for k = 0 .. 1-0 for k = 3; block =
+// cols (one scale), scales[0] = the tensor's scale.
 struct DownCols {
   DType type = DType::kF32;  // kF32: not built
   int rows = 0, cols = 0, block = 0;
@@ -179,6 +184,8 @@ struct DownCols {
 // q4e follows its own order (the contract above, int8 activations, xs[0] the one scale): per row one
 // accumulator from +0, acc += (float)isum_g * d_g in increasing group order, y = acc * xs[0]; a group
 // with no listed column is skipped by the same argument (acc starts at +0, so it is never -0).
+// i2_s follows matvec_i2s's: one exact int32 sum per row over the listed columns (a column not listed
+// has xq == 0 and adds 0 to the dense sum), then y[r] = (float)isum * (scales[0] * xs[0]).
 void matvec_down_cols_ref(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live,
                           float* y, int r0, int r1);
 
@@ -216,6 +223,9 @@ struct KernelSet {
   // outputs at y + c * y_stride; every output has matvec_i2s's bits (integer sums are exact).
   void (*matmat_i2s)(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y,
                      size_t y_stride, int r0, int r1) = matmat_i2s_ref;
+  // The n rows listed in `rows` (the sparse FFN's live up rows): y[rows[i]] has matvec_i2s's bits.
+  void (*matvec_i2s_rows)(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n,
+                          float* y) = matvec_i2s_rows_ref;
 
   // One token's LUT (tl_lut_bytes) from its int8 activations (w.cols of them).
   void (*tl_lut_build)(const TlTensor& w, const int8_t* q, uint8_t* lut) = tl_lut_build_ref;
@@ -249,7 +259,7 @@ struct KernelSet {
   bool (*matmat_tiled)(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1) = matmat_tiled_none;
 
   // The sparse ReLU FFN's down product over the live columns of a column-stored block matrix
-  // (DownCols above): the row-major block matvec's bits (q4e: matvec_q4e_q8's).
+  // (DownCols above): the row-major block matvec's bits (q4e: matvec_q4e_q8's; i2_s: matvec_i2s's).
   void (*matvec_down_cols)(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live,
                            float* y, int r0, int r1) = matvec_down_cols_ref;
 };

@@ -21,7 +21,7 @@ constexpr ArchInfo kArchs[] = {
     {"bitnet",         "bitnet",      nullptr,             ArchFamily::kTransformer, bitnet_spec(false), 3,    true,   false, true,   false, ArchSlices::kNone},
     {"bitnet-25",      "bitnet-25",   nullptr,             ArchFamily::kTransformer, bitnet_spec(true),  4,    true,   false, true,   false, ArchSlices::kNone},
     {"ple",            "esp32ai-ple", nullptr,             ArchFamily::kPle,         BlockSpec(),        5,    false,  false, false,  true,  ArchSlices::kNone},
-    {"qwen2",          "qwen2",       "Qwen2ForCausalLM",  ArchFamily::kTransformer, qwen2_spec(true),   6,    true,   true,  false,  false, ArchSlices::kRanges},
+    {"qwen2",          "qwen2",       "Qwen2ForCausalLM",  ArchFamily::kTransformer, qwen2_spec(true),   6,    true,   true,  true,   false, ArchSlices::kRanges},
 };
 constexpr int kNumArchs = static_cast<int>(sizeof kArchs / sizeof kArchs[0]);
 

@@ -33,7 +33,7 @@ struct ArchInfo {
   uint32_t board_arch;    // format/board_image.h BoardArch of its board images
   bool ternary;           // its linear layers are ternary (dense_or_ternary: may be)
   bool dense_or_ternary;  // its files choose dense or ternary linear layers (spec.ternary from the file)
-  bool act_variants;      // its files may choose a ReLU FFN (llama: ReLU, ternary: ReLU^2; board config.ffn)
+  bool act_variants;      // its files may choose a ReLU FFN (llama, qwen2: ReLU; bitnet: ReLU^2; board config.ffn)
   bool head_groups;       // vocab head groups are read for it (model/vocab_head.h, `mcullm head`)
   ArchSlices slices;
 };

@@ -65,6 +65,10 @@ void up_task(void* ctx, int ith, int nth) {
   const UpJob& j = *static_cast<const UpJob*>(ctx);
   int b = 0, e = 0;
   slice(j.n_live, ith, nth, &b, &e);
+  if (j.up->type == DType::kI2_S && j.x->q && j.x->scales) {  // matvec()'s choice for i2_s, all rows in one call
+    j.k->matvec_i2s_rows(*j.up, j.x->q, j.x->scales, j.live + b, e - b, j.u);
+    return;
+  }
   for (int i = b; i < e; ++i) matvec(*j.k, *j.up, *j.x, j.u, j.live[i], j.live[i] + 1);
 }
 
@@ -111,11 +115,43 @@ int weight_at(const MatRef& m, int r, int i, float* d) {
   return (j < 32 ? (b.qs[j] & 0x0F) : (b.qs[j - 32] >> 4)) - 8;
 }
 
+// An i2_s matrix's columns with their codes as stored (kernels.h DownCols: row 32c + 8k + i at byte
+// 8c + i, bits 6 - 2k; the row-major i2_s row holds weight 128g + 32k + b at byte 32g + b, bits 6 - 2k).
+Status build_i2s_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
+  const int rows = down.rows, cols = down.cols;
+  if (rows <= 0 || cols <= 0 || rows % 32 != 0 || cols % 128 != 0) return Status::Ok();
+  const size_t col_bytes = static_cast<size_t>(rows) / 4;
+  uint8_t* w = nullptr;
+  float* scale = nullptr;
+  MC_TRY(arena.alloc_array(col_bytes * static_cast<size_t>(cols), TensorClass::kFfn, &w));
+  MC_TRY(arena.alloc_array(1, TensorClass::kFfn, &scale));
+  for (size_t i = 0; i < col_bytes * static_cast<size_t>(cols); ++i) w[i] = 0;
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* row = down.row(r);
+    const int to = 6 - 2 * ((r % 32) / 8);
+    uint8_t* at = w + (r / 32) * 8 + r % 8;
+    for (int i = 0; i < cols / 4; ++i)  // byte i: columns 128 (i / 32) + 32k + i % 32, bits 6 - 2k
+      for (int k = 0; k < 4; ++k) {
+        const size_t j = static_cast<size_t>(128 * (i / 32) + 32 * k + i % 32);
+        at[j * col_bytes] |= static_cast<uint8_t>(((row[i] >> (6 - 2 * k)) & 3) << to);
+      }
+  }
+  *scale = down.scale;
+  out->type = DType::kI2_S;
+  out->rows = rows;
+  out->cols = cols;
+  out->block = cols;
+  out->col_bytes = col_bytes;
+  out->w = w;
+  out->scales = scale;
+  return Status::Ok();
+}
 }  // namespace
 
 Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
   *out = DownCols();
   const DType t = down.type;
+  if (t == DType::kI2_S) return build_i2s_down_cols(down, arena, out);
   if (t != DType::kQ8_0 && t != DType::kQ4_0 && t != DType::kQ4G64 && t != DType::kQ4E) return Status::Ok();
   const int rows = down.rows, cols = down.cols, block = block_of(down);
   if (rows <= 0 || cols <= 0 || block <= 0 || rows % 32 != 0 || (t != DType::kQ4E && cols % block != 0))
@@ -169,6 +205,9 @@ ActVec quantize_h(const KernelSet& k, const DownCols& down, const FfnScratchQ& s
   if (down.type == DType::kQ4E) {
     q4e_quantize_activations(s.h, ffn, s.hq, s.hs);
     hx.block = ffn;
+  } else if (down.type == DType::kI2_S) {  // run_ternary_matmats's BitLinear input (bitnet.cpp's I8_S)
+    k.quantize_i8s(s.h, ffn, s.hq, s.hs);
+    hx.block = ffn;
   } else {
     k.quantize_blocks(s.h, ffn, down.block, s.hq, s.hs);
     hx.block = down.block;
@@ -212,8 +251,9 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
     if (s.hq[i] != 0) s.live[n_cols++] = i;
   DownJob down{&k, &f.down, s.hq, s.hs, s.live, n_cols, y};
   pool.run_sized(down_task, &down, static_cast<size_t>(n_cols) * static_cast<size_t>(f.down.rows));
-  int blocks = 0;
-  for (int n = 0; n < n_cols; ++n) blocks += n == 0 || s.live[n] / f.down.block != s.live[n - 1] / f.down.block;
+  int blocks = 0;  // block scales read (i2_s: its one tensor scale, counted as none)
+  for (int n = 0; n < n_cols && f.down.type != DType::kI2_S; ++n)
+    blocks += n == 0 || s.live[n] / f.down.block != s.live[n - 1] / f.down.block;
   stats->skipped = ffn - live;
   stats->bytes_read = static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(live) * f.up.row_bytes +
                       static_cast<size_t>(n_cols) * f.down.col_bytes +

@@ -21,6 +21,11 @@
 // column adds 0 to its group's int32 sum, a group with no column left adds +-0 to an accumulator that
 // is never -0, and y = acc * xs[0] follows. The same argument holds for odd groups that start
 // mid-byte and a shorter last group (only which columns belong to a group matters).
+// i2_s down matrices (ternary models, whose gate and up are i2_s too): x and h are quantized as
+// run_ternary_matmats quantizes them (k.quantize_i8s, one scale; dead zeros do not change max |h|),
+// the gate and the live up rows are matvec_i2s's rows, and the dense i2_s matvec is one exact int32
+// sum per row times (scale * xs[0]): a skipped column adds 0 to that sum, so the column kernel's
+// (float)isum * (scale * xs[0]) is the same expression on the same integer.
 #pragma once
 #include "core/arena.h"
 #include "core/thread_pool.h"
@@ -54,19 +59,22 @@ void ffn_relu_dense(const KernelSet& k, const ReluFfn& f, const ActVec& x, float
 void ffn_relu_sparse(const KernelSet& k, const ReluFfn& f, const ActVec& x, float* g, float* u, float* h, float* y,
                      float* lanes, FfnStats* stats);
 
-// The column-stored copy of a q8_0 / q4_0 / q4g64 / q4e down matrix [rows, cols] (kernels.h DownCols)
-// in `arena`. Ok with out->type == kF32 (not built; the dense path runs) for other types, rows % 32 != 0,
-// cols % block != 0 (not for q4e), or a block scale that is not finite.
+// The column-stored copy of a q8_0 / q4_0 / q4g64 / q4e / i2_s down matrix [rows, cols] (kernels.h
+// DownCols) in `arena`. Ok with out->type == kF32 (not built; the dense path runs) for other types,
+// rows % 32 != 0, cols % block != 0 (not for q4e; i2_s: cols % 128), or a block scale that is not
+// finite (i2_s: its one scale is copied as it is; the dense sum times it gives the same bits anyway).
 Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out);
 
 // Default of ReluFfnQ::max_live_permille: on Zen 3 (AVX2, 2 threads) a random-weight q4g64 ReLU dummy
 // with about 50% live neurons ran at 0.5-0.7x with the column kernel; the break-even is not measured.
+// i2_s (Zen 5, avx512, weights from DRAM, bench/sparse_ffn_bench): the FFN gate first at 25% live
+// 1.1-1.8x dense, at 50% 0.5-1.4x: the break-even is near 40% live; the same default is kept.
 constexpr int kSparseFfnMaxLivePermille = 250;
 
 struct ReluFfnQ {
   MatRef gate;    // [ffn, dim], any dense type (with x.q filled when quantized)
   MatRef up;      // [ffn, dim], same
-  DownCols down;  // [dim, ffn] q8_0 / q4_0 / q4g64 / q4e, column-stored
+  DownCols down;  // [dim, ffn] q8_0 / q4_0 / q4g64 / q4e / i2_s, column-stored
   MatRef down_rows;  // the same matrix row-major (the dense fallback)
   // Above this share of live neurons (per mille) the token runs dense after the gate (the same bits):
   // the column kernel does more integer work per weight than the row kernels, so it pays only when
@@ -78,11 +86,11 @@ struct FfnScratchQ {
   float* u;       // [ffn]
   float* h;       // [ffn]
   int8_t* hq;     // [ffn] h quantized (may be x.q: read only before h is quantized)
-  float* hs;      // [ffn / block] (q4e: [1])
+  float* hs;      // [ffn / block] (q4e, i2_s: [1])
   int32_t* live;  // [ffn]
 };
 // Gate first with a quantized down matrix: g = gate . x (all rows, on the pool); when at most
-// max_live_permille of the neurons are live: up rows of live neurons only (g > 0), h = relu(g) * u with dead neurons +0, h quantized per block (k.quantize_blocks; q4e: one scale),
+// max_live_permille of the neurons are live: up rows of live neurons only (g > 0), h = relu(g) * u with dead neurons +0, h quantized per block (k.quantize_blocks; q4e: one scale; i2_s: k.quantize_i8s),
 // y = down . h from the non-zero columns only (k.matvec_down_cols, rows split in 32-row chunks):
 // y has the bits of the dense path's matvec of the row-major down matrix. Else the dense rest: up for
 // every row, relu_mul, h quantized, the row-major down matvec (the same bits by construction).

@@ -74,12 +74,15 @@ Status TransformerModel::check_shapes() const {
 }
 
 Status build_sparse_ffn(TransformerModel* m, Arena& arena) {
-  if (m->spec.act != FfnAct::kRelu || m->spec.ternary || m->spec.sub_norms) return Status::Ok();
+  if (m->spec.act != FfnAct::kRelu || m->spec.sub_norms) return Status::Ok();
   const int dim = m->cfg.dim, hidden = m->cfg.hidden_dim;
   for (int l = m->first_layer; l < m->end(); ++l) {
     TransformerLayer& L = m->layers[l - m->first_layer];
     // The sparse FFN reads gate and up with one quantized input, and the down columns as f32 or blocks.
     if (L.w1.type != L.w3.type || L.w2.rows != dim || L.w2.cols != hidden) continue;
+    // Ternary: i2_s only (tl1 / tl2 gate and up rows are read in BM-row tiles through a LUT per
+    // token, so single live rows cannot be picked out).
+    if (m->spec.ternary && (L.w1.type != DType::kI2_S || L.w2.type != DType::kI2_S)) continue;
     if (L.w2.type != DType::kF32) {
       MC_TRY(build_down_cols(L.w2, arena, &L.w2_cols));
       continue;
@@ -193,7 +196,12 @@ bool TransformerRunner::sparse_ffn(const TransformerLayer& L) {
   const int dim = model_->cfg.dim;
   ActVec act;
   act.f = b_.xb;
-  if (const int block = act_block(L.w1); block > 0) {
+  if (model_->spec.ternary) {  // run_ternary_matmats's input: one int8 vector with one scale (I8_S)
+    kernels_->quantize_i8s(b_.xb, dim, b_.act_q, b_.act_scales);
+    act.q = b_.act_q;
+    act.scales = b_.act_scales;
+    act.block = dim;
+  } else if (const int block = act_block(L.w1); block > 0) {
     kernels_->quantize_blocks(b_.xb, dim, block, b_.act_q, b_.act_scales);
     act.q = b_.act_q;
     act.scales = b_.act_scales;

@@ -11,7 +11,7 @@
 // The seven linear matrices of every layer are all dense (any type the kernels read; the input
 // quantized per the weights' block) or all ternary (i2_s / tl1 / tl2 with their per-tensor scale;
 // the input quantized once per token as bitnet.cpp's I8_S). A ReLU FFN whose down matrix has an f32
-// transposed copy (w2_t) or a q8_0 / q4_0 / q4g64 down matrix with a column-stored copy (w2_cols)
+// transposed copy (w2_t) or a q8_0 / q4_0 / q4g64 / i2_s down matrix with a column-stored copy (w2_cols)
 // runs gate first (model/sparse_ffn.h) for single tokens: the same bits.
 //
 // n tokens at positions pos0.. go through the same loop on the batch buffers (for n = 1 a view of
@@ -59,7 +59,7 @@ struct TransformerLayer {
   MatRef wq, wk, wv, wo;                 // [dim, dim], [kv_dim, dim], [kv_dim, dim], [dim, dim]
   MatRef w1, w2, w3;                     // gate [hidden, dim], down [dim, hidden], up [hidden, dim]
   const float* w2_t = nullptr;           // ReLU FFN: f32 down transposed [hidden, dim]; set: the sparse FFN runs
-  DownCols w2_cols;                      // ReLU FFN: q8_0 / q4_0 / q4g64 down stored by column; built: the sparse FFN runs
+  DownCols w2_cols;                      // ReLU FFN: q8_0 / q4_0 / q4g64 / i2_s down stored by column; built: the sparse FFN runs
 };
 
 struct TransformerModel {
@@ -84,7 +84,8 @@ struct TransformerModel {
 };
 
 // Builds w2_t (in `arena`) for every layer of a ReLU model whose down matrix is f32, w2_cols for one
-// whose down matrix is q8_0 / q4_0 / q4g64 (dense models without sub-norms; model/sparse_ffn.h).
+// whose down matrix is q8_0 / q4_0 / q4g64 (dense models) or i2_s (ternary models whose gate, up and
+// down are i2_s); models with sub-norms are left dense (model/sparse_ffn.h).
 Status build_sparse_ffn(TransformerModel* m, Arena& arena);
 
 // Runs layers [first, end) of a model (held ones) on one residual stream, with a KV cache of those

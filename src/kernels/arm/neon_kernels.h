@@ -14,6 +14,9 @@ void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, i
 void matvec_q4g64(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matvec_q4e_q8(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+// The sparse FFN's down product over live columns: i2_s in NEON, the block types the reference's (down_cols_neon.cpp).
+void matvec_down_cols(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live, float* y,
+                      int r0, int r1);
 void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens,
                float* y, size_t y_stride, int tile0, int tile1);  // tl_neon.cpp (TL1; TL2 takes the reference)
 

@@ -191,6 +191,7 @@ constexpr KernelSet kPie = {.name = "pie",
                             .attn_values = attn_values_unrolled,
                             .matvec_i2s = matvec_i2s_pie,
                             .matmat_i2s = matmat_i2s_by_rows<matvec_i2s_pie>,
+                            .matvec_i2s_rows = matvec_i2s_rows_by_row<matvec_i2s_pie>,
                             .matvec_q4e_q8 = matvec_q4e_q8_pie,
                             .attn_scores_q8 = attn_scores_q8_pie,
                             .attn_values_q8 = attn_values_q8_unrolled};

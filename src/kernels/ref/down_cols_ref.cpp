@@ -15,6 +15,18 @@ inline int down_cols_weight(DType type, const uint8_t* col, int r) {
 
 void matvec_down_cols_ref(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live,
                           float* y, int r0, int r1) {
+  if (w.type == DType::kI2_S) {  // matvec_i2s_ref's order: one int32 sum per row, one float step
+    const float scale = w.scales[0] * xs[0];
+    for (int r = r0; r < r1; ++r) {
+      int32_t isum = 0;
+      for (int k = 0; k < n_live; ++k) {
+        const uint8_t byte = w.w[static_cast<size_t>(live[k]) * w.col_bytes + (r / 32) * 8 + r % 8];
+        isum += (((byte >> (6 - 2 * ((r % 32) / 8))) & 3) - 1) * xq[live[k]];
+      }
+      y[r] = static_cast<float>(isum) * scale;
+    }
+    return;
+  }
   if (w.type == DType::kQ4E) {  // one accumulator, groups in increasing order, one scale at the end
     for (int r = r0; r < r1; ++r) {
       float acc = 0.0f;

@@ -1,4 +1,5 @@
 #include "kernels/kernels.h"
+#include "kernels/matmat_rows.h"
 
 namespace mcullm {
 
@@ -16,6 +17,10 @@ void matvec_i2s_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y
         }
     y[r] = static_cast<float>(isum) * scale;
   }
+}
+
+void matvec_i2s_rows_ref(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y) {
+  matvec_i2s_rows_by_row<matvec_i2s_ref>(w, xq, xs, rows, n, y);
 }
 
 }  // namespace mcullm

@@ -29,6 +29,7 @@ void silu_mul(float* gate, const float* up, int n);
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y, size_t y_stride,
                 int r0, int r1);
+void matvec_i2s_rows(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y);
 void tl_lut_build(const TlTensor& w, const int8_t* q, uint8_t* lut);
 void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const float* inv_scales, int n_tokens, float* y,
                size_t y_stride, int tile0, int tile1);
@@ -61,6 +62,7 @@ constexpr KernelSet table(const char* name,
           .silu_mul = silu_mul,
           .matvec_i2s = matvec_i2s,
           .matmat_i2s = matmat_i2s,
+          .matvec_i2s_rows = matvec_i2s_rows,
           .tl_lut_build = tl_lut_build,
           .tl_matmul = tl_matmul,
           .matvec_q4e_f32 = matvec_q4e_f32,
@@ -92,6 +94,21 @@ static inline void unpack_q4g64(const BlockQ4G64& b, __m256i* v) {  // v[0]: wei
 // rows of 3072 weights (768 bytes) streamed from DRAM at 6 GB/s four at a time, 14 GB/s one at a
 // time; 768 weights (192 bytes): 17-20 GB/s four at a time, 14.5 one at a time.
 static inline bool rows_side_by_side(const MatRef& w, int rows) { return w.row_bytes * static_cast<size_t>(rows) <= 1024; }
+// Asks for the bytes of row `rows[i + ahead]` (when listed) before they are read: the sparse FFN's
+// live rows are short reads scattered over the matrix, which the hardware prefetcher does not foresee.
+static inline void prefetch_listed_row(const MatRef& w, const int32_t* rows, int i, int n, int ahead) {
+  if (i + ahead >= n) return;
+  const uint8_t* row = w.row(rows[i + ahead]);
+  for (size_t o = 0; o < w.row_bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(row + o), _MM_HINT_T0);
+}
+// The same for the sparse FFN's column-stored down matrix: columns live[k], live[k + 1] (those listed),
+// rows [32 * c0, 32 * (c0 + n)).
+static inline void prefetch_columns(const DownCols& w, const int32_t* live, int k, int n_live, int c0, int n) {
+  for (int i = k; i < k + 2 && i < n_live; ++i) {
+    const uint8_t* col = w.w + static_cast<size_t>(live[i]) * w.col_bytes + 8 * c0;
+    for (int o = 0; o < 8 * n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(col + o), _MM_HINT_T0);
+  }
+}
 static inline __m256i load_x(const int8_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)); }
 
 // Lanes [0, n) set, the rest clear (n may be <= 0 or >= 8).
@@ -140,6 +157,7 @@ namespace mcullm::avx512 {
 void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
 void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_stride, const float* xs, int n, float* y, size_t y_stride,
                 int r0, int r1);
+void matvec_i2s_rows(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y);
 // Sum of n int8 values (n a multiple of 32).
 int32_t sum_i8(const int8_t* x, int n);
 

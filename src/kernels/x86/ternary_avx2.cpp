@@ -138,4 +138,18 @@ void matvec_i2s(const MatRef& w, const int8_t* xq, const float* xs, float* y, in
   }
 }
 
+// The listed rows with the activations' sum computed once (matvec_i2s's per call) and each row
+// prefetched 8 rows ahead.
+void matvec_i2s_rows(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y) {
+  const float scale = w.scale * xs[0];
+  const int32_t xsum = sum_i8(xq, w.cols);
+  for (int i = 0; i < n && i < 8; ++i) prefetch_listed_row(w, rows, i, n, 0);
+  for (int i = 0; i < n; ++i) {
+    prefetch_listed_row(w, rows, i, n, 8);
+    int32_t s;
+    rows_dot<1>(w, rows[i], xq, &s);
+    y[rows[i]] = static_cast<float>(s - xsum) * scale;
+  }
+}
+
 }  // namespace mcullm::avx2

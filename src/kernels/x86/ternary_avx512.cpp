@@ -143,4 +143,19 @@ MCULLM_AVX512 void matmat_i2s(const MatRef& w, const int8_t* xq, size_t xq_strid
   });
 }
 
+// The listed rows with the activations' sum computed once (matvec_i2s's per call) and each row
+// prefetched 8 rows ahead (avx2::matvec_i2s_rows with the VNNI row kernel).
+MCULLM_AVX512 void matvec_i2s_rows(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n,
+                                   float* y) {
+  const float scale = w.scale * xs[0];
+  const int32_t xsum = sum_i8(xq, w.cols);
+  for (int i = 0; i < n && i < 8; ++i) avx2::prefetch_listed_row(w, rows, i, n, 0);
+  for (int i = 0; i < n; ++i) {
+    avx2::prefetch_listed_row(w, rows, i, n, 8);
+    int32_t s;
+    rows_dot<1>(w, rows[i], xq, &s);
+    y[rows[i]] = static_cast<float>(s - xsum) * scale;
+  }
+}
+
 }  // namespace mcullm::avx512

@@ -11,6 +11,9 @@ void tl_matmul(const TlTensor& w, const uint8_t* lut, size_t lut_stride, const f
 bool matmat_tiled(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 // q4_0 times q8 activations, one column (matvec_q4_0_avx512.cpp).
 void matvec_q4_0(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+// The sparse FFN's down product over live columns: i2_s on 512-bit vectors, the block types avx2's (down_cols_avx512.cpp).
+void matvec_down_cols(const DownCols& w, const int8_t* xq, const float* xs, const int32_t* live, int n_live, float* y,
+                      int r0, int r1);
 
 }  // namespace mcullm::avx512
 
