@@ -220,8 +220,12 @@ TEST(SparseFfnTernary, GenerationEqualsDenseOnEveryTable) {
         EXPECT_EQ(0, std::memcmp(g.logits.data(), dense.logits.data(), dense.logits.size() * 4));
         EXPECT_EQ(g.counts.neurons, dense.counts.neurons);
         EXPECT_EQ(g.counts.live, dense.counts.live);
-        if (max_live == 1000) EXPECT_EQ(g.counts.skipped, g.counts.neurons - g.counts.live);
-        if (max_live <= 0) EXPECT_EQ(g.counts.skipped, 0u);
+        if (max_live == 1000) {
+          EXPECT_EQ(g.counts.skipped, g.counts.neurons - g.counts.live);
+        }
+        if (max_live <= 0) {
+          EXPECT_EQ(g.counts.skipped, 0u);
+        }
       }
     }
   }
