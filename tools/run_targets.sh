@@ -21,6 +21,8 @@
 #                     prompt's length - 1). Either way one more row, board-host-b1, runs the host's
 #                     runner token by token (batch=1): batched and not must give the same fingerprint
 #   --work-tier T     where the board runners keep KV cache and activations: sram (default) or psram
+#   --board-args ARGS more key=value arguments for every board runner (e.g. "sparse=1000": a ReLU model's
+#                     FFN gate first on the boards; the PC runs as it does by default: the same bits)
 #   --refusals        instead: every runner must refuse a truncated image, a corrupt one, an image
 #                     whose SRAM section does not fit and one larger than its flash, each with its
 #                     message and exit code
@@ -40,6 +42,7 @@ TEMP=0
 SEED=42
 KV=f32
 CORES=1
+BOARD_ARGS=()
 BATCH=""
 TIER=sram
 MODE=compare
@@ -55,6 +58,7 @@ while [ $# -gt 0 ]; do
     --cores) CORES=$2; shift 2 ;;
     --batch) BATCH=$2; shift 2 ;;
     --work-tier) TIER=$2; shift 2 ;;
+    --board-args) read -r -a BOARD_ARGS <<<"$2"; shift 2 ;;
     --refusals) MODE=refusals; shift ;;
     --build) BUILD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
@@ -150,7 +154,7 @@ run_board() {
   shift 2
   local args=(image="$image" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" seed="$SEED" kv="$KV" cores="$CORES" work="$TIER")
   [ -n "$BATCH" ] && args+=(batch="$BATCH")
-  args+=("$@")
+  args+=("${BOARD_ARGS[@]}" "$@")
   local rc=0
   case "$target" in
     board-host) "$BOARD" "${args[@]}" >"$WORK/$target.out" 2>&1 || rc=$? ;;

@@ -48,6 +48,14 @@ LlamaConfig board_llama_config(const BoardImageConfig& c);
 // embedded tokenizer image is opened (TokenizerImage::open checks all of it) and must fit the vocabulary.
 Status board_model_from_image(const BoardImage& img, Arena& tables, BoardModel* out);
 
+// The gate-first sparse FFN of a ReLU model (model/sparse_ffn.h) on a board: the column-stored copy of
+// every quantized down matrix (build_down_cols: the size of the matrix) in `arena`, built from the
+// image's row-major matrices at start-up (the image keeps one copy; the dense path and batched prefill
+// read it). Call it before the decoder's init. *bytes: what the copies took (0 for SwiGLU models and
+// architectures without a sparse FFN, which are left as they are). An arena without room is an
+// error that says so (the caller may run dense instead).
+Status board_model_build_sparse_ffn(BoardModel* m, Arena& arena, size_t* bytes);
+
 // The decoder of whichever architecture the model has; KV cache (f32, or int8 with one scale per head
 // per position: `mcullm run --kv int8`'s bits) and activations from `work`.
 class BoardDecoder {
@@ -59,6 +67,12 @@ class BoardDecoder {
   // which later single tokens use too: pass the work arena). cap <= 1 leaves it off. The bitllama2c
   // family has no batched prefill: it keeps one token a call. After init, before generating.
   Status enable_batch(int cap, Arena& arena);
+  // The gate-first sparse FFN (after board_model_build_sparse_ffn) on or off, and above which share of
+  // live neurons a token runs dense (per mille, ReluFfnQ::max_live_permille). The same bits either way.
+  void set_sparse_ffn(bool on, int max_live_permille) {
+    transformer_.set_sparse_ffn(on, max_live_permille);
+    ple_.set_sparse_ffn(on, max_live_permille);
+  }
   Decoder& decoder() { return *active_; }
   // The model's default head (BoardModel::head), or the full head where it is pruned and the
   // generation does not pick the argmax (sampling): a pruned head is exact for greedy decoding only.

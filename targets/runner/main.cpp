@@ -19,6 +19,13 @@
 //                weights (16 KiB, kernels/matmat_rows.h) and 8 columns' activations stay within the
 //                ESP32-S3's 32 KiB data cache while the columns pass over it, and PSRAM / flash weight
 //                reads per prompt token drop 8x (docs/firmware.md, "Batched prefill on the board").
+//   sparse=P     a ReLU model's FFN gate first (model/sparse_ffn.h, the same bits as dense) where at most
+//                P per mille of a token's neurons are live (250: `mcullm run`'s default; 1000: always):
+//                the quantized down matrices' column copies are built in PSRAM at start
+//                (board_model_build_sparse_ffn); the live and skipped neurons are counted. 0 (the
+//                default): dense, no copies. On the emulated S3 the column kernels are the scalar
+//                reference while the dense rows run PIE: the ternary ReLU Qwen2 of docs/single-board.md
+//                took 1,641k instructions a token gate first against 1,287k dense.
 //   logits=all|sampled  sampled: only the sampled steps' logits go into the fingerprint, so the batched
 //                prompt skips the output head as the firmware does (its tokens hash is unchanged)
 // It reads the image into the "flash" buffer, validates it, copies the SRAM / PSRAM sections into
@@ -67,6 +74,7 @@ struct Args {
   KvType kv = KvType::kF32;
   int n = 16;
   int cores = 1;
+  int sparse = 0;  // max live neurons per mille for the gate-first FFN; 0: dense
   int batch = 8;
   bool prompt_logits = true;
   SamplerConfig sampler;
@@ -130,6 +138,7 @@ Status parse_args(int argc, char** argv, Args* a) {
     else if (is("work")) { a->work_psram = strcmp(v, "psram") == 0; ok = a->work_psram || strcmp(v, "sram") == 0; }
     else if (is("kv")) { ok = parse_kv_type(v, &a->kv); }
     else if (is("n")) { ok = parse_uint(v, 1u << 20, &u); a->n = static_cast<int>(u); }
+    else if (is("sparse")) { ok = parse_uint(v, 1000, &u); a->sparse = static_cast<int>(u); }
     else if (is("cores")) { ok = parse_uint(v, 2, &u) && u >= 1; a->cores = static_cast<int>(u); }
     else if (is("batch")) { ok = parse_uint(v, 4096, &u); a->batch = static_cast<int>(u); }
     else if (is("logits")) { a->prompt_logits = strcmp(v, "all") == 0; ok = a->prompt_logits || strcmp(v, "sampled") == 0; }
@@ -362,6 +371,10 @@ int generate_and_report(const Args& a, Decoder& dec, const BoardImageConfig& c, 
              static_cast<unsigned long>(all[1] / m / 1000));
     }
   }
+  FfnCounts ffn;
+  if (dec.ffn_counts(&ffn) && ffn.neurons)
+    printf("ffn: %lu neurons, %lu live, %lu skipped (gate first)\n", static_cast<unsigned long>(ffn.neurons),
+           static_cast<unsigned long>(ffn.live), static_cast<unsigned long>(ffn.skipped));
   print_tier("sram", *tiers[0]);
   print_tier("psram", *tiers[1]);
   print_tier("flash", *tiers[2]);
@@ -522,10 +535,16 @@ int run(int argc, char** argv) {
   Arena* const ram[kTierCount] = {&sram, &psram, nullptr, nullptr};
   if (Status st = g_image.place(ram, flash); !st.ok()) return fail(3, st);
   if (Status st = board_model_from_image(g_image, sram, &g_model); !st.ok()) return fail(2, st);
+  if (a.sparse > 0) {
+    size_t cols = 0;
+    if (Status st = board_model_build_sparse_ffn(&g_model, psram, &cols); !st.ok()) return fail(3, st);
+    if (cols) printf("sparse FFN: the down matrices' columns, %lu bytes in psram\n", static_cast<unsigned long>(cols));
+  }
   int ctx_len = 0;
   if (int rc = context_for(a, n_prompt, g_model.cfg().seq_len, &ctx_len)) return rc;
   Arena& work = a.work_psram ? psram : sram;
   if (Status st = g_decoder.init(g_model, ctx_len, work, pool, kernels, a.kv); !st.ok()) return fail(3, st);
+  g_decoder.set_sparse_ffn(a.sparse > 0, a.sparse);
   const int batch = a.batch < n_prompt - 1 ? a.batch : n_prompt - 1;  // the prompt but its last token
   if (Status st = g_decoder.enable_batch(batch, work); !st.ok()) return fail(3, st);
   printf("prefill: %d prompt tokens in batches of up to %d\n", n_prompt - 1, g_decoder.decoder().max_batch());
