@@ -594,6 +594,17 @@ void expect_i2s_down_cols_equal_dense(const KernelSet& k) {
 TEST_P(KernelConformance, SparseDownColumnsI2sEqualDense) { expect_i2s_down_cols_equal_dense(k()); }
 TEST(KernelConformanceRef, SparseDownColumnsI2sEqualDense) { expect_i2s_down_cols_equal_dense(kernels_ref()); }
 
+// build_down_cols leaves `w` row-major (not column-stored, nothing allocated): the dense path runs.
+void expect_left_dense(const MatRef& w) {
+  std::vector<uint8_t> mem(1 << 16);
+  Arena arena(Tier::kHost, mem.data(), mem.size());
+  DownCols dc;
+  ASSERT_TRUE(build_down_cols(w, arena, &dc).ok());
+  EXPECT_EQ(dc.type, DType::kF32);
+  EXPECT_EQ(dc.w, nullptr);
+  EXPECT_EQ(arena.remaining(), mem.size());
+}
+
 // An i2_s down matrix whose rows are not a multiple of 32 (or columns of 128) is not column-stored.
 TEST(KernelConformanceRef, SparseDownColumnsI2sRefused) {
   for (int bad : {0, 1}) {
@@ -605,13 +616,7 @@ TEST(KernelConformanceRef, SparseDownColumnsI2sRefused) {
     w.cols = cols;
     w.row_bytes = static_cast<size_t>(cols) / 4;
     w.data = bytes.data();
-    std::vector<uint8_t> mem(1 << 16);
-    Arena arena(Tier::kHost, mem.data(), mem.size());
-    DownCols dc;
-    ASSERT_TRUE(build_down_cols(w, arena, &dc).ok());
-    EXPECT_EQ(dc.type, DType::kF32);
-    EXPECT_EQ(dc.w, nullptr);
-    EXPECT_EQ(arena.remaining(), mem.size());
+    expect_left_dense(w);
   }
 }
 
@@ -624,12 +629,7 @@ TEST(KernelConformanceRef, SparseDownColumnsQ4eRefused) {
       sc[0] = 0x00;
       sc[1] = 0x7E;  // a NaN
     }
-    std::vector<uint8_t> mem(1 << 16);
-    Arena arena(Tier::kHost, mem.data(), mem.size());
-    DownCols dc;
-    ASSERT_TRUE(build_down_cols(t.m, arena, &dc).ok());
-    EXPECT_EQ(dc.type, DType::kF32);
-    EXPECT_EQ(dc.w, nullptr);
+    expect_left_dense(t.m);
   }
 }
 
@@ -645,12 +645,7 @@ TEST(KernelConformanceRef, SparseDownColumnsRefuseNonFiniteScales) {
   w.cols = 64;
   w.row_bytes = 68;
   w.data = bytes.data();
-  std::vector<uint8_t> mem(1 << 16);
-  Arena arena(Tier::kHost, mem.data(), mem.size());
-  DownCols dc;
-  ASSERT_TRUE(build_down_cols(w, arena, &dc).ok());
-  EXPECT_EQ(dc.type, DType::kF32);
-  EXPECT_EQ(dc.w, nullptr);
+  expect_left_dense(w);
 }
 
 // kernels/dispatch.cpp's list is in this suite.

@@ -129,6 +129,12 @@ board() {
   fi
 }
 
+# The board master: the master image, the prompt, the sampler; its output is the ring's last pipe.
+board_master() {
+  board "$WORK/master.out" role=master image="$WORK/chain.master.img" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" \
+    seed="$SEED" work=psram link_in="$WORK/link$((NODES + 1))" link_out="$WORK/link1"
+}
+
 # Free TCP ports for the PC links: P[0] the PC master's --listen, P[k] node k's.
 free_ports() {
   /usr/bin/python3 - "$1" <<'PY'
@@ -152,8 +158,7 @@ if [ "$PC" = nodes ]; then
   done
   socat -u PIPE:"$WORK/link1" TCP:127.0.0.1:"${P[1]}",retry=100,interval=0.1 2>"$WORK/socat-out.log" &
   helpers+=($!)
-  board "$WORK/master.out" role=master image="$WORK/chain.master.img" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" \
-    seed="$SEED" work=psram link_in="$WORK/link$((NODES + 1))" link_out="$WORK/link1" || rc=$?
+  board_master || rc=$?
 else
   for k in $(seq 1 "$NODES"); do
     board "$WORK/node$k.out" role=node image="$(image_of "$k")" work=psram link_in="$WORK/link$k" link_out="$WORK/link$((k + 1))" &
@@ -171,8 +176,7 @@ else
     timeout 600 "$MCULLM" cluster -m "$MODEL" --prompt-ids "$IDS" -n "$N" --temp "$TEMP" -s "$SEED" --fingerprint -q \
       --topology ring --nodes "$nodes" --listen 127.0.0.1:"${P[0]}" >"$WORK/master.out" 2>&1 || rc=$?
   else
-    board "$WORK/master.out" role=master image="$WORK/chain.master.img" prompt="$WORK/prompt.txt" n="$N" temp="$TEMP" \
-      seed="$SEED" work=psram link_in="$WORK/link$((NODES + 1))" link_out="$WORK/link1" || rc=$?
+    board_master || rc=$?
   fi
 fi
 # The master's end closes its links, and the ring ends node after node; one that does not within 60 s

@@ -48,6 +48,7 @@ class Master final : public Decoder {
   int vocab_size() const override { return model_->cfg.vocab_size; }
   int ctx_len() const override { return ctx_len_; }
   uint32_t resends() const { return resends_; }
+  int nodes() const { return opt_.nodes; }  // the ring's nodes (the image's plan, else MasterOptions::nodes)
 
  private:
   // Waits for a frame of `type` (stale frames and heartbeats are skipped); kCorrupt for a corrupt

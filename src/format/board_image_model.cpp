@@ -413,11 +413,11 @@ Status tokenizer_from_image(const BoardImage& img, BoardModel* out) {
 }  // namespace
 
 Status board_model_build_sparse_ffn(BoardModel* m, Arena& arena, size_t* bytes) {
-  const size_t before = arena.stats().peak;
+  const size_t before = arena.stats().used;
   Status st = Status::Ok();
   if (m->arch && m->arch->family == ArchFamily::kTransformer) st = build_sparse_ffn(&m->transformer, arena);
   else if (m->arch && m->arch->family == ArchFamily::kPle) st = ple_build_sparse_ffn(&m->ple, arena);
-  *bytes = arena.stats().peak - before;
+  *bytes = arena.stats().used - before;
   return st.ok() ? st : st.prefix("the sparse FFN's down columns: ");
 }
 

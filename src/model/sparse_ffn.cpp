@@ -137,13 +137,7 @@ Status build_i2s_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
       }
   }
   *scale = down.scale;
-  out->type = DType::kI2_S;
-  out->rows = rows;
-  out->cols = cols;
-  out->block = cols;
-  out->col_bytes = col_bytes;
-  out->w = w;
-  out->scales = scale;
+  *out = DownCols{DType::kI2_S, rows, cols, cols, col_bytes, w, scale};
   return Status::Ok();
 }
 }  // namespace
@@ -183,13 +177,7 @@ Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
       if (j % block == 0) scales[static_cast<size_t>(j / block) * rows + r] = d;
     }
   }
-  out->type = t;
-  out->rows = rows;
-  out->cols = cols;
-  out->block = block;
-  out->col_bytes = col_bytes;
-  out->w = w;
-  out->scales = scales;
+  *out = DownCols{t, rows, cols, block, col_bytes, w, scales};
   return Status::Ok();
 }
 

@@ -251,6 +251,13 @@ struct StepLog {
   int n_tokens = 0;
 };
 
+// "X k instructions on the critical path (core 0 Y k, core 1 Z k": per-core sums over n units, as
+// means (the caller closes the parenthesis).
+void print_core_means(const CoreCounts& c, uint64_t n) {
+  printf("%lu k instructions on the critical path (core 0 %lu k, core 1 %lu k", static_cast<unsigned long>(c.v[2] / n / 1000),
+         static_cast<unsigned long>(c.v[0] / n / 1000), static_cast<unsigned long>(c.v[1] / n / 1000));
+}
+
 // The run's fingerprint, as generate() would take it (its token and logit hashes are separate, so
 // hashing here gives the same value), but outside the per-core counts: a board would not hash every logit.
 void on_logits(void* user, int, const float* logits, int n_vocab) {
@@ -343,10 +350,9 @@ int generate_and_report(const Args& a, Decoder& dec, const BoardImageConfig& c, 
     if (board_instructions_per_count())
       printf(", %lu k instructions under qemu -icount shift=0", static_cast<unsigned long>(mean * board_instructions_per_count() / 1000));
     if (g_log.cores_prompt.counted()) {
-      const uint64_t* t = g_log.cores_prompt.v;
-      printf("; %lu k instructions on the critical path (core 0 %lu k, core 1 %lu k of work, the fingerprint not counted)",
-             static_cast<unsigned long>(t[2] / n / 1000), static_cast<unsigned long>(t[0] / n / 1000),
-             static_cast<unsigned long>(t[1] / n / 1000));
+      printf("; ");
+      print_core_means(g_log.cores_prompt, n);
+      printf(" of work, the fingerprint not counted)");
     }
     printf("\n");
   }
@@ -358,17 +364,14 @@ int generate_and_report(const Args& a, Decoder& dec, const BoardImageConfig& c, 
              static_cast<unsigned long>(mean * board_instructions_per_count() / 1000));
     printf("\n");
     if (g_log.cores_sampled.counted()) {
-      const uint64_t* t = g_log.cores_sampled.v;
       const uint64_t n = static_cast<uint64_t>(g_log.sampled);
-      printf("per sampled token: %lu k instructions on the critical path (core 0 %lu k, core 1 %lu k of work; "
-             "the fingerprint's %lu k on core 0 not counted)\n",
-             static_cast<unsigned long>(t[2] / n / 1000), static_cast<unsigned long>(t[0] / n / 1000),
-             static_cast<unsigned long>(t[1] / n / 1000), static_cast<unsigned long>(g_log.fingerprint_sampled / n / 1000));
-      const uint64_t* all = g_log.cores_all.v;
-      const uint64_t m = static_cast<uint64_t>(g_log.steps);
-      printf("per step over positions 0..%d: %lu k instructions on the critical path (core 0 %lu k, core 1 %lu k)\n",
-             g_log.steps - 1, static_cast<unsigned long>(all[2] / m / 1000), static_cast<unsigned long>(all[0] / m / 1000),
-             static_cast<unsigned long>(all[1] / m / 1000));
+      printf("per sampled token: ");
+      print_core_means(g_log.cores_sampled, n);
+      printf(" of work; the fingerprint's %lu k on core 0 not counted)\n",
+             static_cast<unsigned long>(g_log.fingerprint_sampled / n / 1000));
+      printf("per step over positions 0..%d: ", g_log.steps - 1);
+      print_core_means(g_log.cores_all, static_cast<uint64_t>(g_log.steps));
+      printf(")\n");
     }
   }
   FfnCounts ffn;
@@ -456,8 +459,9 @@ int run_node(runner::RunnerHal& hal, ThreadPool* pool, const KernelSet* kernels,
            static_cast<unsigned long>(counter / n), static_cast<unsigned long>(counter / n * board_instructions_per_count() / 1000));
   }
   if (n > 0 && work_done.counted()) {
-    printf(", %lu k instructions on the critical path (core 0 %lu k, core 1 %lu k)", static_cast<unsigned long>(work_done.v[2] / n / 1000),
-             static_cast<unsigned long>(work_done.v[0] / n / 1000), static_cast<unsigned long>(work_done.v[1] / n / 1000));
+    printf(", ");
+    print_core_means(work_done, n);
+    printf(")");
   }
   printf("\n");
   print_tier("sram", g_mapped.arena(Tier::kSram));
@@ -481,7 +485,7 @@ int run_master(const Args& a, runner::RunnerHal& hal, ThreadPool* pool, const Ke
   if (a.nodes) mo.nodes = a.nodes;
   if (Status st = board::start_master(g_mapped, hal.spi(), work, mo, pool, kernels, &g_link, &g_master); !st.ok())
     return fail(4, st);
-  printf("master: the ring answered: %d nodes\n", g_mapped.model().plan_nodes > 0 ? g_mapped.model().plan_nodes : mo.nodes);
+  printf("master: the ring answered: %d nodes\n", g_master.nodes());
   Arena* const tiers[3] = {&g_mapped.arena(Tier::kSram), &g_mapped.arena(Tier::kPsram), &g_mapped.arena(Tier::kFlash)};
   const int rc = generate_and_report(a, g_master, c, g_prompt, n_prompt, work, tiers);
   if (g_master.resends()) printf("master: %u hidden state(s) sent again\n", g_master.resends());
