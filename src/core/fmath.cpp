@@ -7,13 +7,11 @@ namespace mcullm {
 
 namespace {
 inline uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-inline float from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 inline uint64_t bits(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
 inline double from_bits64(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
-inline float nearest_int(float x) {  // round half away; |x| < 2^22
-  return x >= 0 ? static_cast<float>(static_cast<int32_t>(x + 0.5f)) : -static_cast<float>(static_cast<int32_t>(0.5f - x));
-}
-constexpr float kInf = __builtin_huge_valf();
+using fmath_detail::from_bits;
+using fmath_detail::kInf;
+using fmath_detail::nearest_int;
 
 // Float-float arithmetic (a value is hi + lo, |lo| <= ulp(hi) / 2): IEEE +, -, * only, no fused multiply-add.
 // s + e == a + b exactly, s = fl(a + b); needs |a| >= |b| (or a == 0).
@@ -155,28 +153,6 @@ float mc_expf_rounded(float x) {
   return mc_expf_rounded_fast(x, &y) ? y : static_cast<float>(mc_exp(static_cast<double>(x)));
 }
 
-// Single precision only, so that it stays cheap on an FPU without doubles (ESP32-S3).
-float mc_expf(float x) {
-  if (x != x) return x;
-  if (x > 88.72283935546875f) return kInf;
-  if (x < -103.972084045410f) return 0.0f;
-  // exp(x) = 2^n exp(r), r = x - n ln2, |r| <= 0.347; ln2 split so that n * kLn2Hi is exact.
-  const float n = nearest_int(x * 1.44269504088896341f);
-  const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187045e-06f;
-  // Taylor to degree 7: truncation below 6e-9 relative.
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  // 2^n in two factors so that results near the overflow and subnormal ends stay representable.
-  const int32_t e = static_cast<int32_t>(n);
-  const int32_t e1 = e / 2, e2 = e - e1;
-  return p * from_bits(static_cast<uint32_t>(e1 + 127) << 23) * from_bits(static_cast<uint32_t>(e2 + 127) << 23);
-}
 
 float mc_logf(float x) {
   if (x != x || x < 0.0f) return from_bits(0x7FC00000u);

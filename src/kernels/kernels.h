@@ -136,6 +136,7 @@ void matvec_q4g64_ref(const MatRef& w, const int8_t* xq, const float* xs, float*
 void attn_scores_ref(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores);
 void attn_values_ref(const float* att, const float* values, size_t stride, int n, int hs, float* out);
 void softmax_ref(float* x, int n);
+void fill_f32_ref(float* x, int n, float value);
 void silu_mul_ref(float* gate, const float* up, int n);
 // i2_s rows (quant/ternary.h) times int8 activations with one scale: y[r] = (float)isum * (w.scale * xs[0]).
 void matvec_i2s_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
@@ -215,6 +216,8 @@ struct KernelSet {
   // with the reference kernels. A table may run several heads' sequential chains side by side
   // (each head keeps its order of operations).
   void (*attn_heads)(const KernelSet& k, const AttnHeads& a, int h0, int h1) = attn_heads_by_head;
+  // x[i] = value for i < n (the two-stage head's -inf for every row it does not compute).
+  void (*fill_f32)(float* x, int n, float value) = fill_f32_ref;
   // gate[i] = mc_silu(gate[i]) * up[i]: the SwiGLU product.
   void (*silu_mul)(float* gate, const float* up, int n) = silu_mul_ref;
   // i2_s rows times int8 activations with one scale (xs[0]): see the contract above.

@@ -193,19 +193,8 @@ void grouped_head_logits(ThreadPool& pool, const KernelSet& k, const VocabHead& 
   int8_t* q = reinterpret_cast<int8_t*>(xe + h.dim);
   const int n = visit_groups(&pool, k, h, mode, top_groups, x, row_logits, xe, q, visited, &best, stats);
   if (visit) visit->n = n;
-  run_slices(pool, vocab, 16, static_cast<size_t>(vocab), [logits](int b, int e) {
-    // Four stores a step: LLVM's Xtensa back end reloads the constant and rebuilds the loop test
-    // for every store of a plain loop (9 instructions a logit on the S3; a 32k vocabulary's head).
-    const float ninf = -__builtin_huge_valf();
-    int v = b;
-    for (; v + 4 <= e; v += 4) {
-      logits[v] = ninf;
-      logits[v + 1] = ninf;
-      logits[v + 2] = ninf;
-      logits[v + 3] = ninf;
-    }
-    for (; v < e; ++v) logits[v] = ninf;
-  });
+  run_slices(pool, vocab, 16, static_cast<size_t>(vocab),
+             [&k, logits](int b, int e) { k.fill_f32(logits + b, e - b, -__builtin_huge_valf()); });
   for (int i = 0; i < n; ++i)
     for (int r = h.group_start[visited[i]]; r < h.group_start[visited[i] + 1]; ++r) logits[h.token_of_row[r]] = row_logits[r];
 }

@@ -455,3 +455,120 @@ mcullm_pie_q4e_rows:
     l32i    a13, a2, 28
     j       .Lq4e_scaled
     .size   mcullm_pie_q4e_rows, . - mcullm_pie_q4e_rows
+
+/* ---- void mcullm_pie_scores_s8(const int8_t* q, const int8_t* keys, int stride, int n, int n16, int32_t* out)
+ * out[t] = sum of q[i] * keys[t * stride + i] for i < 16 * n16, t < n: the attention scores' exact
+ * int32 sums, one call per head instead of one per position. q 16-byte aligned; keys and stride
+ * any (each row is realigned with SAR_BYTE, as mcullm_pie_dot_s8_ub). Reads the aligned chunks
+ * holding keys[t * stride .. t * stride + 16 n16) (n16 + 1 of them per row): the caller makes sure
+ * they exist (a head narrower than 16 n16 is padded with zeros in q and reads into the next bytes).
+ * Register map: a2 = q, a3 = keys (row t), a4 = stride, a5 = n (rows left), a6 = n16, a7 = out,
+ *               a8 = q's walk, a9 = row t's chunks (advances), a10 = the sum.
+ *               q0 = 16 values of q, q1 = 16 values of the row realigned, q2 / q3 = two chunks. */
+    .global mcullm_pie_scores_s8
+    .type   mcullm_pie_scores_s8, @function
+    .p2align 2
+mcullm_pie_scores_s8:
+    entry   a1, 32
+    beqz    a5, .Lsc_done
+.Lsc_row:
+    mov     a8, a2
+    mov     a9, a3
+    ee_zero_accx
+    ee_ld_128_usar_ip 2, 9, 16      /* q2 <- the chunk holding the row's first key; SAR_BYTE <- its offset */
+    loopnez a6, .Lsc_end
+    ee_vld_128_ip 3, 9, 16          /* q3 <- the next chunk */
+    ee_src_q 1, 2, 3                /* q1 <- 16 keys */
+    ee_vld_128_ip 0, 8, 16          /* q0 <- 16 values of q */
+    ee_vmulas_s8_accx 0, 1
+    ee_orq  2, 3, 3                 /* q2 <- q3 */
+.Lsc_end:
+    rur_accx_0 10
+    s32i    a10, a7, 0
+    addi    a7, a7, 4
+    add     a3, a3, a4
+    addi    a5, a5, -1
+    bnez    a5, .Lsc_row
+.Lsc_done:
+    retw
+    .size   mcullm_pie_scores_s8, . - mcullm_pie_scores_s8
+
+/* ---- void mcullm_fdiv_by(float* x, int n, uint32_t d_bits) ------------------------------------
+ * x[i] = x[i] / d for i < n, each quotient exactly what one __divsf3 gives (the ESP32 toolchain's
+ * divide, libgcc's ieee754-sf.S with the FPU's divide steps): the same instructions on the same
+ * values, with the steps that read only the divisor done once. Not PIE: FPU instructions only.
+ * Per element (f1 = x[i]): nexp01.s f2, f1; f0 = 0 + (-f2) y0; f7 = mkdadj(d, x); f8 = -f2 + f4 f0;
+ * f0 += f8 y2; f2 = f2 + f4 f0 with f2 negated; addexpm.s f0, f7; f9 = addexp(y3, f7); divn.s f0, f2, f9.
+ * Register map: a2 = x (advances), a3 = n, a4 = d's bits.
+ *               f10 = y0 (div0.s d), f11 = y2, f12 = y3 (the refined reciprocals), f4 = nexp01.s d,
+ *               f13 = d; f0 .. f9 per element as in __divsf3. */
+    .global mcullm_fdiv_by
+    .type   mcullm_fdiv_by, @function
+    .p2align 2
+mcullm_fdiv_by:
+    entry   a1, 32
+    wfr     f13, a4
+    div0.s  f10, f13                /* y0 */
+    nexp01.s f4, f13
+    const.s f5, 1
+    maddn.s f5, f4, f10
+    mov.s   f6, f10
+    maddn.s f6, f5, f6              /* y1 */
+    const.s f5, 1
+    maddn.s f5, f4, f6
+    maddn.s f6, f5, f6              /* y2 */
+    mov.s   f11, f6
+    const.s f3, 1
+    maddn.s f3, f4, f6
+    maddn.s f6, f3, f6              /* y3 */
+    mov.s   f12, f6
+    loopnez a3, .Lfdiv_end
+    lsi     f1, a2, 0
+    nexp01.s f2, f1
+    const.s f0, 0
+    neg.s   f8, f2
+    maddn.s f0, f8, f10
+    mov.s   f7, f13
+    mkdadj.s f7, f1
+    maddn.s f8, f4, f0
+    maddn.s f0, f8, f11
+    neg.s   f2, f2
+    maddn.s f2, f4, f0
+    addexpm.s f0, f7
+    mov.s   f9, f12
+    addexp.s f9, f7
+    divn.s  f0, f2, f9
+    ssi     f0, a2, 0
+    addi    a2, a2, 4
+.Lfdiv_end:
+    retw
+    .size   mcullm_fdiv_by, . - mcullm_fdiv_by
+
+/* ---- void mcullm_fill_u32(uint32_t* x, int n, uint32_t v) ---------------------------------------
+ * x[i] = v for i < n: eight stores a loop step (the two-stage head's -inf fill of a 32k vocabulary;
+ * the compiled loop takes 3 instructions a value, this 1.125). Not PIE: base ISA only.
+ * Register map: a2 = x (advances), a3 = n, a4 = v, a5 = loop counts. */
+    .global mcullm_fill_u32
+    .type   mcullm_fill_u32, @function
+    .p2align 2
+mcullm_fill_u32:
+    entry   a1, 32
+    srli    a5, a3, 3
+    loopnez a5, .Lfill8_end
+    s32i    a4, a2, 0
+    s32i    a4, a2, 4
+    s32i    a4, a2, 8
+    s32i    a4, a2, 12
+    s32i    a4, a2, 16
+    s32i    a4, a2, 20
+    s32i    a4, a2, 24
+    s32i    a4, a2, 28
+    addi    a2, a2, 32
+.Lfill8_end:
+    extui   a5, a3, 0, 3
+    loopnez a5, .Lfill1_end
+    s32i    a4, a2, 0
+    addi    a2, a2, 4
+.Lfill1_end:
+    retw
+    .size   mcullm_fill_u32, . - mcullm_fill_u32

@@ -6,6 +6,7 @@
 // reference. Compiled only for Xtensa builds that define MCULLM_PIE (and link
 // pie_kernels.S); empty elsewhere.
 #if defined(__XTENSA__) && defined(MCULLM_PIE)
+#include "core/fmath.h"
 #include "kernels/kernels.h"
 #include "kernels/matmat_rows.h"
 #include "kernels/ref/f32_unrolled.h"
@@ -36,6 +37,9 @@ struct Q4eRows {  // mcullm_pie_q4e_rows's arguments (word offsets in pie_kernel
   const int32_t* xsum8;  // per group: 8 * the sum of its activations (the codes' -8)
 };
 void mcullm_pie_q4e_rows(const Q4eRows* a);
+void mcullm_pie_scores_s8(const int8_t* q, const int8_t* keys, int stride, int n, int n16, int32_t* out);
+void mcullm_fdiv_by(float* x, int n, uint32_t d_bits);
+void mcullm_fill_u32(uint32_t* x, int n, uint32_t v);
 }
 
 namespace mcullm {
@@ -56,16 +60,58 @@ int32_t dot_s8(const int8_t* a, const int8_t* b, int n) {
   return isum;
 }
 
+// x[i] /= d with the bits of C's division on this target (__divsf3: pie_kernels.S's mcullm_fdiv_by
+// runs its steps, the divisor's once for the whole row instead of once per element).
+void divide_by(float* x, int n, float d) {
+  if (n > 0) mcullm_fdiv_by(x, n, __builtin_bit_cast(uint32_t, d));
+}
+
+// attn_scores_unrolled's dot products; the divisions by the scale through divide_by.
+void attn_scores_pie(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores) {
+  for (int t = 0; t < n; ++t) scores[t] = dot_f32_unrolled(q, keys + static_cast<size_t>(t) * stride, hs);
+  divide_by(scores, n, scale);
+}
+
+void fill_f32_pie(float* x, int n, float value) {
+  if (n > 0) mcullm_fill_u32(reinterpret_cast<uint32_t*>(x), n, __builtin_bit_cast(uint32_t, value));
+}
+
+constexpr int kMaxPaddedHead = 256;  // the widest head the scores kernel pads (wider: one row at a time)
+
+// The int32 sums for every position in one assembly call: q is copied into 16 n16 zero-padded
+// bytes, so a head that is not a multiple of 16 wide (24: 16 + 8) needs no scalar tail; each padded
+// row reads up to 16 n16 + 31 bytes from its start (its chunk alignment and one chunk more), which
+// stay inside the cache's written rows for all but the last few rows: those take dot_s8.
 void attn_scores_q8_pie(const int8_t* q, float qs, const int8_t* keys, const float* kscales, size_t stride,
                         size_t s_stride, int n, int hs, float scale, float* scores) {
-  if (!aligned16(q)) {
+  if (hs > kMaxPaddedHead || n <= 0) {
     attn_scores_q8_ref(q, qs, keys, kscales, stride, s_stride, n, hs, scale, scores);
     return;
   }
-  for (int t = 0; t < n; ++t) {
-    const int32_t isum = dot_s8(q, keys + static_cast<size_t>(t) * stride, hs);
-    scores[t] = static_cast<float>(isum) * (qs * kscales[static_cast<size_t>(t) * s_stride]) / scale;
+  const int n16 = (hs + 15) / 16;
+  alignas(16) int8_t padded[kMaxPaddedHead];
+  for (int i = 0; i < 16 * n16; ++i) padded[i] = i < hs ? q[i] : 0;
+  const long last_end = static_cast<long>(n - 1) * static_cast<long>(stride) + hs;  // past the last row's keys
+  const long room = last_end - (16 * n16 + 31);
+  int fast = room < 0 ? 0 : static_cast<int>(room / static_cast<long>(stride)) + 1;
+  if (fast > n) fast = n;
+  int32_t* isums = reinterpret_cast<int32_t*>(scores);  // the sums first, then their scores in place
+  if (fast > 0) mcullm_pie_scores_s8(padded, keys, static_cast<int>(stride), fast, n16, isums);
+  for (int t = fast; t < n; ++t) isums[t] = dot_s8(padded, keys + static_cast<size_t>(t) * stride, hs);
+  for (int t = 0; t < n; ++t) scores[t] = static_cast<float>(isums[t]) * (qs * kscales[static_cast<size_t>(t) * s_stride]);
+  divide_by(scores, n, scale);
+}
+
+// softmax_ref's steps; the normalizing divisions through divide_by.
+void softmax_pie(float* x, int n) {
+  float max = x[0];
+  for (int i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    x[i] = mc_expf(x[i] - max);
+    sum += x[i];
   }
+  divide_by(x, n, sum);
 }
 
 void matvec_i2s_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
@@ -187,8 +233,10 @@ constexpr KernelSet kPie = {.name = "pie",
                             .matvec_f32 = matvec_f32_unrolled,
                             .matvec_q8_0 = matvec_blocks_pie<32, mcullm_pie_q8_0_rows, matvec_q8_0_ref>,
                             .matvec_q4g64 = matvec_blocks_pie<64, mcullm_pie_q4g64_rows, matvec_q4g64_ref>,
-                            .attn_scores = attn_scores_unrolled,
+                            .attn_scores = attn_scores_pie,
                             .attn_values = attn_values_unrolled,
+                            .softmax = softmax_pie,
+                            .fill_f32 = fill_f32_pie,
                             .matvec_i2s = matvec_i2s_pie,
                             .matmat_i2s = matmat_i2s_by_rows<matvec_i2s_pie>,
                             .matvec_i2s_rows = matvec_i2s_rows_by_row<matvec_i2s_pie>,

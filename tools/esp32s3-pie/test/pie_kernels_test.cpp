@@ -201,25 +201,74 @@ void test_q4e(const KernelSet& pie, const KernelSet& ref) {
 }
 
 void test_attn(const KernelSet& pie, const KernelSet& ref) {
-  const int hs_list[] = {16, 32, 48, 64, 7, 67, 100, 128};
+  // 24 = 16 + 8 (the padded row kernel); 300: wider than it pads (one row at a time)
+  const int hs_list[] = {16, 24, 32, 48, 64, 7, 8, 67, 100, 128, 300};
+  const int n_list[] = {1, 2, 9, 40};
   for (int hs : hs_list) {
     for (int extra : kExtra4) {
       for (int qoff : kQoff5) {
-        for (int extreme = 0; extreme < 2; ++extreme) {
-          const int n = 9;
-          const size_t stride = static_cast<size_t>(hs + extra);
-          int8_t* keys = reinterpret_cast<int8_t*>(g_w) + 3 * extra;  // various key alignments
-          fill_x(keys, static_cast<int>(stride) * n, extreme);
-          int8_t* q = g_x + qoff;
-          fill_x(q, hs, extreme);
-          for (int t = 0; t < 2 * n; ++t) g_s[t] = rnd_scale();
-          const float qs = rnd_scale(), scale = rnd_scale();
-          ref.attn_scores_q8(q, qs, keys, g_s, stride, 2, n, hs, scale, g_y0);
-          pie.attn_scores_q8(q, qs, keys, g_s, stride, 2, n, hs, scale, g_y1);
-          compare("attn_scores_q8 hs/extra/qoff", hs, extra, qoff, n);
+        for (int n : n_list) {
+          for (int extreme = 0; extreme < 2; ++extreme) {
+            const size_t stride = static_cast<size_t>(hs + extra);
+            int8_t* keys = reinterpret_cast<int8_t*>(g_w) + 3 * extra;  // various key alignments
+            fill_x(keys, static_cast<int>(stride) * n, extreme);
+            int8_t* q = g_x + qoff;
+            fill_x(q, hs, extreme);
+            for (int t = 0; t < 2 * n; ++t) g_s[t] = rnd_scale();
+            const float qs = rnd_scale(), scale = rnd_scale();
+            ref.attn_scores_q8(q, qs, keys, g_s, stride, 2, n, hs, scale, g_y0);
+            pie.attn_scores_q8(q, qs, keys, g_s, stride, 2, n, hs, scale, g_y1);
+            compare("attn_scores_q8 hs/extra/qoff", hs, extra, qoff, n);
+          }
         }
       }
     }
+  }
+}
+
+float from_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+// Any float: random bits, or one of the classes a division must get right.
+float rnd_any_float() {
+  static const uint32_t kSpecial[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x00000001u,
+                                      0x807fffffu, 0x00800000u, 0x7f7fffffu, 0x3f800000u, 0x3f7fffffu, 0x7fa00001u};
+  const uint32_t r = rnd();
+  return r % 4 == 0 ? from_bits(kSpecial[(r >> 2) % 12]) : from_bits(rnd());
+}
+
+// The f32 scores divide every dot product by the scale (mcullm_fdiv_by): every class of quotient
+// (zeros, subnormals, overflow, infinities, NaNs, signs) against C's division.
+void test_divisions(const KernelSet& pie, const KernelSet& ref) {
+  float* keys = reinterpret_cast<float*>(g_w);
+  float* q = reinterpret_cast<float*>(g_x);
+  for (int round = 0; round < 400; ++round) {
+    const int n = 1 + static_cast<int>(rnd() % 64);
+    for (int t = 0; t < n; ++t) keys[t] = rnd_any_float();
+    q[0] = round % 2 ? 1.0f : rnd_any_float();  // hs 1: the quotient of one product by the scale
+    const float scale = rnd_any_float();
+    ref.attn_scores(q, keys, 1, n, 1, scale, g_y0);
+    pie.attn_scores(q, keys, 1, n, 1, scale, g_y1);
+    compare("attn_scores f32 (divisions) round/n", round, n, 0, n);
+  }
+  for (int n = 0; n <= 40; ++n) {  // the -inf fill: every length class of its eight-store loop, any start
+    for (int i = 0; i < 48; ++i) g_y0[i] = g_y1[i] = static_cast<float>(i);
+    ref.fill_f32(g_y0 + n % 3, n, -__builtin_huge_valf());
+    pie.fill_f32(g_y1 + n % 3, n, -__builtin_huge_valf());
+    compare("fill_f32 n", n, 0, 0, 48);
+  }
+  for (int round = 0; round < 200; ++round) {  // softmax: -inf, huge ranges, one-element rows
+    const int n = 1 + static_cast<int>(rnd() % 100);
+    for (int t = 0; t < n; ++t) {
+      const uint32_t r = rnd() % 8;
+      g_y0[t] = r == 0 ? from_bits(0xff800000u) : static_cast<float>(static_cast<int32_t>(rnd() % 4001) - 2000) * (r == 1 ? 0.25f : 0.01f);
+    }
+    memcpy(g_y1, g_y0, static_cast<size_t>(n) * sizeof(float));
+    ref.softmax(g_y0, n);
+    pie.softmax(g_y1, n);
+    compare("softmax round/n", round, n, 0, n);
   }
 }
 
@@ -285,6 +334,13 @@ void measure(const KernelSet& pie, const KernelSet& ref) {
   }
   {
     const int8_t* keys = reinterpret_cast<const int8_t*>(g_w);
+    report("attn_scores_q8 hs=24 stride 96 n=128", count([&] { ref.attn_scores_q8(g_x, 1.0f, keys, g_s, 96, 1, 128, 24, 8.0f, g_y0); }),
+           count([&] { pie.attn_scores_q8(g_x, 1.0f, keys, g_s, 96, 1, 128, 24, 8.0f, g_y1); }));
+    for (int t = 0; t < 128; ++t) g_y0[t] = g_y1[t] = static_cast<float>(static_cast<int32_t>(rnd() % 200) - 100) * 0.05f;
+    report("softmax n=128", count([&] { ref.softmax(g_y0, 128); }), count([&] { pie.softmax(g_y1, 128); }));
+    report("attn_values_q8 hs=24 stride 96 n=128", count([&] { ref.attn_values_q8(g_y0, keys, g_s, 96, 1, 128, 24, g_y1 + 256); }),
+           count([&] { pie.attn_values_q8(g_y0, keys, g_s, 96, 1, 128, 24, g_y1 + 256); }));
+    report("fill_f32 n=4096", count([&] { ref.fill_f32(g_y0, 512, 0.0f); }) * 8, count([&] { pie.fill_f32(g_y1, 512, 0.0f); }) * 8);
     report("attn_scores_q8 hs=64 n=64", count([&] { ref.attn_scores_q8(g_x, 1.0f, keys, g_s, 64, 1, 64, 64, 8.0f, g_y0); }),
            count([&] { pie.attn_scores_q8(g_x, 1.0f, keys, g_s, 64, 1, 64, 64, 8.0f, g_y1); }));
   }
@@ -305,6 +361,7 @@ int main(int, char**) {
   test_i2s(*pie, ref);
   test_q4e(*pie, ref);
   test_attn(*pie, ref);
+  test_divisions(*pie, ref);
   measure(*pie, ref);
   printf("pie kernels: %d checks, %d failures\n", g_checks, g_fail);
   return g_fail;
