@@ -83,10 +83,11 @@ void select_top_groups(const double* score, int n, int top, int* order) {
 }
 
 // The best of group g's computed rows and *best_row (highest logit, then lowest token id: a total
-// order, so the groups may be compared in any order), and g's share of the stats.
+// order, so the groups may be compared in any order), and g's share of the stats. best_row null:
+// the stats only (generation samples from the logits: a board would scan every computed row twice).
 void take_group(const VocabHead& h, int g, const float* logits, int* best_row, HeadStats* stats) {
   const int r0 = h.group_start[g], r1 = h.group_start[g + 1];
-  for (int r = r0; r < r1; ++r) {
+  for (int r = r0; best_row && r < r1; ++r) {
     if (*best_row < 0 || logits[r] > logits[*best_row] ||
         (logits[r] == logits[*best_row] && h.token_of_row[r] < h.token_of_row[*best_row]))
       *best_row = r;
@@ -96,26 +97,37 @@ void take_group(const VocabHead& h, int g, const float* logits, int* best_row, H
   stats->bytes_read += static_cast<size_t>(r1 - r0) * head_row_bytes(h.rows);
 }
 
+// The rows of groups[0..n), listed group after group: how many, and fn(r0, r1) for each run of head
+// rows among the list's entries [b, e) (a pool slice of the list).
+int listed_rows(const VocabHead& h, const int* groups, int n) {
+  int total = 0;
+  for (int i = 0; i < n; ++i) total += h.group_start[groups[i] + 1] - h.group_start[groups[i]];
+  return total;
+}
+template <typename Fn>
+void for_listed_rows(const VocabHead& h, const int* groups, int n, int b, int e, Fn fn) {
+  for (int i = 0, at = 0; i < n && at < e; ++i) {  // at: where group i's rows start in the list
+    const int r0 = h.group_start[groups[i]], len = h.group_start[groups[i] + 1] - r0;
+    const int lo = b > at ? b : at, hi = e < at + len ? e : at + len;
+    if (lo < hi) fn(r0 + lo - at, r0 + hi - at);
+    at += len;
+  }
+}
+
 // The logits of the rows of groups[0..n) (into logits[row]), those rows split over the pool (null:
 // the caller's thread; the host tools' argmax calls, which keep the core free of a pool object).
 void group_rows(ThreadPool* pool, const KernelSet& k, const VocabHead& h, const ActVec& x, const int* groups, int n,
                 float* logits) {
-  int total = 0;
-  for (int i = 0; i < n; ++i) total += h.group_start[groups[i] + 1] - h.group_start[groups[i]];
+  const int total = listed_rows(h, groups, n);
   const auto rows = [&](int b, int e) {
-    for (int i = 0, at = 0; i < n && at < e; ++i) {  // at: where group i's rows start in the list
-      const int r0 = h.group_start[groups[i]], len = h.group_start[groups[i] + 1] - r0;
-      const int lo = b > at ? b : at, hi = e < at + len ? e : at + len;
-      if (lo < hi) matvec(k, h.rows, x, logits, r0 + lo - at, r0 + hi - at);
-      at += len;
-    }
+    for_listed_rows(h, groups, n, b, e, [&](int r0, int r1) { matvec(k, h.rows, x, logits, r0, r1); });
   };
   if (pool) run_slices(*pool, total, 1, static_cast<size_t>(total) * static_cast<size_t>(h.dim), rows);
   else rows(0, total);
 }
 
 // Visits the groups `mode` reads (their rows' logits into logits[row]) and lists them in `visited`;
-// returns how many, and the best row in *best_row (-1 for none).
+// returns how many, and the best row in *best_row (-1 for none; best_row may be null in two-stage mode).
 // xe: [dim] scratch, q: [dim] scratch (the router's int8 input).
 int visit_groups(ThreadPool* pool, const KernelSet& k, const VocabHead& h, HeadMode mode, int top_groups, const ActVec& x,
                  float* logits, float* xe, int8_t* q, int* visited, int* best_row, HeadStats* stats) {
@@ -140,7 +152,7 @@ int visit_groups(ThreadPool* pool, const KernelSet& k, const VocabHead& h, HeadM
       for (int g = 0; g < h.n_groups; ++g) score[g] = dot_d(h.centroids + static_cast<size_t>(g) * h.dim, xe, dim);
     stats->bytes_read = two_stage_score_bytes(h);
   }
-  *best_row = -1;
+  if (best_row) *best_row = -1;
   if (!pruned) {  // the top groups' rows at once
     const int n = top_groups < h.n_groups ? top_groups : h.n_groups;
     select_top_groups(score, h.n_groups, n, order);
@@ -187,16 +199,22 @@ void grouped_head_logits(ThreadPool& pool, const KernelSet& k, const VocabHead& 
                          const ActVec& x, float* row_logits, float* logits, HeadStats* stats, HeadVisit* visit) {
   HeadVisit own;
   int* visited = (visit ? visit : &own)->groups;
-  int best = -1;
+  int best = -1;  // the pruned head's walk needs it; the two-stage head's best row is not used here
   const int vocab = h.group_start[h.n_groups];
   float* xe = row_logits + vocab;  // head_scratch_floats: then dim floats of input, then its int8 copy
   int8_t* q = reinterpret_cast<int8_t*>(xe + h.dim);
-  const int n = visit_groups(&pool, k, h, mode, top_groups, x, row_logits, xe, q, visited, &best, stats);
+  const int n = visit_groups(&pool, k, h, mode, top_groups, x, row_logits, xe, q, visited,
+                             mode == HeadMode::kPruned ? &best : nullptr, stats);
   if (visit) visit->n = n;
   run_slices(pool, vocab, 16, static_cast<size_t>(vocab),
              [&k, logits](int b, int e) { k.fill_f32(logits + b, e - b, -__builtin_huge_valf()); });
-  for (int i = 0; i < n; ++i)
-    for (int r = h.group_start[visited[i]]; r < h.group_start[visited[i] + 1]; ++r) logits[h.token_of_row[r]] = row_logits[r];
+  // The computed rows to their tokens, split too (a board's core 0 would otherwise copy them alone).
+  const int rows = listed_rows(h, visited, n);
+  run_slices(pool, rows, 16, static_cast<size_t>(rows), [&](int b, int e) {
+    for_listed_rows(h, visited, n, b, e, [&](int r0, int r1) {
+      for (int r = r0; r < r1; ++r) logits[h.token_of_row[r]] = row_logits[r];
+    });
+  });
 }
 
 Status check_head_choice(const HeadChoice& c, const MatRef& head) {

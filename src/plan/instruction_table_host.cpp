@@ -33,20 +33,22 @@ const InstrTermInfo kTable[kInstrTermCount] = {
     {"ple activation elements", 196.2, true},
     {"ple row elements", 86.47, false},
     // The attention terms: the slope of instructions per token over positions (board runner with PIE,
-    // 2026-12-04, after f32_unrolled.h): esp32-ai fixture -n 509 (24 entries a position, head 32) and
-    // stories260K q4g64 -n 250 (40 entries, head 8), f32 and int8 KV; the two head sizes solved for a
-    // per-entry and a per-element figure (docs/cost-model.md, "The instruction bound").
-    {"attention entries", 273.4, true},
-    {"attention entry dims", 8.53, true},
-    {"attention entries (int8 KV)", 297.4, true},
-    {"attention entry dims (int8 KV)", 4.15, true},
+    // one core, 2026-12-05, after the divisions by one divisor and the padded int8 scores): esp32-ai
+    // fixture as fx-g64.gguf -n 250 (24 entries a position, head 32) and stories260K q4g64 -n 250 (40
+    // entries, head 8), f32 and int8 KV; the two head sizes solved for a per-entry and a per-element
+    // figure (docs/cost-model.md, "The instruction bound").
+    {"attention entries", 205.7, true},
+    {"attention entry dims", 8.507, true},
+    {"attention entries (int8 KV)", 126.5, true},
+    {"attention entry dims (int8 KV)", 6.777, true},
     {"logits", 20.04, false},
     // The two-stage head's parts besides its rows' matvec: the esp32-ai fixture as fx-g64.gguf (64
     // router groups of 128, top 12: 768 rows of 4,096), profile_stages.sh -n 6, 2026-12-05:
-    // attn_scores_q8_pie with its divisions and dot 19.4k / 64 groups; the fill 12.3k / 4,096;
+    // attn_scores_q8_pie with its divisions and dot 19.4k / 64 groups; the fill 12.3k / 4,096 (since
+    // mcullm_fill_u32, 1.32 a logit: tools/esp32s3-pie/test's "fill_f32 n=4096");
     // visit_groups and grouped_head_logits' own 31.5k / 768 rows.
     {"router groups", 304.0, true},
-    {"head -inf fill", 3.0, true},
+    {"head -inf fill", 1.32, true},
     {"head row glue", 41.0, false},
     {"layers", 8353.0, false},
 };
