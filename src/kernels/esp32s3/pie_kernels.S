@@ -572,3 +572,110 @@ mcullm_fill_u32:
 .Lfill1_end:
     retw
     .size   mcullm_fill_u32, . - mcullm_fill_u32
+
+/* ---- uint32_t mcullm_softmax_exps(float* x, int n, const float* k) -----------------------------
+ * softmax's middle pass: x[i] = mc_expf(x[i] - max), returning (the bits of) their sum in increasing
+ * i: core/fmath.h's mc_expf step by step (the same operations on the same values, so the same bits),
+ * its 14 constants kept in registers for the whole row. Not PIE: FPU instructions only.
+ * k: [0] max, [1] 1.44269504088896341f, [2] 0.693145751953125f, [3] 1.428606765330187045e-06f,
+ *    [4..8] 1/5040, 1/720, 1/120, 1/24, 1/6, [9] 0.5f, [10] 1.0f, [11] bits of 88.72283935546875f,
+ *    [12] bits of -103.972084045410f (range checks on the bits: within a sign, float order is unsigned
+ *    order, and a NaN's bits are above both limits).
+ * Register map: a2 = x (advances), a3 = n, a4 = k, a5 = bits of the argument, a6 = e, a7 / a8 = scratch,
+ *               a10 / a11 = the two limits; f15 = max, f14 .. f5 = k[1] .. k[10], f4 = the sum,
+ *               f0 = the argument, f1 = n (then a power of two), f2 = r, f3 = the result. */
+    .global mcullm_softmax_exps
+    .type   mcullm_softmax_exps, @function
+    .p2align 2
+mcullm_softmax_exps:
+    entry   a1, 32
+    lsi     f15, a4, 0
+    lsi     f14, a4, 4
+    lsi     f13, a4, 8
+    lsi     f12, a4, 12
+    lsi     f11, a4, 16
+    lsi     f10, a4, 20
+    lsi     f9, a4, 24
+    lsi     f8, a4, 28
+    lsi     f7, a4, 32
+    lsi     f6, a4, 36
+    lsi     f5, a4, 40
+    l32i    a10, a4, 44
+    l32i    a11, a4, 48
+    movi    a7, 0
+    wfr     f4, a7                  /* sum = +0 */
+    loopnez a3, .Lexps_end
+    lsi     f0, a2, 0
+    sub.s   f0, f0, f15             /* the argument x[i] - max */
+    rfr     a5, f0
+    bltz    a5, .Lexps_neg
+    bgeu    a10, a5, .Lexps_pos     /* (the rare cases sit here: conditional branches reach 128 bytes) */
+    movi    a7, 255                 /* above 88.72...: +inf, or a NaN (returned as it is) */
+    slli    a7, a7, 23
+    mov.s   f3, f0
+    bltu    a7, a5, .Lexps_rare
+    wfr     f3, a7
+    j       .Lexps_store
+.Lexps_neg:
+    bgeu    a11, a5, .Lexps_negok
+    slli    a7, a5, 1               /* below -103.97...: +0, or a NaN (its bits shifted left are above these) */
+    movi    a8, 255
+    slli    a8, a8, 24
+    mov.s   f3, f0
+    bltu    a8, a7, .Lexps_rare
+    movi    a7, 0
+    wfr     f3, a7
+.Lexps_rare:
+    j       .Lexps_store
+.Lexps_pos:
+    mul.s   f1, f0, f14             /* t = x log2(e) >= 0: n = (float)(int)(t + 0.5) */
+    add.s   f1, f1, f6
+    trunc.s a6, f1, 0
+    float.s f1, a6, 0
+    j       .Lexps_poly
+.Lexps_negok:
+    mul.s   f1, f0, f14             /* t < 0 (or -0): n = -(float)(int)(0.5 - t), e = (int)n */
+    sub.s   f1, f6, f1
+    trunc.s a6, f1, 0
+    float.s f1, a6, 0
+    neg.s   f1, f1
+    neg     a6, a6
+.Lexps_poly:
+    mul.s   f2, f1, f13
+    sub.s   f2, f0, f2
+    mul.s   f3, f1, f12
+    sub.s   f2, f2, f3              /* r = (x - n ln2_hi) - n ln2_lo */
+    mul.s   f3, f11, f2
+    add.s   f3, f3, f10
+    mul.s   f3, f3, f2
+    add.s   f3, f3, f9
+    mul.s   f3, f3, f2
+    add.s   f3, f3, f8
+    mul.s   f3, f3, f2
+    add.s   f3, f3, f7
+    mul.s   f3, f3, f2
+    add.s   f3, f3, f6
+    mul.s   f3, f3, f2
+    add.s   f3, f3, f5
+    mul.s   f3, f3, f2
+    add.s   f3, f3, f5              /* p, Horner from 1/5040 */
+    extui   a7, a6, 31, 1
+    add     a7, a6, a7
+    srai    a7, a7, 1               /* e1 = e / 2, toward zero */
+    sub     a8, a6, a7              /* e2 = e - e1 */
+    addi    a7, a7, 127
+    slli    a7, a7, 23
+    wfr     f1, a7
+    mul.s   f3, f3, f1              /* p 2^e1 */
+    addi    a8, a8, 127
+    slli    a8, a8, 23
+    wfr     f1, a8
+    mul.s   f3, f3, f1              /* then times 2^e2 */
+.Lexps_store:
+    ssi     f3, a2, 0
+    add.s   f4, f4, f3
+    addi    a2, a2, 4
+.Lexps_end:
+    rfr     a2, f4
+    retw
+    .size   mcullm_softmax_exps, . - mcullm_softmax_exps

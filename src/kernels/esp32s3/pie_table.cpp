@@ -40,6 +40,7 @@ void mcullm_pie_q4e_rows(const Q4eRows* a);
 void mcullm_pie_scores_s8(const int8_t* q, const int8_t* keys, int stride, int n, int n16, int32_t* out);
 void mcullm_fdiv_by(float* x, int n, uint32_t d_bits);
 void mcullm_fill_u32(uint32_t* x, int n, uint32_t v);
+uint32_t mcullm_softmax_exps(float* x, int n, const float* k);
 }
 
 namespace mcullm {
@@ -102,16 +103,19 @@ void attn_scores_q8_pie(const int8_t* q, float qs, const int8_t* keys, const flo
   divide_by(scores, n, scale);
 }
 
-// softmax_ref's steps; the normalizing divisions through divide_by.
+// softmax_ref's steps: the max here, the exponentials and their sum in mcullm_softmax_exps (mc_expf's
+// operations with its constants in registers), the normalizing divisions through divide_by.
 void softmax_pie(float* x, int n) {
   float max = x[0];
   for (int i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    x[i] = mc_expf(x[i] - max);
-    sum += x[i];
-  }
-  divide_by(x, n, sum);
+  static_assert(__builtin_bit_cast(uint32_t, 88.72283935546875f) == 0x42b17218u &&
+                    __builtin_bit_cast(uint32_t, -103.972084045410f) == 0xc2cff1b5u,
+                "mc_expf's limits, as bits");
+  const float k[13] = {max,          1.44269504088896341f, 0.693145751953125f, 1.428606765330187045e-06f,
+                       1.0f / 5040.0f, 1.0f / 720.0f,      1.0f / 120.0f,      1.0f / 24.0f,
+                       1.0f / 6.0f,    0.5f,               1.0f,               88.72283935546875f,
+                       -103.972084045410f};
+  divide_by(x, n, __builtin_bit_cast(float, mcullm_softmax_exps(x, n, k)));
 }
 
 void matvec_i2s_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {

@@ -265,6 +265,11 @@ void test_divisions(const KernelSet& pie, const KernelSet& ref) {
       const uint32_t r = rnd() % 8;
       g_y0[t] = r == 0 ? from_bits(0xff800000u) : static_cast<float>(static_cast<int32_t>(rnd() % 4001) - 2000) * (r == 1 ? 0.25f : 0.01f);
     }
+    if (round % 10 == 1) g_y0[0] = from_bits(0x7fc00000u);      // a NaN max: every argument NaN
+    if (round % 10 == 2) g_y0[n / 2] = from_bits(0x7f800000u);  // +inf: inf - inf is NaN, the rest -inf
+    if (round % 10 == 3) g_y0[n / 2] = -0.0f;                   // -0 - (+0)'s sign
+    if (round % 10 == 4) g_y0[n - 1] = rnd_any_float();
+    if (round % 10 == 5) g_y0[n - 1] = from_bits(0xffc00001u);  // a NaN with the sign bit: x - max keeps it?
     memcpy(g_y1, g_y0, static_cast<size_t>(n) * sizeof(float));
     ref.softmax(g_y0, n);
     pie.softmax(g_y1, n);
