@@ -156,7 +156,6 @@ Status BitLlama2cContext::forward(int token, int pos, const float** logits) {
 
   const float* emb = reinterpret_cast<const float*>(m.tok_emb.row(token));
   for (int i = 0; i < dim; ++i) x[i] = emb[i];
-  rope_angles_batch(*pool_, c.rope_theta, hs, pos, 1, s_.rope_cos, s_.rope_sin);
 
   for (int l = 0; l < c.n_layers; ++l) {
     const BitLlama2cLayer& L = m.layers[l];
@@ -167,7 +166,7 @@ Status BitLlama2cContext::forward(int token, int pos, const float** logits) {
       float* outs[3] = {s_.q, key, value};
       bitlinear(mats, outs, 3, x, dim);
     }
-    rope_rotate_batch(*pool_, RopeColumns{s_.q, dim, 0, key, kv_dim, 0}, hs, 1, s_.rope_cos, s_.rope_sin,
+    rope_rotate_batch(*pool_, RopeColumns{s_.q, dim, 0, key, kv_dim, 0}, hs, 1, s_.rope_cos_at(pos), s_.rope_sin_at(pos),
                       RopeStyle::kAdjacent);
     attention(l, pos);
     {

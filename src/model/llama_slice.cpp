@@ -11,10 +11,10 @@ size_t llama_slice_work_bytes(const LlamaConfig& c, const SliceRange& r, int ctx
   LlamaConfig cache_cfg = c;
   cache_cfg.n_layers = r.end - r.first;
   const size_t widest = static_cast<size_t>(c.act_width());
-  const size_t floats = 6ull * c.dim + 2ull * c.hidden_dim + static_cast<size_t>(c.n_heads) * ctx_len + c.head_dim() +
+  const size_t floats = 6ull * c.dim + 2ull * c.hidden_dim + static_cast<size_t>(c.n_heads) * ctx_len +
                         static_cast<size_t>(c.vocab_size) + 2 * widest + 2ull * c.kv_dim();
   return static_cast<size_t>(cache_cfg.n_layers) * static_cast<size_t>(ctx_len) * kv_bytes_per_layer_position(c, kv) +
-         floats * sizeof(float) + 32 * 16;  // + the arena's alignment of each array
+         rope_table_bytes(cache_cfg, ctx_len) + floats * sizeof(float) + 32 * 16;  // + the arena's alignment of each array
 }
 
 namespace {

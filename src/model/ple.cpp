@@ -246,7 +246,6 @@ Status PleContext::prefill(const int* tokens, int n, int pos0, const float** log
     for (size_t j = 0; j < LP; ++j) ple[j] = (ple[j] + row_[j] * sp) * inv2;
   }
 
-  rope_angles_batch(*pool_, c.rope_theta, hs, pos0, n, b_.rope_cos, b_.rope_sin);
   auto norm = [&](float* out, const float* in, const float* w) {
     for (int i = 0; i < n; ++i) rmsnorm(k, out + i * Dz, in + i * Dz, w, D, c.norm_eps);
   };
@@ -261,7 +260,7 @@ Status PleContext::prefill(const int* tokens, int n, int pos0, const float** log
       const size_t strides[3] = {Dz, Dz, Dz};
       run(mats, outs, strides, 3, xb, Dz, D, n);
     }
-    rope_rotate_batch(*pool_, RopeColumns{b_.q, D, Dz, keys, D, Dz}, hs, n, b_.rope_cos, b_.rope_sin,
+    rope_rotate_batch(*pool_, RopeColumns{b_.q, D, Dz, keys, D, Dz}, hs, n, s_.rope_cos_at(pos0), s_.rope_sin_at(pos0),
                       RopeStyle::kNeox);  // split-half pairs
     attend(*pool_, k, base_, s_, l, pos0, n, b_.q, b_.att_out);
     run1(Ly.attn_proj, xb, Dz, b_.att_out, Dz, D, n);

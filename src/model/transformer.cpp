@@ -108,8 +108,12 @@ Status DecoderState::init(const LlamaConfig& c, int ctx, Arena& arena, KvType kv
   MC_TRY(arena.alloc_array(c.hidden_dim, act, &hb));
   MC_TRY(arena.alloc_array(c.hidden_dim, act, &hb2));
   MC_TRY(arena.alloc_array(static_cast<size_t>(c.n_heads) * static_cast<size_t>(ctx), act, &att));
-  MC_TRY(arena.alloc_array(c.head_dim() / 2, act, &rope_cos));
-  MC_TRY(arena.alloc_array(c.head_dim() / 2, act, &rope_sin));
+  if (c.n_layers > 0) {
+    const size_t angles = static_cast<size_t>(ctx) * static_cast<size_t>(c.head_dim() / 2);
+    MC_TRY(arena.alloc_array(angles, act, &rope_cos));
+    MC_TRY(arena.alloc_array(angles, act, &rope_sin));
+    rope_angles(c.rope_theta, c.head_dim(), ctx, rope_cos, rope_sin);
+  }
   MC_TRY(arena.alloc_array(c.vocab_size, act, &logits));
   if (kv == KvType::kF32) {
     MC_TRY(arena.alloc_array(kv_elems, TensorClass::kKvCache, &key_cache));
@@ -165,14 +169,11 @@ Status BatchState::init(const LlamaConfig& c, int n, Arena& arena) {
   MC_TRY(arena.alloc_array(cn * c.hidden_dim, act, &hb2));
   MC_TRY(arena.alloc_array(cn * c.vocab_size, act, &logits));
   MC_TRY(arena.alloc_array(cn * widest, act, &act_q));
-  MC_TRY(arena.alloc_array(cn * widest, act, &act_scales));
-  MC_TRY(arena.alloc_array(cn * (c.head_dim() / 2), act, &rope_cos));
-  return arena.alloc_array(cn * (c.head_dim() / 2), act, &rope_sin);
+  return arena.alloc_array(cn * widest, act, &act_scales);
 }
 
 void BatchState::view(const LlamaConfig& c, const DecoderState& s) {
-  *this = BatchState{1, c.act_width(), s.x, s.xb, s.q, s.att_out, s.hb, s.hb2, s.logits, s.act_q, s.act_scales,
-                     s.rope_cos, s.rope_sin};
+  *this = BatchState{1, c.act_width(), s.x, s.xb, s.q, s.att_out, s.hb, s.hb2, s.logits, s.act_q, s.act_scales};
 }
 
 Status check_token_pos(const LlamaConfig& c, int ctx_len, int token, int pos) {
@@ -213,15 +214,17 @@ void rotate_head(float* v, int hs, const float* cos_, const float* sin_, RopeSty
 }
 }  // namespace
 
-// Cost weights for run_sized (multiply-add equivalents): an angle is a few double-precision routines.
-constexpr size_t kRopeAngleWork = 256, kRopeHeadWork = 4;
+// Cost weight for run_sized (multiply-add equivalents) of rotating one head.
+constexpr size_t kRopeHeadWork = 4;
 
-void rope_angles_batch(ThreadPool& pool, float theta, int hs, int pos0, int n, float* cos_, float* sin_) {
+size_t rope_table_bytes(const LlamaConfig& c, int ctx_len) {
+  return c.n_layers > 0 ? 2 * static_cast<size_t>(ctx_len) * static_cast<size_t>(c.head_dim() / 2) * sizeof(float) : 0;
+}
+
+void rope_angles(float theta, int hs, int n, float* cos_, float* sin_) {
   const double log_theta = mc_log(static_cast<double>(theta));
   const int half = hs / 2, total = n * half;
-  run_slices(pool, total, 1, static_cast<size_t>(total) * kRopeAngleWork, [&](int b, int e) {
-    for (int t = b; t < e; ++t) rope_angle(log_theta, hs, pos0 + t / half, t % half, cos_ + t, sin_ + t);
-  });
+  for (int t = 0; t < total; ++t) rope_angle(log_theta, hs, t / half, t % half, cos_ + t, sin_ + t);
 }
 
 void rope_rotate_batch(ThreadPool& pool, const RopeColumns& c, int hs, int n, const float* cos_, const float* sin_,

@@ -66,7 +66,10 @@ struct DecoderState {
   float* hb = nullptr;       // [hidden]
   float* hb2 = nullptr;      // [hidden]
   float* att = nullptr;      // [n_heads, ctx_len] attention scores
-  float* rope_cos = nullptr; // [head_dim / 2] for the current position
+  // RoPE's angles of every position: [ctx_len, head_dim / 2], computed once by init (on a board each
+  // angle is double-precision software: computed per token they were ~5% of a token's instructions);
+  // null for a slice without layers. rope_cos_at(pos) is position pos's row.
+  float* rope_cos = nullptr;
   float* rope_sin = nullptr;
   float* logits = nullptr;   // [vocab]
   float* key_cache = nullptr;    // f32 cache: [layers, ctx_len, kv_dim]
@@ -87,6 +90,8 @@ struct DecoderState {
   // Room for the keys and values of `rows` positions computed together (batched prefill); int8 only.
   Status reserve_stage(int rows, Arena& arena);
   size_t cache_index(int layer, int pos) const { return static_cast<size_t>(layer) * ctx_len + pos; }
+  const float* rope_cos_at(int pos) const { return rope_cos + static_cast<size_t>(pos) * (head_dim / 2); }
+  const float* rope_sin_at(int pos) const { return rope_sin + static_cast<size_t>(pos) * (head_dim / 2); }
   // Where the projections write the keys / values of positions pos0, pos0 + 1, ... (rows kv_dim
   // apart): the f32 cache itself, or (int8) the staging rows that store_kv quantizes.
   float* new_keys(int layer, int pos0) { return kv_type == KvType::kF32 ? key_cache + cache_index(layer, pos0) * kv_dim : key_new; }
@@ -98,7 +103,7 @@ struct DecoderState {
 };
 
 // Activations of up to `cap` tokens evaluated together (batched prefill): column i of each buffer
-// starts at i times its width (dim, hidden, vocab, head_dim / 2; `widest`, a multiple of 16, for the quantized copies
+// starts at i times its width (dim, hidden, vocab; `widest`, a multiple of 16, for the quantized copies
 // and scales).
 struct BatchState {
   int cap = 0;
@@ -112,8 +117,6 @@ struct BatchState {
   float* logits = nullptr;   // [cap, vocab]
   int8_t* act_q = nullptr;   // [cap, widest]
   float* act_scales = nullptr;  // [cap, widest]
-  float* rope_cos = nullptr;    // [cap, head_dim / 2]: the angles of each column's position
-  float* rope_sin = nullptr;
 
   Status init(const LlamaConfig& c, int cap, Arena& arena);
   // One token (cap 1) on the single-token buffers of s: nothing allocated.
@@ -126,12 +129,13 @@ Status check_token_pos(const LlamaConfig& c, int ctx_len, int token, int pos);
 // RMSNorm: out = w * (x * (1 / sqrt(mean(x^2) + eps))), the sum of squares in kernels.h's lane order.
 void rmsnorm(const KernelSet& k, float* out, const float* x, const float* w, int n, float eps);
 
-// RoPE, split over the pool (every angle, every head on its own: the same bits for any split).
-// The angles of positions pos0 .. pos0 + n - 1 into rows of head_dim / 2, as llama2.c computes them:
+// RoPE. The angles of positions 0 .. n - 1 into rows of head_dim / 2, as llama2.c computes them:
 // freq = 1 / theta^(2i / hs) in float, angle = pos * freq in float, then cos / sin correctly rounded
-// (own double routines).
-void rope_angles_batch(ThreadPool& pool, float theta, int head_dim, int pos0, int n, float* cos_, float* sin_);
-// Rotates every head of n columns of q (q_width values, stride q_stride) and of keys, each column by
+// (own double routines): DecoderState's table, once.
+void rope_angles(float theta, int head_dim, int n, float* cos_, float* sin_);
+// Bytes of DecoderState's angle table for ctx_len positions.
+size_t rope_table_bytes(const LlamaConfig& c, int ctx_len);
+// Split over the pool (every head on its own: the same bits for any split): rotates every head of n columns of q (q_width values, stride q_stride) and of keys, each column by
 // its row of angles.
 struct RopeColumns {
   float* q;

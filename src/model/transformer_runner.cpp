@@ -241,12 +241,12 @@ Status TransformerRunner::layers(int l0, int l1, int pos0, int n) {
   const size_t D = static_cast<size_t>(dim), H = static_cast<size_t>(hidden), KV = static_cast<size_t>(kv_dim);
   const KernelSet& k = *kernels_;
   float *const x = b_.x, *const xb = b_.xb, *const q = b_.q, *const att_out = b_.att_out;
-  float *const hb = b_.hb, *const hb2 = b_.hb2, *const cos_ = b_.rope_cos, *const sin_ = b_.rope_sin;
+  float *const hb = b_.hb, *const hb2 = b_.hb2;
+  const float *const cos_ = s_.rope_cos_at(pos0), *const sin_ = s_.rope_sin_at(pos0);
   auto norm = [&](float* out, const float* in, const float* w, int width) {
     const size_t W = static_cast<size_t>(width);
     for (int i = 0; i < n; ++i) rmsnorm(k, out + i * W, in + i * W, w, width, c.norm_eps);
   };
-  rope_angles_batch(*pool_, c.rope_theta, hs, pos0, n, cos_, sin_);
   for (int l = l0; l < l1; ++l) {
     const TransformerLayer& L = m.layer(l);
     const int cl = l - first_;  // the layer's place in this runner's KV cache

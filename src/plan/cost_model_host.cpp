@@ -303,7 +303,8 @@ Status cost_model(const LoadedModel& model, const BoardProfile& board, const Cos
   const bool kv_int8 = model.kv == KvType::kInt8 || opt.kv_bytes == 1;
   const uint64_t kv_row = model.kv == KvType::kInt8 ? kv_bytes_per_layer_position(c, model.kv)
                                                     : 2ull * c.kv_dim() * static_cast<uint64_t>(opt.kv_bytes);
-  const uint64_t kv = kv_row * c.n_layers * ctx;
+  // The RoPE angle table (transformer.h's DecoderState: every position's angles, computed at start) sits with it.
+  const uint64_t kv = kv_row * c.n_layers * ctx + rope_table_bytes(c, ctx);
   Tier kv_tier = act + kv <= sram ? Tier::kSram : Tier::kPsram;
   r.placed[static_cast<int>(Tier::kSram)] += act;
   r.placed[static_cast<int>(kv_tier)] += kv;
