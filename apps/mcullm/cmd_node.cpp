@@ -59,11 +59,17 @@ int ring_node(const NodeCliOptions& o) {
   if (Status st = SliceSource::open(o.m.model, o.m.load_options(), &source); !st.ok()) return report(st);
   const LlamaModel& model = source->loaded().model;
   const LlamaConfig& cfg = model.cfg;
-  // Room for any range the master may assign (every layer, the whole context) and the frame buffers.
-  std::vector<uint8_t> mem(2 * cluster::kMaxFrameBytes + static_cast<size_t>(cfg.dim) * sizeof(float) + 4096 +
-                           llama_slice_work_bytes(cfg, SliceRange{0, cfg.n_layers, false}, cfg.seq_len, KvType::kF32));
-  Arena link_arena(Tier::kHost, mem.data(), 2 * cluster::kMaxFrameBytes + 64);
-  Arena work(Tier::kHost, mem.data() + 2 * cluster::kMaxFrameBytes + 64, mem.size() - 2 * cluster::kMaxFrameBytes - 64);
+  if (o.max_streams > board::kMaxStreamSlots)
+    return report(Status::Error(Code::kInvalidArgument, "--ring: --max-streams %d, a board node keeps at most %d", o.max_streams,
+                                board::kMaxStreamSlots));
+  // Room for any range the master may assign (every layer, the whole context) in every stream slot,
+  // and the frame buffers. Not zeroed: the pages of caches no stream reaches are never touched.
+  const size_t bytes = 2 * cluster::kMaxFrameBytes + static_cast<size_t>(cfg.dim) * sizeof(float) + 4096 +
+                       static_cast<size_t>(o.max_streams) *
+                           llama_slice_work_bytes(cfg, SliceRange{0, cfg.n_layers, false}, cfg.seq_len, KvType::kF32);
+  std::unique_ptr<uint8_t[]> mem(new uint8_t[bytes]);
+  Arena link_arena(Tier::kHost, mem.get(), 2 * cluster::kMaxFrameBytes + 64);
+  Arena work(Tier::kHost, mem.get() + 2 * cluster::kMaxFrameBytes + 64, bytes - 2 * cluster::kMaxFrameBytes - 64);
 
   std::unique_ptr<cluster::Transport> tx, rx;
   constexpr int kWaitForNeighbourMs = 600000;  // the next board may be started by hand
@@ -79,6 +85,7 @@ int ring_node(const NodeCliOptions& o) {
   board::NodeOptions no;
   no.ctx_len = o.m.ctx;
   no.max_layers = o.max_layers;
+  no.max_streams = o.max_streams;
   board::Node node;
   if (Status st = node.init(&model, link, work, &pool, kernels, no); !st.ok()) return report(st);
   std::fprintf(stderr, "mcullm node: ring %s -> this node -> %s\n", spi.describe_rx(), spi.describe_tx());
@@ -171,7 +178,8 @@ void add_node_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--serial", o->serial, "Serial device or pseudo-terminal the master is on");
   cmd->add_option("--rate", o->rate, "--serial: pace sending to this many bits per second (0: as fast as it goes)");
   cmd->add_option("--max-layers", o->max_layers, "Refuse to hold more layers than this (0: no limit)")->check(CLI::Range(0, 4096));
-  cmd->add_option("--max-streams", o->max_streams, "KV caches (streams) kept at once")->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-streams", o->max_streams, "KV caches (streams) kept at once (--ring: stream slots, at most 16)")
+      ->check(CLI::Range(1, 4096));
   cmd->add_flag("--ring", o->ring,
                 "Be one board of a ring (`cluster --topology ring`): frames come from the previous board on --listen and go to "
                 "--next; the master's hello assigns the layers");
