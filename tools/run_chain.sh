@@ -159,14 +159,14 @@ rc=0
 if [ "$PC" = nodes ]; then
   read -r -a P <<<"$(free_ports $((NODES + 2)))"
   # the last PC node sends to P[N+1], which socat passes into the board master's input pipe
-  socat -u TCP-LISTEN:"${P[$((NODES + 1))]}",bind=127.0.0.1,reuseaddr PIPE:"$WORK/link$((NODES + 1))" 2>"$WORK/socat-in.log" &
+  socat -u TCP-LISTEN:"${P[$((NODES + 1))]}",bind=127.0.0.1,reuseaddr,nodelay PIPE:"$WORK/link$((NODES + 1))" 2>"$WORK/socat-in.log" &
   helpers+=($!)
   for k in $(seq "$NODES" -1 1); do
     next=${P[$((k + 1))]}
     timeout 600 "$MCULLM" node --ring -m "$MODEL" --listen 127.0.0.1:"${P[$k]}" --next 127.0.0.1:"$next" >"$WORK/node$k.out" 2>&1 &
     pids+=($!)
   done
-  socat -u PIPE:"$WORK/link1" TCP:127.0.0.1:"${P[1]}",retry=100,interval=0.1 2>"$WORK/socat-out.log" &
+  socat -u PIPE:"$WORK/link1" TCP:127.0.0.1:"${P[1]}",retry=100,interval=0.1,nodelay 2>"$WORK/socat-out.log" &
   helpers+=($!)
   board_master || rc=$?
 else
@@ -178,9 +178,9 @@ else
   if [ "$PC" = master ]; then
     read -r -a P <<<"$(free_ports 2)"
     # the PC master connects to P[1], which socat passes into node 1's pipe; node N's output goes to its --listen P[0]
-    socat -u TCP-LISTEN:"${P[1]}",bind=127.0.0.1,reuseaddr PIPE:"$WORK/link1" 2>"$WORK/socat-in.log" &
+    socat -u TCP-LISTEN:"${P[1]}",bind=127.0.0.1,reuseaddr,nodelay PIPE:"$WORK/link1" 2>"$WORK/socat-in.log" &
     helpers+=($!)
-    socat -u PIPE:"$WORK/link$((NODES + 1))" TCP:127.0.0.1:"${P[0]}",retry=100,interval=0.1 2>"$WORK/socat-out.log" &
+    socat -u PIPE:"$WORK/link$((NODES + 1))" TCP:127.0.0.1:"${P[0]}",retry=100,interval=0.1,nodelay 2>"$WORK/socat-out.log" &
     helpers+=($!)
     nodes=127.0.0.1:${P[1]}
     for k in $(seq 2 "$NODES"); do nodes="$nodes,127.0.0.1:9"; done  # only the first is connected: the rest give the ring its length
