@@ -67,9 +67,9 @@ skip() {
 }
 
 case "$STREAMS" in
-  ''|*[!0-9]*|0) echo "run_chain: --streams takes a count of 1..16" >&2; exit 1 ;;
+  ''|*[!0-9]*|0) echo "run_chain: --streams takes a count of 1..8" >&2; exit 1 ;;
 esac
-[ "$STREAMS" -le 16 ] || { echo "run_chain: --streams takes a count of 1..16" >&2; exit 1; }
+[ "$STREAMS" -le 8 ] || { echo "run_chain: --streams takes a count of 1..8" >&2; exit 1; }
 [ "$STREAMS" = 1 ] || [ "$PC" = master ] || { echo "run_chain: --streams is for --pc-master (a board master drives one stream)" >&2; exit 1; }
 
 if [ -n "$PC" ]; then

@@ -467,7 +467,7 @@ int cluster_main(ClusterOptions o) {
     return report(Status::Error(Code::kInvalidArgument, "give one of --local N, --nodes HOST:PORT,... or --simulate (with --local N's cuts)"));
   const bool ring = o.topology == "ring";
   if (ring) {
-    const char* bad = o.streams > cluster::RingMaster::kMaxStreams ? "more than 16 --streams (a board node's stream slots)"
+    const char* bad = o.streams > cluster::RingMaster::kMaxStreams ? "more than 8 --streams (a board node's stream slots)"
                       : o.simulate  ? "--simulate (it has no links)"
                       : o.bench > 0 ? "--bench"
                       : o.link != "tcp" ? "--link pty"

@@ -36,7 +36,9 @@ struct NodeOptions {
   int max_streams = 1;  // stream slots (KV caches), 1..kMaxStreamSlots; the hello reports it
 };
 
-constexpr int kMaxStreamSlots = 16;
+// A ring of N nodes is full with N hidden states in flight (the reference design: 6 nodes); each
+// slot is a LlamaSlice inside the Node (static memory on a board), its KV cache in the work arena.
+constexpr int kMaxStreamSlots = 8;
 
 class Node {
  public:

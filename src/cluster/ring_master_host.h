@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "board/master.h"
+#include "board/node.h"
 #include "board/transport_spi_link_host.h"
 #include "cluster/transport.h"
 
@@ -50,7 +51,7 @@ class RingStream;
 
 class RingMaster {
  public:
-  static constexpr int kMaxStreams = 16;  // streams open at once (a board node's kMaxStreamSlots)
+  static constexpr int kMaxStreams = board::kMaxStreamSlots;  // streams open at once
   RingMaster(const LlamaModel* model, ThreadPool* pool, const KernelSet* kernels, RingOptions opt);
   ~RingMaster();
   // Wires the ring and connects (hellos checked by slice hash and stream slots, reset).

@@ -13,7 +13,7 @@
 //                master image with the nodes' plan, or a whole image with nodes=N), prompt= and the
 //                sampler. The master prints what the single board prints; a node, when its input
 //                closes, its layers and the mean counter (instructions, per core) per hidden state.
-//   streams=1    role=node: stream slots (a KV cache each) the node keeps, 1..16 (board/node.h): a
+//   streams=1    role=node: stream slots (a KV cache each) the node keeps, 1..8 (board/node.h): a
 //                master with several streams in flight (`mcullm cluster --topology ring --streams K`)
 //                needs K; the caches of all of them come from the work tier
 //   batch=8      batched prefill: up to N prompt tokens a call, each weight matrix read once for them
