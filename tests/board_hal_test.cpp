@@ -814,7 +814,8 @@ struct StreamProbe {
   // A different vector for every (stream, pos), the same every time.
   static std::vector<float> input(uint32_t stream, uint32_t pos, uint32_t dim) {
     std::vector<float> x(dim);
-    for (uint32_t i = 0; i < dim; ++i) x[i] = 0.5f * std::sin(0.7f * static_cast<float>(stream) + 0.31f * static_cast<float>(pos) + 0.05f * static_cast<float>(i));
+    for (uint32_t i = 0; i < dim; ++i)
+      x[i] = 0.5f * std::sin(0.7f * static_cast<float>(stream) + 0.31f * static_cast<float>(pos) + 0.05f * static_cast<float>(i));
     return x;
   }
   Status ask(uint32_t stream, uint32_t pos, std::vector<float>* out, std::string* refused) {

@@ -181,7 +181,8 @@ void add_node_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--rate", o->rate, "--serial: pace sending to this many bits per second (0: as fast as it goes)");
   cmd->add_option("--max-layers", o->max_layers, "Refuse to hold more layers than this (0: no limit)")->check(CLI::Range(0, 4096));
   CLI::Option* max_streams =
-      cmd->add_option("--max-streams", o->max_streams, "KV caches (streams) kept at once (default 16; --ring: stream slots, 1..8, default 8)")
+      cmd->add_option("--max-streams", o->max_streams,
+                      "KV caches (streams) kept at once (default 16; --ring: stream slots, 1..8, default 8)")
           ->check(CLI::Range(1, 4096));
   cmd->add_flag("--ring", o->ring,
                 "Be one board of a ring (`cluster --topology ring`): frames come from the previous board on --listen and go to "

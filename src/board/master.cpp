@@ -125,9 +125,9 @@ Status Master::connect() {
                            static_cast<unsigned>(in.first_layer), static_cast<unsigned>(in.end_layer));
     answered[k] = true;
     if (static_cast<int64_t>(in.max_streams) < opt_.streams)
-      return Status::Error(Code::kInvalidArgument, "node %d (layers %d:%d) keeps %u stream%s, %d streams asked (give it more stream slots)", k + 1,
-                           ranges_[k].first, ranges_[k].end, static_cast<unsigned>(in.max_streams), in.max_streams == 1 ? "" : "s",
-                           opt_.streams);
+      return Status::Error(Code::kInvalidArgument, "node %d (layers %d:%d) keeps %u stream%s, %d streams asked (give it more stream slots)",
+                           k + 1, ranges_[k].first, ranges_[k].end, static_cast<unsigned>(in.max_streams),
+                           in.max_streams == 1 ? "" : "s", opt_.streams);
     const uint64_t want = hashes_[k];
     if (in.slice_hash != want)
       return Status::Error(Code::kCorrupt, "node %d's layers %d:%d are other weights than the master's (slice hash %08lx%08lx, expected %08lx%08lx)",

@@ -107,7 +107,8 @@ Status RingMaster::open_stream(std::unique_ptr<RingStream>* out) {
     size_t slot = 0;
     while (slot < slot_open_.size() && slot_open_[slot]) ++slot;
     if (slot == slot_open_.size())
-      return Status::Error(Code::kInvalidArgument, "%zu streams are open: the ring was started for %d", slot_open_.size(), opt_.master.streams);
+      return Status::Error(Code::kInvalidArgument, "%zu streams are open: the ring was started for %d", slot_open_.size(),
+                           opt_.master.streams);
     slot_open_[slot] = true;
     s->master_ = this;
     s->slot_ = static_cast<int>(slot);
@@ -239,8 +240,8 @@ Status RingMaster::step(RingStream& s, int token, int pos, const float** logits)
     cv_.notify_all();
     if (st.ok()) {
       if (replay && opt_.log)
-        opt_.log("stream " + std::to_string(s.id_) + ": " + std::to_string(pos) + " position(s) replayed into the new ring; continuing at position " +
-                 std::to_string(pos));
+        opt_.log("stream " + std::to_string(s.id_) + ": " + std::to_string(pos) +
+                 " position(s) replayed into the new ring; continuing at position " + std::to_string(pos));
       s.epoch_ = epoch;
       s.tokens_.push_back(token);
       return Status::Ok();
