@@ -944,7 +944,7 @@ TEST(BoardCluster, AMasterRefusesANodeWithFewerStreamSlotsThanItsStreams) {
 
 // The PC's ring master (`mcullm cluster --topology ring --streams 3`) over two board nodes with three
 // stream slots each: three streams in flight at once, each with the tokens and logits of the board
-// decoder run alone with its seed.
+// decoder run alone with its seed; once they are closed a fourth stream takes a freed slot.
 TEST(BoardCluster, APcRingMasterPipelinesThreeStreamsThroughBoardNodes) {
   MC_REQUIRE_SHARED();
   const Files f = stories_image();
@@ -997,6 +997,13 @@ TEST(BoardCluster, APcRingMasterPipelinesThreeStreamsThroughBoardNodes) {
   EXPECT_NE(got[0], got[1]);  // three seeds, three stories: no stream got another's answers by chance
   for (const NodeBoard& n : nodes) EXPECT_EQ(n.node.hidden_served(), kStreams * (prompt.size() + kTokens - 1));
   EXPECT_EQ(master.resends(), 0u);
+  // Closed streams free their slots on the nodes (a reset each): a new stream then fits.
+  for (auto& s : streams) s.reset();
+  ASSERT_OK(master.open_stream(&extra));
+  std::vector<int> again, want;
+  Arena arena(Tier::kHost, work[0].data(), work[0].size());
+  EXPECT_EQ(run_fingerprint(*extra, arena, prompt, kTokens, &again, 80), local_fingerprint(f.image, prompt, kTokens, &want, 80));
+  EXPECT_EQ(again, want);
 }
 
 // ---- per-node images (format/board_image.h version 2) ----

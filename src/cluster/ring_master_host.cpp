@@ -1,5 +1,6 @@
 #include "cluster/ring_master_host.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -61,7 +62,8 @@ void RingMaster::receive_loop(Wired* ring) {
     if (st.ok() && !got) continue;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      if (st.ok()) board::route_answer(f, awaited_.data(), n);
+      if (st.ok() && f.header.type == FrameType::kReset) resets_back_.push_back(f.header.stream);
+      else if (st.ok()) board::route_answer(f, awaited_.data(), n);
       else if (st.code() == Code::kCorrupt) board::route_corrupt(st, awaited_.data(), n);
       else broken_ = st;
     }
@@ -86,6 +88,7 @@ Status RingMaster::build() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     for (board::AwaitedAnswer& a : awaited_) a.state = State::kIdle;
+    resets_back_.clear();
     broken_ = Status::Ok();
   }
   receiver_ = std::thread(&RingMaster::receive_loop, this, ring_.get());
@@ -132,11 +135,18 @@ void RingMaster::close_stream(RingStream& s) {
   if (!ring_ || !broken_.ok() || s.tokens_.empty()) return;
   ++active_;
   lk.unlock();
-  {  // frees the stream's cache slot on every node (the reset comes back round and is dropped); a broken ring frees them anyway
+  Status sent;
+  {  // frees the stream's cache slot on every node; a broken ring frees them anyway
     std::lock_guard<std::mutex> send(send_mu_);
-    (void)ring_->link.send(FrameType::kReset, s.id_, 0, nullptr, 0, opt_.master.timeout_ms);
+    sent = ring_->link.send(FrameType::kReset, s.id_, 0, nullptr, 0, opt_.master.timeout_ms);
   }
   lk.lock();
+  // Until the reset is back round: every node has freed the slot, and none is still passing it on
+  // when the master closes the ring.
+  auto back = [&] { return std::find(resets_back_.begin(), resets_back_.end(), s.id_); };
+  if (sent.ok())
+    cv_.wait_for(lk, std::chrono::milliseconds(opt_.master.timeout_ms), [&] { return back() != resets_back_.end() || !broken_.ok(); });
+  if (back() != resets_back_.end()) resets_back_.erase(back());
   --active_;
   cv_.notify_all();
 }

@@ -91,6 +91,7 @@ class RingMaster {
   // under mu_:
   std::vector<board::AwaitedAnswer> awaited_;  // by stream slot
   std::vector<bool> slot_open_;
+  std::vector<uint32_t> resets_back_;  // streams whose reset came back round the ring, not yet seen by close_stream
   Status broken_;  // the receiving link's failure (the ring is broken)
   uint64_t epoch_ = 0;  // rings built so far
   bool rebuilding_ = false;
@@ -101,7 +102,7 @@ class RingMaster {
 };
 
 // One sequence generated through the ring, as a Decoder (model/generate.h drives it). Closing it
-// frees its cache slot on the nodes (a reset frame for its stream).
+// frees its cache slot on the nodes (a reset frame for its stream, waited for until it is back).
 class RingStream final : public Decoder {
  public:
   ~RingStream();
