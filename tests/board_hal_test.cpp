@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -19,6 +21,9 @@
 #include "board/mapped_model.h"
 #include "board/master.h"
 #include "board/node.h"
+#include "board/transport_spi_link_host.h"
+#include "cluster/ring_master_host.h"
+#include "cluster/transport_host.h"
 #include "core/fingerprint.h"
 #include "load/board_image_export_host.h"
 #include "load/model_loader_host.h"
@@ -463,7 +468,7 @@ struct NodeBoard {
   FrameLink link;
   Node node;
   SerialPool pool;
-  Status init(const std::string& image, SpiLink* spi, HostGpioBus* bus) {
+  Status init(const std::string& image, SpiLink* spi, HostGpioBus* bus, int max_streams = 1) {
     hal = std::make_unique<HostBoard>(HostBoardConfig{{{"model", image}}}, nullptr, spi, bus);
     MC_TRY(model.init(*hal, "model"));
     const LlamaModel* llama = nullptr;
@@ -472,6 +477,7 @@ struct NodeBoard {
     NodeOptions no;
     no.send_timeout_ms = 500;
     no.held_hash = model.image().slice().hash;  // as the firmware: a per-node image's recorded hash
+    no.max_streams = max_streams;
     MC_TRY(node.init(llama, link, model.arena(Tier::kPsram), &pool, kernels_by_name("auto"), no));
     hal->gpio_write(Gpio::kReady, true);
     return Status::Ok();
@@ -500,18 +506,18 @@ struct ClusterPair {
   NodeBoard board;
   Node& node = board.node;
   NodeThreads threads;  // last: stops before the board goes
-  Status start_node(const std::string& image) {
+  Status start_node(const std::string& image, int max_streams = 1) {
     make_host_spi_wire(&master_spi, &node_spi);
-    MC_TRY(board.init(image, node_spi.get(), &bus));
+    MC_TRY(board.init(image, node_spi.get(), &bus, max_streams));
     threads.start(&board);
     return Status::Ok();
   }
 };
 
 // The tokens and logits of n steps of a decoder (fingerprint of generate()).
-uint64_t run_fingerprint(Decoder& d, Arena& work, const std::vector<int>& prompt, int n, std::vector<int>* tokens) {
+uint64_t run_fingerprint(Decoder& d, Arena& work, const std::vector<int>& prompt, int n, std::vector<int>* tokens, uint64_t seed = 77) {
   SamplerConfig sc;
-  sc.seed = 77;
+  sc.seed = seed;
   Sampler s;
   EXPECT_TRUE(s.init(sc, d.vocab_size(), work).ok());
   std::vector<int> history(prompt.size() + n + 1);
@@ -549,14 +555,14 @@ struct MasterBoard {
 };
 
 // One process: the board decoder over the same image.
-uint64_t local_fingerprint(const std::string& image, const std::vector<int>& prompt, int n, std::vector<int>* tokens) {
+uint64_t local_fingerprint(const std::string& image, const std::vector<int>& prompt, int n, std::vector<int>* tokens, uint64_t seed = 77) {
   HostBoard hal(HostBoardConfig{{{"model", image}}}, nullptr, nullptr, nullptr);
   MappedModel m;
   EXPECT_TRUE(m.init(hal, "model").ok());
   SerialPool pool;
   BoardDecoder dec;
   EXPECT_TRUE(dec.init(m.model(), 0, m.arena(Tier::kPsram), &pool, kernels_by_name("auto")).ok());
-  return run_fingerprint(dec.decoder(), m.arena(Tier::kPsram), prompt, n, tokens);
+  return run_fingerprint(dec.decoder(), m.arena(Tier::kPsram), prompt, n, tokens, seed);
 }
 
 TEST(BoardCluster, MasterAndNodeOverSpiGiveTheTokensOfOneProcess) {
@@ -786,6 +792,219 @@ TEST(BoardCluster, LineServerAsMasterAnswersAsTheSingleBoard) {
   EXPECT_EQ(untimed(pc->read_all_available()), want);
 }
 
+
+// ---- stream slots: several streams through one board node ----
+
+// The master's end of a node's SPI wire, driven by hand: a hidden state of a stream at a position
+// in, the node's answer (or the text of its error frame) out.
+struct StreamProbe {
+  std::unique_ptr<HostBoard> hal;
+  std::vector<uint8_t> mem = std::vector<uint8_t>(2 * cluster::kMaxFrameBytes + 64);
+  Arena arena;
+  FrameLink link;
+  uint32_t dim = 0;
+  Status init(ClusterPair& pair) {
+    hal = std::make_unique<HostBoard>(HostBoardConfig(), nullptr, pair.master_spi.get(), &pair.bus);
+    arena.reset(Tier::kSram, mem.data(), mem.size());
+    const LlamaModel* llama = nullptr;
+    MC_TRY(pair.board.model.llama(&llama));
+    dim = static_cast<uint32_t>(llama->cfg.dim);
+    return link.init(hal->spi(), arena);
+  }
+  // A different vector for every (stream, pos), the same every time.
+  static std::vector<float> input(uint32_t stream, uint32_t pos, uint32_t dim) {
+    std::vector<float> x(dim);
+    for (uint32_t i = 0; i < dim; ++i)
+      x[i] = 0.5f * std::sin(0.7f * static_cast<float>(stream) + 0.31f * static_cast<float>(pos) + 0.05f * static_cast<float>(i));
+    return x;
+  }
+  Status ask(uint32_t stream, uint32_t pos, std::vector<float>* out, std::string* refused) {
+    const std::vector<float> x = input(stream, pos, dim);
+    MC_TRY(link.send_hidden(cluster::HiddenEncoding::kF32, stream, pos, x.data(), dim, 1000));
+    out->assign(dim, 0.0f);
+    refused->clear();
+    cluster::HiddenAssembler as;
+    as.start(out->data(), dim);
+    return receive([&](const cluster::Frame& f, bool* done) -> Status {
+      if (f.header.type == cluster::FrameType::kError) {
+        Status remote;
+        MC_TRY(cluster::decode_error(f.payload, f.header.payload_len, &remote));
+        *refused = remote.message();
+        *done = true;
+      } else if (f.header.type == cluster::FrameType::kHidden) {
+        MC_TRY(as.add(f));
+        *done = as.complete();
+      }
+      return Status::Ok();
+    });
+  }
+  Status reset(uint32_t stream) {  // the reset goes round (here: back to the probe)
+    MC_TRY(link.send(cluster::FrameType::kReset, stream, 0, nullptr, 0, 1000));
+    return receive([](const cluster::Frame& f, bool* done) {
+      *done = f.header.type == cluster::FrameType::kReset;
+      return Status::Ok();
+    });
+  }
+  template <typename OnFrame>
+  Status receive(OnFrame on_frame) {
+    for (int i = 0; i < 200; ++i) {  // a hang guard, not a clock assertion
+      cluster::Frame f;
+      bool got = false, done = false;
+      MC_TRY(link.receive(&f, &got, 50));
+      if (got) MC_TRY(on_frame(f, &done));
+      if (done) return Status::Ok();
+    }
+    return Status::Error(Code::kOutOfRange, "the node did not answer");
+  }
+};
+
+// A node with two stream slots serving two streams interleaved gives each the bits a one-slot node
+// gives it alone; a third stream is refused with an error frame that says why while the two go on;
+// a reset frees a slot and the third then fits.
+TEST(BoardCluster, TwoStreamSlotsServeInterleavedStreamsWithTheBitsOfOneSlotEach) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  const uint32_t a = 3, b = 9, c = 7;
+  constexpr uint32_t kPos = 6;
+  std::map<uint32_t, std::vector<std::vector<float>>> alone;  // [stream][pos]
+  {
+    ClusterPair one;
+    ASSERT_OK(one.start_node(f.image));
+    StreamProbe p;
+    ASSERT_OK(p.init(one));
+    for (uint32_t s : {a, b, c})  // one after the other: each new stream at pos 0 takes the one cache over
+      for (uint32_t pos = 0; pos <= kPos; ++pos) {
+        std::vector<float> y;
+        std::string refused;
+        ASSERT_OK(p.ask(s, pos, &y, &refused));
+        ASSERT_EQ(refused, "");
+        alone[s].push_back(y);
+      }
+  }
+  ClusterPair two;
+  ASSERT_OK(two.start_node(f.image, 2));
+  StreamProbe p;
+  ASSERT_OK(p.init(two));
+  auto expect_alone = [&](uint32_t s, uint32_t pos) {
+    std::vector<float> y;
+    std::string refused;
+    ASSERT_OK(p.ask(s, pos, &y, &refused));
+    ASSERT_EQ(refused, "") << "stream " << s << " pos " << pos;
+    EXPECT_EQ(std::memcmp(y.data(), alone[s][pos].data(), y.size() * sizeof(float)), 0) << "stream " << s << " pos " << pos;
+  };
+  auto expect_refused = [&](uint32_t s, uint32_t pos, const char* why) {
+    std::vector<float> y;
+    std::string refused;
+    ASSERT_OK(p.ask(s, pos, &y, &refused));
+    EXPECT_NE(refused.find(why), std::string::npos) << refused;
+  };
+  for (uint32_t pos = 0; pos < kPos; ++pos) {
+    expect_alone(a, pos);
+    expect_alone(b, pos);
+  }
+  expect_refused(c, 0, "stream 7 at pos 0: all 2 stream slots are in use (reset one)");
+  expect_alone(a, kPos);  // still serving
+  ASSERT_OK(p.reset(b));
+  for (uint32_t pos = 0; pos <= kPos; ++pos) expect_alone(c, pos);  // in b's slot
+  expect_refused(b, 1, "stream 9 at pos 1: this node keeps no cache of it");
+  expect_refused(b, 0, "all 2 stream slots are in use");
+  ASSERT_OK(p.reset(cluster::kAllStreams));
+  expect_alone(b, 0);
+  expect_alone(c, 0);
+  EXPECT_EQ(two.node.hidden_served(), 2 * kPos + 1 + (kPos + 1) + 2);
+}
+
+// At hello a master with more streams in flight than a node keeps slots refuses the ring, saying
+// which node and how many; a node with enough slots is taken.
+TEST(BoardCluster, AMasterRefusesANodeWithFewerStreamSlotsThanItsStreams) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  MasterOptions mo;
+  mo.timeout_ms = 1000;
+  mo.streams = 2;
+  {
+    ClusterPair one;
+    ASSERT_OK(one.start_node(f.image));
+    MasterBoard m;
+    const Status st = m.init(f.image, one.master_spi.get(), &one.bus, mo);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(std::strstr(st.message(), "node 1 (layers 0:5) keeps 1 stream, 2 streams asked"), nullptr) << st.message();
+  }
+  ClusterPair two;
+  ASSERT_OK(two.start_node(f.image, 2));
+  mo.streams = 3;
+  MasterBoard refused;
+  const Status st = refused.init(f.image, two.master_spi.get(), &two.bus, mo);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::strstr(st.message(), "keeps 2 streams, 3 streams asked"), nullptr) << st.message();
+  mo.streams = 2;
+  MasterBoard m;
+  ASSERT_OK(m.init(f.image, two.master_spi.get(), &two.bus, mo));
+}
+
+// The PC's ring master (`mcullm cluster --topology ring --streams 3`) over two board nodes with three
+// stream slots each: three streams in flight at once, each with the tokens and logits of the board
+// decoder run alone with its seed; once they are closed a fourth stream takes a freed slot.
+TEST(BoardCluster, APcRingMasterPipelinesThreeStreamsThroughBoardNodes) {
+  MC_REQUIRE_SHARED();
+  const Files f = stories_image();
+  std::unique_ptr<LoadedModel> lm;
+  ASSERT_OK(load_model(f.model, &lm));
+  const std::vector<int> prompt = story_prompt(f);
+  constexpr int kNodes = 2, kStreams = 3, kTokens = 16;
+  // hop k: board k's TX (0: the master) -> board k + 1's RX (kNodes + 1: the master)
+  std::unique_ptr<cluster::Transport> tx[kNodes + 1], rx[kNodes + 1];
+  for (int k = 0; k <= kNodes; ++k) cluster::make_inproc_pair(&tx[k], &rx[k]);
+  std::unique_ptr<TransportSpiLink> spi[kNodes];
+  NodeBoard nodes[kNodes];
+  NodeThreads threads;  // after the boards: stops before they go
+  for (int k = 0; k < kNodes; ++k) {
+    spi[k] = std::make_unique<TransportSpiLink>(std::move(tx[k + 1]), std::move(rx[k]));
+    ASSERT_OK(nodes[k].init(f.image, spi[k].get(), nullptr, kStreams));
+    threads.start(&nodes[k]);
+  }
+  cluster::RingOptions ro;
+  ro.ranges = {SliceRange{0, 3, false}, SliceRange{3, 5, false}};
+  ro.master.streams = kStreams;
+  ro.wire = [&](std::unique_ptr<cluster::Transport>* to_first, std::unique_ptr<cluster::Transport>* from_last) {
+    if (!tx[0]) return Status::Error(Code::kIo, "the test wires one ring");
+    *to_first = std::move(tx[0]);
+    *from_last = std::move(rx[kNodes]);
+    return Status::Ok();
+  };
+  SerialPool pool;
+  cluster::RingMaster master(&lm->model, &pool, kernels_by_name("auto"), ro);
+  ASSERT_OK(master.start());
+  std::unique_ptr<cluster::RingStream> streams[kStreams];
+  for (auto& s : streams) ASSERT_OK(master.open_stream(&s));
+  std::unique_ptr<cluster::RingStream> extra;
+  EXPECT_FALSE(master.open_stream(&extra).ok());
+  std::vector<int> got[kStreams];
+  uint64_t fp[kStreams] = {};
+  std::vector<std::vector<uint8_t>> work(kStreams, std::vector<uint8_t>(1 << 20));
+  std::vector<std::thread> gen;
+  for (int i = 0; i < kStreams; ++i)
+    gen.emplace_back([&, i] {
+      Arena arena(Tier::kHost, work[i].data(), work[i].size());
+      fp[i] = run_fingerprint(*streams[i], arena, prompt, kTokens, &got[i], 77 + i);
+    });
+  for (std::thread& t : gen) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    std::vector<int> want;
+    EXPECT_EQ(fp[i], local_fingerprint(f.image, prompt, kTokens, &want, 77 + i)) << "stream " << i;
+    EXPECT_EQ(got[i], want) << "stream " << i;
+  }
+  EXPECT_NE(got[0], got[1]);  // three seeds, three stories: no stream got another's answers by chance
+  for (const NodeBoard& n : nodes) EXPECT_EQ(n.node.hidden_served(), kStreams * (prompt.size() + kTokens - 1));
+  EXPECT_EQ(master.resends(), 0u);
+  // Closed streams free their slots on the nodes (a reset each): a new stream then fits.
+  for (auto& s : streams) s.reset();
+  ASSERT_OK(master.open_stream(&extra));
+  std::vector<int> again, want;
+  Arena arena(Tier::kHost, work[0].data(), work[0].size());
+  EXPECT_EQ(run_fingerprint(*extra, arena, prompt, kTokens, &again, 80), local_fingerprint(f.image, prompt, kTokens, &want, 80));
+  EXPECT_EQ(again, want);
+}
 
 // ---- per-node images (format/board_image.h version 2) ----
 

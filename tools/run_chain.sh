@@ -18,6 +18,9 @@
 #   --swap A,B        flash node A's image on node B and B's on A: the master must refuse the ring at
 #                     hello (the test that the slice check runs on the boards); exit 0 when it does
 #   --pc-master       the master is a PC (`mcullm cluster --topology ring`) driving the boards as nodes
+#   --streams K       --pc-master: K streams in flight through the ring at once (seeds S, S+1, ...; each
+#                     board node keeps K stream slots, the runner's streams=K); every stream's
+#                     fingerprint must equal `mcullm run --seed S+i`'s                          [1]
 #   --pc-nodes        the nodes are PCs (`mcullm node --ring`) and a board is the master
 #                     (both: socat joins the boards' named pipes to the PCs' TCP links; the bytes are the
 #                     same frames: targets/runner/runner_hal.h)
@@ -27,7 +30,7 @@
 # because QEMU or a cross toolchain is missing (MCULLM_REQUIRE_TARGETS=1: fail instead, as CI does).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=$ROOT/build/release WORK="" TARGET=esp32-lx7 QEMU="" NODES=6 N=32 IDS=1,403,407 TEMP=1 SEED=3 CORES=1 KERNELS="" SWAP="" PC=""
+BUILD=$ROOT/build/release WORK="" TARGET=esp32-lx7 QEMU="" NODES=6 N=32 IDS=1,403,407 TEMP=1 SEED=3 CORES=1 KERNELS="" SWAP="" PC="" STREAMS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --target) TARGET=$2; shift 2 ;;
@@ -41,10 +44,11 @@ while [ $# -gt 0 ]; do
     --kernels) KERNELS=$2; shift 2 ;;
     --swap) SWAP=$2; shift 2 ;;
     --pc-master) PC=master; shift ;;
+    --streams) STREAMS=$2; shift 2 ;;
     --pc-nodes) PC=nodes; shift ;;
     --build) BUILD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     -*) echo "run_chain: unknown option $1" >&2; exit 1 ;;
     *) MODEL=$1; shift ;;
   esac
@@ -61,6 +65,12 @@ skip() {
   echo "run_chain: SKIP: $*"
   exit 77
 }
+
+case "$STREAMS" in
+  ''|*[!0-9]*|0) echo "run_chain: --streams takes a count of 1..8" >&2; exit 1 ;;
+esac
+[ "$STREAMS" -le 8 ] || { echo "run_chain: --streams takes a count of 1..8" >&2; exit 1; }
+[ "$STREAMS" = 1 ] || [ "$PC" = master ] || { echo "run_chain: --streams is for --pc-master (a board master drives one stream)" >&2; exit 1; }
 
 if [ -n "$PC" ]; then
   command -v socat >/dev/null || skip "missing socat (apt-get install socat): it joins the boards' pipes to the PCs' TCP links"
@@ -149,32 +159,33 @@ rc=0
 if [ "$PC" = nodes ]; then
   read -r -a P <<<"$(free_ports $((NODES + 2)))"
   # the last PC node sends to P[N+1], which socat passes into the board master's input pipe
-  socat -u TCP-LISTEN:"${P[$((NODES + 1))]}",bind=127.0.0.1,reuseaddr PIPE:"$WORK/link$((NODES + 1))" 2>"$WORK/socat-in.log" &
+  socat -u TCP-LISTEN:"${P[$((NODES + 1))]}",bind=127.0.0.1,reuseaddr,nodelay PIPE:"$WORK/link$((NODES + 1))" 2>"$WORK/socat-in.log" &
   helpers+=($!)
   for k in $(seq "$NODES" -1 1); do
     next=${P[$((k + 1))]}
     timeout 600 "$MCULLM" node --ring -m "$MODEL" --listen 127.0.0.1:"${P[$k]}" --next 127.0.0.1:"$next" >"$WORK/node$k.out" 2>&1 &
     pids+=($!)
   done
-  socat -u PIPE:"$WORK/link1" TCP:127.0.0.1:"${P[1]}",retry=100,interval=0.1 2>"$WORK/socat-out.log" &
+  socat -u PIPE:"$WORK/link1" TCP:127.0.0.1:"${P[1]}",retry=100,interval=0.1,nodelay 2>"$WORK/socat-out.log" &
   helpers+=($!)
   board_master || rc=$?
 else
   for k in $(seq 1 "$NODES"); do
-    board "$WORK/node$k.out" role=node image="$(image_of "$k")" work=psram link_in="$WORK/link$k" link_out="$WORK/link$((k + 1))" &
+    board "$WORK/node$k.out" role=node image="$(image_of "$k")" work=psram streams="$STREAMS" link_in="$WORK/link$k" \
+      link_out="$WORK/link$((k + 1))" &
     pids+=($!)
   done
   if [ "$PC" = master ]; then
     read -r -a P <<<"$(free_ports 2)"
     # the PC master connects to P[1], which socat passes into node 1's pipe; node N's output goes to its --listen P[0]
-    socat -u TCP-LISTEN:"${P[1]}",bind=127.0.0.1,reuseaddr PIPE:"$WORK/link1" 2>"$WORK/socat-in.log" &
+    socat -u TCP-LISTEN:"${P[1]}",bind=127.0.0.1,reuseaddr,nodelay PIPE:"$WORK/link1" 2>"$WORK/socat-in.log" &
     helpers+=($!)
-    socat -u PIPE:"$WORK/link$((NODES + 1))" TCP:127.0.0.1:"${P[0]}",retry=100,interval=0.1 2>"$WORK/socat-out.log" &
+    socat -u PIPE:"$WORK/link$((NODES + 1))" TCP:127.0.0.1:"${P[0]}",retry=100,interval=0.1,nodelay 2>"$WORK/socat-out.log" &
     helpers+=($!)
     nodes=127.0.0.1:${P[1]}
     for k in $(seq 2 "$NODES"); do nodes="$nodes,127.0.0.1:9"; done  # only the first is connected: the rest give the ring its length
     timeout 600 "$MCULLM" cluster -m "$MODEL" --prompt-ids "$IDS" -n "$N" --temp "$TEMP" -s "$SEED" --fingerprint -q \
-      --topology ring --nodes "$nodes" --listen 127.0.0.1:"${P[0]}" >"$WORK/master.out" 2>&1 || rc=$?
+      --topology ring --streams "$STREAMS" --nodes "$nodes" --listen 127.0.0.1:"${P[0]}" >"$WORK/master.out" 2>&1 || rc=$?
   else
     board_master || rc=$?
   fi
@@ -201,7 +212,9 @@ case "$PC" in
   nodes) who="a master on $TARGET and $NODES PC nodes (mcullm node --ring)" ;;
   *) who="a master and $NODES nodes on $TARGET" ;;
 esac
-echo "model $MODEL, $who (kernels $KERNELS, cores $CORES), prompt $IDS, $N tokens, temp $TEMP, seed $SEED"
+streams=""
+[ "$STREAMS" = 1 ] || streams=", $STREAMS streams (seeds $SEED..$((SEED + STREAMS - 1)))"
+echo "model $MODEL, $who (kernels $KERNELS, cores $CORES), prompt $IDS, $N tokens, temp $TEMP, seed $SEED$streams"
 if [ -n "$SWAP" ]; then
   # The master stops at hello with the node's refusal; nothing is generated.
   if [ "$rc" != 0 ] && grep -q "this node's image holds layers" "$WORK/master.out" && ! grep -q '^fingerprint' "$WORK/master.out"; then
@@ -212,10 +225,22 @@ if [ -n "$SWAP" ]; then
   cat "$WORK/master.out" >&2
   exit 1
 fi
-pc=$("$MCULLM" run -m "$MODEL" --prompt-ids "$IDS" -n "$N" --temp "$TEMP" -s "$SEED" --fingerprint -q 2>/dev/null | grep '^fingerprint' | cut -d' ' -f2)
-fp=$(grep '^fingerprint' "$WORK/master.out" | cut -d' ' -f2 || true)
-echo "pc     fingerprint $pc"
-echo "master fingerprint $fp (exit $rc)"
+# Each stream's fingerprint against `mcullm run` with its seed (one stream: the master's only line).
+mismatch=0
+for i in $(seq 0 $((STREAMS - 1))); do
+  pc=$("$MCULLM" run -m "$MODEL" --prompt-ids "$IDS" -n "$N" --temp "$TEMP" -s $((SEED + i)) --fingerprint -q 2>/dev/null |
+    grep '^fingerprint' | cut -d' ' -f2)
+  if [ "$STREAMS" = 1 ]; then
+    fp=$(grep '^fingerprint' "$WORK/master.out" | cut -d' ' -f2 || true)
+    tag=""
+  else
+    fp=$(grep "^stream $i fingerprint" "$WORK/master.out" | cut -d' ' -f4 || true)
+    tag=" (stream $i, seed $((SEED + i)))"
+  fi
+  echo "pc     fingerprint $pc$tag"
+  echo "master fingerprint $fp (exit $rc)$tag"
+  [ -n "$fp" ] && [ "$fp" = "$pc" ] || mismatch=1
+done
 grep -h '^master:\|^per sampled token' "$WORK/master.out" | sed 's/^master: //; s/^/  master: /' || true
 fail=0
 for k in $(seq 1 "$NODES"); do
@@ -224,7 +249,7 @@ for k in $(seq 1 "$NODES"); do
   echo "  node $k (exit ${node_rcs[$((k - 1))]}): ${line#node: }"
   if [ "${node_rcs[$((k - 1))]}" != 0 ] || [ -z "$line" ]; then fail=1; tail -3 "$WORK/node$k.out" >&2; fi
 done
-if [ "$rc" != 0 ] || [ -z "$fp" ] || [ "$fp" != "$pc" ]; then
+if [ "$rc" != 0 ] || [ "$mismatch" != 0 ]; then
   fail=1
   tail -5 "$WORK/master.out" >&2
 fi

@@ -313,7 +313,8 @@ struct LocalRing {
     Progress progress(built ? "starting a new ring" : "starting the ring", n, "nodes", o->quiet);
     for (int i = n - 1; i >= 0; --i, progress.step()) {
       std::vector<std::string> args = {"mcullm", "node", "--ring", "-m", o->m.model, "--listen", "127.0.0.1:0", "--next",
-                                       "127.0.0.1:" + std::to_string(next), "-t", std::to_string(o->node_threads), "--kernels", o->m.kernels};
+                                       "127.0.0.1:" + std::to_string(next), "-t", std::to_string(o->node_threads), "--kernels", o->m.kernels,
+                                       "--max-streams", std::to_string(o->streams)};
       if (o->max_layers > 0) args.insert(args.end(), {"--max-layers", std::to_string(o->max_layers)});
       for (const FaultSpec& f : faults)
         if (f.node == i + 1 && built == 0) args.insert(args.end(), {"--fault", f.kind, "--fault-after", std::to_string(f.after)});
@@ -466,7 +467,7 @@ int cluster_main(ClusterOptions o) {
     return report(Status::Error(Code::kInvalidArgument, "give one of --local N, --nodes HOST:PORT,... or --simulate (with --local N's cuts)"));
   const bool ring = o.topology == "ring";
   if (ring) {
-    const char* bad = o.streams > 1 ? "--streams (a board keeps one stream)"
+    const char* bad = o.streams > cluster::RingMaster::kMaxStreams ? "more than 8 --streams (a board node's stream slots)"
                       : o.simulate  ? "--simulate (it has no links)"
                       : o.bench > 0 ? "--bench"
                       : o.link != "tcp" ? "--link pty"
@@ -504,6 +505,7 @@ int cluster_main(ClusterOptions o) {
   LocalNodes local;
   LocalRing local_ring;
   std::unique_ptr<cluster::RingMaster> ring_master;  // after `local`: its links close before the nodes are stopped
+  std::vector<std::unique_ptr<cluster::RingStream>> rstreams;  // after ring_master: closed before it goes
   std::unique_ptr<cluster::ClusterMaster> master;
   std::vector<std::unique_ptr<cluster::ClusterStream>> cstreams;
   std::vector<std::unique_ptr<cluster::RoundedChain>> sims;
@@ -533,6 +535,7 @@ int cluster_main(ClusterOptions o) {
     ro.master.ctx_len = ctx_len;
     ro.master.encoding = enc;
     ro.master.timeout_ms = o.timeout_ms;
+    ro.master.streams = o.streams;
     ro.log = [](const std::string& m) { std::fprintf(stderr, "mcullm cluster: %s\n", m.c_str()); };
     if (o.local > 0) {
       local_ring.o = &o;
@@ -544,7 +547,11 @@ int cluster_main(ClusterOptions o) {
     ring_master = std::make_unique<cluster::RingMaster>(&source->loaded().model, &pool, kernels, ro);
     if (Status st = ring_master->start(); !st.ok()) return report(st);
     std::fprintf(stderr, "mcullm cluster: plan: %s\n", ring_master->plan_text().c_str());
-    runs[0].decoder = ring_master.get();
+    for (StreamRun& r : runs) {
+      rstreams.emplace_back();
+      if (Status st = ring_master->open_stream(&rstreams.back()); !st.ok()) return report(st);
+      r.decoder = rstreams.back().get();
+    }
   } else if (o.simulate) {
     for (StreamRun& r : runs) {
       sims.push_back(std::make_unique<cluster::RoundedChain>());

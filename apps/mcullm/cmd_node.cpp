@@ -24,6 +24,7 @@ struct NodeCliOptions {
   int max_layers = 0, max_streams = 16, fault_after = 0;
   uint64_t rate = 0;
   bool once = false, ring = false;
+  bool max_streams_given = false;  // --ring: else a board node's most slots
 };
 
 // --ring: the board node of the firmware (board::Node) with its SPI link over TCP. Order: listen
@@ -59,11 +60,18 @@ int ring_node(const NodeCliOptions& o) {
   if (Status st = SliceSource::open(o.m.model, o.m.load_options(), &source); !st.ok()) return report(st);
   const LlamaModel& model = source->loaded().model;
   const LlamaConfig& cfg = model.cfg;
-  // Room for any range the master may assign (every layer, the whole context) and the frame buffers.
-  std::vector<uint8_t> mem(2 * cluster::kMaxFrameBytes + static_cast<size_t>(cfg.dim) * sizeof(float) + 4096 +
-                           llama_slice_work_bytes(cfg, SliceRange{0, cfg.n_layers, false}, cfg.seq_len, KvType::kF32));
-  Arena link_arena(Tier::kHost, mem.data(), 2 * cluster::kMaxFrameBytes + 64);
-  Arena work(Tier::kHost, mem.data() + 2 * cluster::kMaxFrameBytes + 64, mem.size() - 2 * cluster::kMaxFrameBytes - 64);
+  const int streams = o.max_streams_given ? o.max_streams : board::kMaxStreamSlots;
+  if (streams > board::kMaxStreamSlots)
+    return report(Status::Error(Code::kInvalidArgument, "--ring: --max-streams %d, a board node keeps at most %d", streams,
+                                board::kMaxStreamSlots));
+  // Room for any range the master may assign (every layer, the whole context) in every stream slot,
+  // and the frame buffers. Not zeroed: the pages of caches no stream reaches are never touched.
+  const size_t bytes = 2 * cluster::kMaxFrameBytes + static_cast<size_t>(cfg.dim) * sizeof(float) + 4096 +
+                       static_cast<size_t>(streams) *
+                           llama_slice_work_bytes(cfg, SliceRange{0, cfg.n_layers, false}, cfg.seq_len, KvType::kF32);
+  std::unique_ptr<uint8_t[]> mem(new uint8_t[bytes]);
+  Arena link_arena(Tier::kHost, mem.get(), 2 * cluster::kMaxFrameBytes + 64);
+  Arena work(Tier::kHost, mem.get() + 2 * cluster::kMaxFrameBytes + 64, bytes - 2 * cluster::kMaxFrameBytes - 64);
 
   std::unique_ptr<cluster::Transport> tx, rx;
   constexpr int kWaitForNeighbourMs = 600000;  // the next board may be started by hand
@@ -79,6 +87,7 @@ int ring_node(const NodeCliOptions& o) {
   board::NodeOptions no;
   no.ctx_len = o.m.ctx;
   no.max_layers = o.max_layers;
+  no.max_streams = streams;
   board::Node node;
   if (Status st = node.init(&model, link, work, &pool, kernels, no); !st.ok()) return report(st);
   std::fprintf(stderr, "mcullm node: ring %s -> this node -> %s\n", spi.describe_rx(), spi.describe_tx());
@@ -171,7 +180,10 @@ void add_node_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--serial", o->serial, "Serial device or pseudo-terminal the master is on");
   cmd->add_option("--rate", o->rate, "--serial: pace sending to this many bits per second (0: as fast as it goes)");
   cmd->add_option("--max-layers", o->max_layers, "Refuse to hold more layers than this (0: no limit)")->check(CLI::Range(0, 4096));
-  cmd->add_option("--max-streams", o->max_streams, "KV caches (streams) kept at once")->check(CLI::Range(1, 4096));
+  CLI::Option* max_streams =
+      cmd->add_option("--max-streams", o->max_streams,
+                      "KV caches (streams) kept at once (default 16; --ring: stream slots, 1..8, default 8)")
+          ->check(CLI::Range(1, 4096));
   cmd->add_flag("--ring", o->ring,
                 "Be one board of a ring (`cluster --topology ring`): frames come from the previous board on --listen and go to "
                 "--next; the master's hello assigns the layers");
@@ -180,7 +192,10 @@ void add_node_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--fault", o->fault, "Test hook: fail on purpose after --fault-after hidden states: kill, stop, flip, exit")
       ->check(CLI::IsMember({"kill", "stop", "flip", "exit"}));
   cmd->add_option("--fault-after", o->fault_after, "Hidden states answered before --fault")->check(CLI::Range(0, 1 << 30));
-  cmd->callback([o, exit_code] { *exit_code = node(*o); });
+  cmd->callback([o, exit_code, max_streams] {
+    o->max_streams_given = max_streams->count() > 0;
+    *exit_code = node(*o);
+  });
 }
 
 }  // namespace mcullm::cli

@@ -16,6 +16,7 @@ Status Master::init(const LlamaModel* model, FrameLink& link, Arena& work, Threa
   ctx_len_ = opt.ctx_len > 0 ? opt.ctx_len : model->cfg.seq_len;
   MC_TRY(local_.init(model, SliceRange{0, 0, true}, ctx_len_, work, pool, kernels));
   MC_TRY(work.alloc_array(static_cast<size_t>(model->cfg.dim), TensorClass::kActivations, &hidden_));
+  if (opt.streams < 1) return Status::Error(Code::kInvalidArgument, "%d streams asked (1 or more)", opt.streams);
   const int n = model->cfg.n_layers;
   if (opt.nodes < 1 || opt.nodes > kMaxNodes || opt.nodes > n)
     return Status::Error(Code::kInvalidArgument, "%d nodes for %d layers (1..%d nodes, at most one per layer)", opt.nodes, n,
@@ -36,6 +37,50 @@ Status Master::init(const LlamaModel* model, FrameLink& link, Arena& work, Threa
                            model->first_layer, model->end(), k + 1, ranges_[k].first, ranges_[k].end);
   }
   return Status::Ok();
+}
+
+void AwaitedAnswer::expect(uint32_t s, uint32_t p, float* out, uint32_t dim) {
+  state = State::kWaiting;
+  stream = s;
+  pos = p;
+  answer.start(out, dim);
+  why = Status::Ok();
+}
+
+void route_corrupt(const Status& why, AwaitedAnswer* awaited, int n) {
+  for (int k = 0; k < n; ++k)
+    if (awaited[k].state == AwaitedAnswer::State::kWaiting) {
+      awaited[k].state = AwaitedAnswer::State::kSendAgain;
+      awaited[k].why = why;
+    }
+}
+
+void route_answer(const Frame& f, AwaitedAnswer* awaited, int n) {
+  const FrameHeader& h = f.header;
+  if (h.type != FrameType::kHidden && h.type != FrameType::kError) return;
+  AwaitedAnswer* a = nullptr;
+  for (int k = 0; k < n && !a; ++k)
+    if (awaited[k].state == AwaitedAnswer::State::kWaiting && awaited[k].stream == h.stream) a = &awaited[k];
+  if (h.type == FrameType::kError) {
+    Status remote;
+    Status why = decode_error(f.payload, h.payload_len, &remote);
+    if (why.ok()) why = Status::Error(Code::kCorrupt, "the node reports: %s", remote.message());
+    else why = Status::Error(Code::kCorrupt, "%s", why.message());
+    if (a) {
+      a->state = AwaitedAnswer::State::kSendAgain;
+      a->why = why;
+    } else {
+      route_corrupt(why, awaited, n);
+    }
+    return;
+  }
+  if (!a || h.pos != a->pos) return;  // stale: an answer to an exchange given up or sent again
+  if (Status st = a->answer.add(f); !st.ok()) {
+    a->state = AwaitedAnswer::State::kSendAgain;
+    a->why = Status::Error(Code::kCorrupt, "the node's hidden state: %s", st.message());
+  } else if (a->answer.complete()) {
+    a->state = AwaitedAnswer::State::kDone;
+  }
 }
 
 Status Master::await(FrameType type, Frame* out) {
@@ -79,6 +124,10 @@ Status Master::connect() {
       return Status::Error(Code::kCorrupt, "a node answered for layers %u:%u, which no node was given (or twice)",
                            static_cast<unsigned>(in.first_layer), static_cast<unsigned>(in.end_layer));
     answered[k] = true;
+    if (static_cast<int64_t>(in.max_streams) < opt_.streams)
+      return Status::Error(Code::kInvalidArgument, "node %d (layers %d:%d) keeps %u stream%s, %d streams asked (give it more stream slots)",
+                           k + 1, ranges_[k].first, ranges_[k].end, static_cast<unsigned>(in.max_streams),
+                           in.max_streams == 1 ? "" : "s", opt_.streams);
     const uint64_t want = hashes_[k];
     if (in.slice_hash != want)
       return Status::Error(Code::kCorrupt, "node %d's layers %d:%d are other weights than the master's (slice hash %08lx%08lx, expected %08lx%08lx)",
@@ -91,18 +140,29 @@ Status Master::connect() {
   return await(FrameType::kReset, &f);  // back round the ring: every node has cleared its cache
 }
 
+Status Master::send_hidden(uint32_t stream, int pos, const float* x) {
+  return link_->send_hidden(opt_.encoding, stream, static_cast<uint32_t>(pos), x, static_cast<uint32_t>(model_->cfg.dim), opt_.timeout_ms);
+}
+
 Status Master::exchange(int pos) {
-  const uint32_t dim = static_cast<uint32_t>(model_->cfg.dim);
-  MC_TRY(link_->send_hidden(opt_.encoding, stream_, static_cast<uint32_t>(pos), hidden_, dim, opt_.timeout_ms));
-  HiddenAssembler as;
-  as.start(hidden_, dim);
-  while (!as.complete()) {
+  awaited_.expect(stream_, static_cast<uint32_t>(pos), hidden_, static_cast<uint32_t>(model_->cfg.dim));
+  MC_TRY(send_hidden(stream_, pos, hidden_));
+  const int step = 50;
+  for (int waited = 0; awaited_.state == AwaitedAnswer::State::kWaiting;) {
+    if (waited >= opt_.timeout_ms)
+      return Status::Error(Code::kOutOfRange, "the node did not answer within %d ms (waiting for hidden)", opt_.timeout_ms);
     Frame f;
-    MC_TRY(await(FrameType::kHidden, &f));
-    if (f.header.stream != stream_ || f.header.pos != static_cast<uint32_t>(pos)) continue;  // stale
-    if (Status st = as.add(f); !st.ok()) return Status::Error(Code::kCorrupt, "the node's hidden state: %s", st.message());
+    bool got = false;
+    if (Status st = link_->receive(&f, &got, step); !st.ok()) {
+      if (st.code() != Code::kCorrupt) return st;
+      route_corrupt(st, &awaited_, 1);
+    } else if (got) {
+      route_answer(f, &awaited_, 1);
+    } else {
+      waited += step;
+    }
   }
-  return Status::Ok();
+  return awaited_.state == AwaitedAnswer::State::kDone ? Status::Ok() : awaited_.why;
 }
 
 Status Master::forward(int token, int pos, const float** logits) {

@@ -10,6 +10,12 @@
 // hidden state again (the node recomputes the same position: its cache rewinds), up to `retries`
 // times, so a flipped bit on the wire loses nothing; a node that stays silent fails the step with a
 // message saying so.
+// Several streams: the pieces below forward() (send_hidden, AwaitedAnswer, route_answer) let a caller
+// keep one hidden state per stream in flight on the ring at once, so that while node 2 computes
+// stream A node 1 computes stream B (each node keeps a KV cache per stream: board/node.h). No threads
+// here: the caller sends, hands every transfer it receives to route_answer / route_corrupt and
+// looks at each stream's state (the PC's ring master, cluster/ring_master_host.h, does it with a
+// receiving thread; forward() is the one-stream case of the same pieces).
 #pragma once
 #include "board/frame_link.h"
 #include "board/mapped_model.h"
@@ -34,7 +40,30 @@ struct MasterOptions {
   // Each node's layers (nodes values, in ring order, consecutive from 0 to the last layer: e.g. the
   // planner's split the per-node images were cut by); nullptr: the even split above.
   const SliceRange* node_ranges = nullptr;
+  int streams = 1;  // streams the caller keeps in flight: connect() refuses a node with fewer stream slots
 };
+
+// One stream's hidden state on its way round the ring, as the master waits for it.
+struct AwaitedAnswer {
+  enum class State : uint8_t { kIdle, kWaiting, kDone, kSendAgain };
+  State state = State::kIdle;
+  uint32_t stream = 0;
+  uint32_t pos = 0;
+  cluster::HiddenAssembler answer;
+  Status why;  // kSendAgain: what went wrong (kCorrupt)
+  // Waits for stream's hidden state at pos, into out[dim].
+  void expect(uint32_t stream, uint32_t pos, float* out, uint32_t dim);
+};
+
+// One frame the master received, for the answers awaited[n]: a hidden frame of a waiting (stream,
+// pos) goes into its vector (kDone once whole; a bad chunk: kSendAgain); an error frame about a
+// waiting stream makes it kSendAgain (the node's text in why); one about no waiting stream (a node
+// that got a corrupt transfer cannot tell whose it was) makes every waiting answer kSendAgain.
+// Anything else (a stale answer, a heartbeat, a reset coming back) changes nothing.
+void route_answer(const cluster::Frame& f, AwaitedAnswer* awaited, int n);
+// A transfer the master received was corrupt (whose answer it was, nobody knows): every waiting
+// answer becomes kSendAgain with `why`.
+void route_corrupt(const Status& why, AwaitedAnswer* awaited, int n);
 
 class Master final : public Decoder {
  public:
@@ -45,6 +74,10 @@ class Master final : public Decoder {
   Status connect();
   static constexpr int kMaxNodes = 16;
   Status forward(int token, int pos, const float** logits) override;
+  // The hidden state x[dim] of `stream` at `pos`, sent to node 1 (MasterOptions::encoding).
+  Status send_hidden(uint32_t stream, int pos, const float* x);
+  int timeout_ms() const { return opt_.timeout_ms; }
+  int retries() const { return opt_.retries; }
   int vocab_size() const override { return model_->cfg.vocab_size; }
   int ctx_len() const override { return ctx_len_; }
   uint32_t resends() const { return resends_; }
@@ -63,6 +96,7 @@ class Master final : public Decoder {
   SliceRange ranges_[kMaxNodes];
   uint64_t hashes_[kMaxNodes] = {};  // what each node must report at hello
   float* hidden_ = nullptr;
+  AwaitedAnswer awaited_;  // forward()'s one stream
   int ctx_len_ = 0;
   uint32_t stream_ = 0;
   uint32_t resends_ = 0;

@@ -13,6 +13,9 @@
 //                master image with the nodes' plan, or a whole image with nodes=N), prompt= and the
 //                sampler. The master prints what the single board prints; a node, when its input
 //                closes, its layers and the mean counter (instructions, per core) per hidden state.
+//   streams=1    role=node: stream slots (a KV cache each) the node keeps, 1..8 (board/node.h): a
+//                master with several streams in flight (`mcullm cluster --topology ring --streams K`)
+//                needs K; the caches of all of them come from the work tier
 //   batch=8      batched prefill: up to N prompt tokens a call, each weight matrix read once for them
 //                (Decoder::prefill; the same bits as one at a time), buffers from the work tier,
 //                at most the prompt's length - 1; 0 or 1: one token at a time. 8: a row block of
@@ -75,6 +78,7 @@ struct Args {
   int n = 16;
   int cores = 1;
   int sparse = 0;  // max live neurons per mille for the gate-first FFN; 0: dense
+  int streams = 1;  // role=node: stream slots
   int batch = 8;
   bool prompt_logits = true;
   SamplerConfig sampler;
@@ -139,6 +143,7 @@ Status parse_args(int argc, char** argv, Args* a) {
     else if (is("kv")) { ok = parse_kv_type(v, &a->kv); }
     else if (is("n")) { ok = parse_uint(v, 1u << 20, &u); a->n = static_cast<int>(u); }
     else if (is("sparse")) { ok = parse_uint(v, 1000, &u); a->sparse = static_cast<int>(u); }
+    else if (is("streams")) { ok = parse_uint(v, board::kMaxStreamSlots, &u) && u >= 1; a->streams = static_cast<int>(u); }
     else if (is("cores")) { ok = parse_uint(v, 2, &u) && u >= 1; a->cores = static_cast<int>(u); }
     else if (is("batch")) { ok = parse_uint(v, 4096, &u); a->batch = static_cast<int>(u); }
     else if (is("logits")) { a->prompt_logits = strcmp(v, "all") == 0; ok = a->prompt_logits || strcmp(v, "sampled") == 0; }
@@ -429,11 +434,11 @@ Status open_links(const Args& a, runner::FdSpiLink& link) {
 }
 
 // Serves hidden states until the previous board closes the link; then prints the node's figures.
-int run_node(runner::RunnerHal& hal, ThreadPool* pool, const KernelSet* kernels, bool work_psram) {
+int run_node(runner::RunnerHal& hal, ThreadPool* pool, const KernelSet* kernels, bool work_psram, int streams) {
   const Tier work = work_psram ? Tier::kPsram : Tier::kSram;
-  if (Status st = board::start_node(hal, "model", work, 0, pool, kernels, &g_mapped, &g_link, &g_node); !st.ok())
+  if (Status st = board::start_node(hal, "model", work, 0, streams, pool, kernels, &g_mapped, &g_link, &g_node); !st.ok())
     return fail(st.code() == Code::kOutOfMemory ? 3 : 2, st);
-  printf("node: ready, holds layers %d:%d\n", g_node.range().first, g_node.range().end);
+  printf("node: ready, holds layers %d:%d, %d stream slot%s\n", g_node.range().first, g_node.range().end, streams, streams == 1 ? "" : "s");
   fflush(stdout);
   uint64_t counter = 0;
   CoreCounts work_done;
@@ -523,7 +528,7 @@ int run(int argc, char** argv) {
   ThreadPool* pool = a.cores == 2 ? static_cast<ThreadPool*>(&g_dual_pool) : &serial_pool;
   if (a.role != Role::kSingle) {
     runner::RunnerHal hal(image, image_size, sram_mem, BOARD_SRAM_BYTES, psram_mem, BOARD_PSRAM_BYTES, g_spi, g_second_core);
-    return a.role == Role::kNode ? run_node(hal, pool, kernels, a.work_psram) : run_master(a, hal, pool, kernels);
+    return a.role == Role::kNode ? run_node(hal, pool, kernels, a.work_psram, a.streams) : run_master(a, hal, pool, kernels);
   }
 
   Arena sram(Tier::kSram, sram_mem, BOARD_SRAM_BYTES);

@@ -83,7 +83,8 @@ Status reset_nodes() {
 }
 
 [[noreturn]] void run_node(ThreadPool* pool, const KernelSet* kernels) {
-  const Status st = start_node(g_hal, "model", work_tier(), CONFIG_MCULLM_CTX, pool, kernels, &g_model, &g_link, &g_node);
+  const Status st = start_node(g_hal, "model", work_tier(), CONFIG_MCULLM_CTX, CONFIG_MCULLM_NODE_STREAMS, pool, kernels, &g_model,
+                               &g_link, &g_node);
   if (!st.ok()) {
     g_hal.log(st.message());
     for (;;) vTaskDelay(pdMS_TO_TICKS(1000));  // ready stays low: the master says why it waits
