@@ -108,11 +108,11 @@ Status DecoderState::init(const LlamaConfig& c, int ctx, Arena& arena, KvType kv
   MC_TRY(arena.alloc_array(c.hidden_dim, act, &hb));
   MC_TRY(arena.alloc_array(c.hidden_dim, act, &hb2));
   MC_TRY(arena.alloc_array(static_cast<size_t>(c.n_heads) * static_cast<size_t>(ctx), act, &att));
+  rope_cos = rope_sin = nullptr;
   if (c.n_layers > 0) {
     const size_t angles = static_cast<size_t>(ctx) * static_cast<size_t>(c.head_dim() / 2);
     MC_TRY(arena.alloc_array(angles, act, &rope_cos));
     MC_TRY(arena.alloc_array(angles, act, &rope_sin));
-    rope_angles(c.rope_theta, c.head_dim(), ctx, rope_cos, rope_sin);
   }
   MC_TRY(arena.alloc_array(c.vocab_size, act, &logits));
   if (kv == KvType::kF32) {
@@ -129,6 +129,7 @@ Status DecoderState::init(const LlamaConfig& c, int ctx, Arena& arena, KvType kv
   }
   MC_TRY(arena.alloc_array(widest, act, &act_q));
   MC_TRY(arena.alloc_array(widest, act, &act_scales));
+  if (rope_cos) rope_angles(c.rope_theta, c.head_dim(), ctx, rope_cos, rope_sin);  // once everything fits
   return Status::Ok();
 }
 

@@ -121,6 +121,7 @@ struct Builder {
     instr[InstrTerm::kRouterGroup] += static_cast<double>(g);
     instr[InstrTerm::kHeadFill] += m.rows;
     instr[InstrTerm::kHeadRowGlue] += static_cast<double>(rows);
+    instr[InstrTerm::kHeadRowCopy] += static_cast<double>(rows);
   }
   // A table read one row per token (flash).
   void table(const std::string& name, const MatRef& m, TensorClass cls) {

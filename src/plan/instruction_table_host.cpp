@@ -27,7 +27,7 @@ const InstrTermInfo kTable[kInstrTermCount] = {
     {"f32 classifier weights", 8.094, true},
     {"quantized inputs", 39.72, true},  // split: blocks, and q4e's two passes; i2_s's (one scale) is not yet
     {"norm elements", 11.87, false},
-    {"rope elements", 70.82, true},
+    {"rope elements", 14.85, true},  // rotations only since the angle table (fixture profile, 2026-12-05 below)
     {"silu elements", 125.0, true},
     {"bitnet layer elements", 229.7, false},
     {"ple activation elements", 196.2, true},
@@ -43,13 +43,15 @@ const InstrTermInfo kTable[kInstrTermCount] = {
     {"attention entry dims (int8 KV)", 6.777, true},
     {"logits", 20.04, false},
     // The two-stage head's parts besides its rows' matvec: the esp32-ai fixture as fx-g64.gguf (64
-    // router groups of 128, top 12: 768 rows of 4,096), profile_stages.sh -n 6, 2026-12-05:
-    // attn_scores_q8_pie with its divisions and dot 19.4k / 64 groups; the fill 12.3k / 4,096 (since
-    // mcullm_fill_u32, 1.32 a logit: tools/esp32s3-pie/test's "fill_f32 n=4096");
-    // visit_groups and grouped_head_logits' own 31.5k / 768 rows.
+    // router groups of 128, top 12: 768 rows of 4,096), profile_stages.sh -n 6 --kv int8: attn_scores_q8_pie
+    // with its divisions and dot 19.4k / 64 groups (2026-12-05, before the padded scores); then, after the
+    // eight-store fill, the best-row scan left to the host tools and the copy split (the same day, later):
+    // mcullm_fill_u32 4.6k / 4,096; visit_groups with its double compares 15.0k and grouped_head_logits 0.3k
+    // / 768 rows; the copy to the tokens' places (grouped_head_logits' run_slices) 10.0k / 768 rows.
     {"router groups", 304.0, true},
-    {"head -inf fill", 1.32, true},
-    {"head row glue", 41.0, false},
+    {"head -inf fill", 1.13, true},
+    {"head row glue", 19.9, false},
+    {"head row copy", 13.0, true},
     {"layers", 8353.0, false},
 };
 

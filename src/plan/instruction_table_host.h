@@ -39,7 +39,8 @@ enum class InstrTerm : int {
   kLogit,        // sampling (greedy argmax or candidates) per logit
   kRouterGroup,  // two-stage head: the router's int8 score of one group (PIE dot, its scale and bias)
   kHeadFill,     // two-stage head: -inf into every logit the top groups do not give, per vocabulary entry
-  kHeadRowGlue,  // two-stage head: per row of the top groups (the input's copy, selection, scatter, best)
+  kHeadRowGlue,  // two-stage head: per row of the top groups (the group walk and selection, core 0)
+  kHeadRowCopy,  // two-stage head: per row of the top groups (its logit to its token's place, split)
   kLayer,        // per layer: the decoder glue
   kCount
 };
