@@ -12,6 +12,8 @@ namespace {
 
 // Slices of 16 values whose maxima the split scale pass keeps (inputs up to 16 x this wide).
 constexpr int kQuantMaxParts = 512;
+// Cost weight for run_slices (multiply-add equivalents) of one dequantized q4e value and its glue.
+constexpr size_t kDequantWork = 4;
 
 Status check_q4e(const MatRef& m, const char* what, int layer, int rows, int cols) {
   MC_TRY(check_matrix(m, what, layer, rows, cols));
@@ -232,18 +234,24 @@ Status PleContext::prefill(const int* tokens, int n, int pos0, const float** log
   const KernelSet& k = *kernels_;
   float *const x = b_.x, *const xb = b_.xb;
 
-  for (int i = 0; i < n; ++i) q4e_dequantize_row(m.tok_emb, tokens[i], x + i * Dz);
+  for (int i = 0; i < n; ++i)  // the embedding row, split by columns
+    run_slices(*pool_, D, 16, Dz * kDequantWork, [&](int b, int e) { q4e_dequantize_cols(m.tok_emb, tokens[i], b, e, x + i * Dz + b); });
 
   // Per-layer inputs: (RMSNorm(proj(x) / sqrt(D)) + table[token] * sqrt(P)) / sqrt(2).
   run1(m.ple_model_proj, ple_, LP, x, Dz, D, n);
   const float dscale = 1.0f / mc_sqrtf(static_cast<float>(D));
   const float sp = mc_sqrtf(static_cast<float>(P)), inv2 = 0.70710678f;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < n; ++i) {  // layer by layer, split over the pool: each layer's P values are on their own
     float* ple = ple_ + i * LP;
-    for (size_t j = 0; j < LP; ++j) ple[j] *= dscale;
-    for (int l = 0; l < L; ++l) rmsnorm(k, ple + l * Pz, ple + l * Pz, m.ple_proj_norm, P, c.norm_eps);
-    q4e_dequantize_row(m.ple_table, tokens[i], row_);  // the one table row this token reads
-    for (size_t j = 0; j < LP; ++j) ple[j] = (ple[j] + row_[j] * sp) * inv2;
+    run_slices(*pool_, L, 1, LP * kDequantWork, [&](int b, int e) {
+      for (int l = b; l < e; ++l) {
+        float *const p = ple + l * Pz, *const row = row_ + l * Pz;
+        for (size_t j = 0; j < Pz; ++j) p[j] *= dscale;
+        rmsnorm(k, p, p, m.ple_proj_norm, P, c.norm_eps);
+        q4e_dequantize_cols(m.ple_table, tokens[i], l * P, (l + 1) * P, row);  // this layer's part of the token's table row
+        for (size_t j = 0; j < Pz; ++j) p[j] = (p[j] + row[j] * sp) * inv2;
+      }
+    });
   }
 
   auto norm = [&](float* out, const float* in, const float* w) {

@@ -29,9 +29,11 @@ bool q4e_bind(const uint8_t* p, int rows, int cols, MatRef* out) {
   return true;
 }
 
-void q4e_dequantize_row(const MatRef& w, int r, float* out) {
-  for (int j = 0; j < w.cols; ++j) out[j] = static_cast<float>(q4e_weight(w, r, j)) * q4e_scale(w, r, j / w.group);
+void q4e_dequantize_cols(const MatRef& w, int r, int c0, int c1, float* out) {
+  for (int j = c0; j < c1; ++j) out[j - c0] = static_cast<float>(q4e_weight(w, r, j)) * q4e_scale(w, r, j / w.group);
 }
+
+void q4e_dequantize_row(const MatRef& w, int r, float* out) { q4e_dequantize_cols(w, r, 0, w.cols, out); }
 
 void q4e_quantize_tensor(const float* x, int rows, int cols, int group, uint8_t* out) {
   const int32_t g32 = group;

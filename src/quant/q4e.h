@@ -33,6 +33,8 @@ float q4e_scale(const MatRef& w, int r, int g);
 bool q4e_bind(const uint8_t* p, int rows, int cols, MatRef* out);
 // Row r as floats: (code - 8) * scale.
 void q4e_dequantize_row(const MatRef& w, int r, float* out);
+// Columns [c0, c1) of row r into out[0, c1 - c0) (each value as q4e_dequantize_row gives it).
+void q4e_dequantize_cols(const MatRef& w, int r, int c0, int c1, float* out);
 // Quantizes rows x cols floats into the stored form (group prefix, codes, scales): `out` holds
 // q4e_tensor_bytes. Scale = amax / 7 as f16, q = round-half-away(x / scale) clamped to [-7, 7].
 void q4e_quantize_tensor(const float* x, int rows, int cols, int group, uint8_t* out);
