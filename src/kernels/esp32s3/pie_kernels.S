@@ -573,75 +573,45 @@ mcullm_fill_u32:
     retw
     .size   mcullm_fill_u32, . - mcullm_fill_u32
 
-/* ---- uint32_t mcullm_softmax_exps(float* x, int n, const float* k) -----------------------------
- * softmax's middle pass: x[i] = mc_expf(x[i] - max), returning (the bits of) their sum in increasing
- * i: core/fmath.h's mc_expf step by step (the same operations on the same values, so the same bits),
- * its 14 constants kept in registers for the whole row. Not PIE: FPU instructions only.
- * k: [0] max, [1] 1.44269504088896341f, [2] 0.693145751953125f, [3] 1.428606765330187045e-06f,
- *    [4..8] 1/5040, 1/720, 1/120, 1/24, 1/6, [9] 0.5f, [10] 1.0f, [11] bits of 88.72283935546875f,
- *    [12] bits of -103.972084045410f (range checks on the bits: within a sign, float order is unsigned
- *    order, and a NaN's bits are above both limits).
- * Register map: a2 = x (advances), a3 = n, a4 = k, a5 = bits of the argument, a6 = e, a7 / a8 = scratch,
- *               a10 / a11 = the two limits; f15 = max, f14 .. f5 = k[1] .. k[10], f4 = the sum,
- *               f0 = the argument, f1 = n (then a power of two), f2 = r, f3 = the result. */
-    .global mcullm_softmax_exps
-    .type   mcullm_softmax_exps, @function
-    .p2align 2
-mcullm_softmax_exps:
-    entry   a1, 32
-    lsi     f15, a4, 0
-    lsi     f14, a4, 4
-    lsi     f13, a4, 8
-    lsi     f12, a4, 12
-    lsi     f11, a4, 16
-    lsi     f10, a4, 20
-    lsi     f9, a4, 24
-    lsi     f8, a4, 28
-    lsi     f7, a4, 32
-    lsi     f6, a4, 36
-    lsi     f5, a4, 40
-    l32i    a10, a4, 44
-    l32i    a11, a4, 48
-    movi    a7, 0
-    wfr     f4, a7                  /* sum = +0 */
-    loopnez a3, .Lexps_end
-    lsi     f0, a2, 0
-    sub.s   f0, f0, f15             /* the argument x[i] - max */
+/* ---- mc_expf in registers -------------------------------------------------------------------------
+ * expf_f0: f3 = mc_expf(f0) (core/fmath.h), its operations one by one on the same values (so the same
+ * bits), for the loops below, which load its constants once:
+ *   f14 = 1.44269504088896341f, f13 = 0.693145751953125f, f12 = 1.428606765330187045e-06f,
+ *   f11 .. f7 = 1/5040, 1/720, 1/120, 1/24, 1/6, f6 = 0.5f, f5 = 1.0f,
+ *   a10 / a11 = the bits of 88.72283935546875f / -103.972084045410f (range checks on the bits: within a
+ *   sign, float order is unsigned order, and a NaN's bits are above both limits).
+ * Scratch: a5 .. a8, f1, f2. Numeric labels: the macro is expanded in more than one loop. */
+.macro expf_f0
     rfr     a5, f0
-    bltz    a5, .Lexps_neg
-    bgeu    a10, a5, .Lexps_pos     /* (the rare cases sit here: conditional branches reach 128 bytes) */
+    bltz    a5, 2f
+    bgeu    a10, a5, 4f             /* (the rare cases sit here: conditional branches reach 128 bytes) */
     movi    a7, 255                 /* above 88.72...: +inf, or a NaN (returned as it is) */
     slli    a7, a7, 23
     mov.s   f3, f0
-    bltu    a7, a5, .Lexps_rare
+    bltu    a7, a5, 3f
     wfr     f3, a7
-    j       .Lexps_store
-.Lexps_neg:
-    bgeu    a11, a5, .Lexps_negok
+    j       9f
+2:  bgeu    a11, a5, 5f
     slli    a7, a5, 1               /* below -103.97...: +0, or a NaN (its bits shifted left are above these) */
     movi    a8, 255
     slli    a8, a8, 24
     mov.s   f3, f0
-    bltu    a8, a7, .Lexps_rare
+    bltu    a8, a7, 3f
     movi    a7, 0
     wfr     f3, a7
-.Lexps_rare:
-    j       .Lexps_store
-.Lexps_pos:
-    mul.s   f1, f0, f14             /* t = x log2(e) >= 0: n = (float)(int)(t + 0.5) */
+3:  j       9f
+4:  mul.s   f1, f0, f14             /* t = x log2(e) >= 0: n = (float)(int)(t + 0.5) */
     add.s   f1, f1, f6
     trunc.s a6, f1, 0
     float.s f1, a6, 0
-    j       .Lexps_poly
-.Lexps_negok:
-    mul.s   f1, f0, f14             /* t < 0 (or -0): n = -(float)(int)(0.5 - t), e = (int)n */
+    j       6f
+5:  mul.s   f1, f0, f14             /* t < 0 (or -0): n = -(float)(int)(0.5 - t), e = (int)n */
     sub.s   f1, f6, f1
     trunc.s a6, f1, 0
     float.s f1, a6, 0
     neg.s   f1, f1
     neg     a6, a6
-.Lexps_poly:
-    mul.s   f2, f1, f13
+6:  mul.s   f2, f1, f13
     sub.s   f2, f0, f2
     mul.s   f3, f1, f12
     sub.s   f2, f2, f3              /* r = (x - n ln2_hi) - n ln2_lo */
@@ -671,7 +641,43 @@ mcullm_softmax_exps:
     slli    a8, a8, 23
     wfr     f1, a8
     mul.s   f3, f3, f1              /* then times 2^e2 */
-.Lexps_store:
+9:
+.endm
+
+/* Loads expf_f0's constants from k: [0] (the caller's), [1] .. [10] the floats above, [11] / [12] the two
+ * limits (as floats: their bits are what a10 / a11 get). */
+.macro expf_constants k
+    lsi     f14, \k, 4
+    lsi     f13, \k, 8
+    lsi     f12, \k, 12
+    lsi     f11, \k, 16
+    lsi     f10, \k, 20
+    lsi     f9, \k, 24
+    lsi     f8, \k, 28
+    lsi     f7, \k, 32
+    lsi     f6, \k, 36
+    lsi     f5, \k, 40
+    l32i    a10, \k, 44
+    l32i    a11, \k, 48
+.endm
+
+/* ---- uint32_t mcullm_softmax_exps(float* x, int n, const float* k) -----------------------------
+ * softmax's middle pass: x[i] = mc_expf(x[i] - max), returning (the bits of) their sum in increasing
+ * i. k[0] = max, then expf_f0's constants. Not PIE: FPU instructions only.
+ * Register map: a2 = x (advances), a3 = n, a4 = k; f15 = max, f4 = the sum, f0 = the argument. */
+    .global mcullm_softmax_exps
+    .type   mcullm_softmax_exps, @function
+    .p2align 2
+mcullm_softmax_exps:
+    entry   a1, 32
+    lsi     f15, a4, 0
+    expf_constants a4
+    movi    a7, 0
+    wfr     f4, a7                  /* sum = +0 */
+    loopnez a3, .Lexps_end
+    lsi     f0, a2, 0
+    sub.s   f0, f0, f15             /* the argument x[i] - max */
+    expf_f0
     ssi     f3, a2, 0
     add.s   f4, f4, f3
     addi    a2, a2, 4
@@ -679,3 +685,72 @@ mcullm_softmax_exps:
     rfr     a2, f4
     retw
     .size   mcullm_softmax_exps, . - mcullm_softmax_exps
+
+/* ---- void mcullm_silu_denominators(const float* x, float* den, int n, const float* k) -----------
+ * den[i] = 1.0f + mc_expf(-x[i]): mc_silu's divisor (k as for mcullm_softmax_exps; k[0] unused).
+ * Register map: a2 = x, a3 = den (advance), a4 = n, a9 = k. */
+    .global mcullm_silu_denominators
+    .type   mcullm_silu_denominators, @function
+    .p2align 2
+mcullm_silu_denominators:
+    entry   a1, 32
+    mov     a9, a5
+    expf_constants a9
+    loopnez a4, .Lsden_end
+    lsi     f0, a2, 0
+    neg.s   f0, f0
+    expf_f0
+    add.s   f3, f5, f3
+    ssi     f3, a3, 0
+    addi    a2, a2, 4
+    addi    a3, a3, 4
+.Lsden_end:
+    retw
+    .size   mcullm_silu_denominators, . - mcullm_silu_denominators
+
+/* ---- void mcullm_silu_gate(float* gate, const float* den, const float* up, int n) --------------
+ * gate[i] = (gate[i] / den[i]) * up[i]: mc_silu's division (__divsf3's FPU steps, libgcc's
+ * ieee754-sf.S, in its order and registers) and the SwiGLU product.
+ * Register map: a2 = gate, a3 = den, a4 = up (advance), a5 = n. */
+    .global mcullm_silu_gate
+    .type   mcullm_silu_gate, @function
+    .p2align 2
+mcullm_silu_gate:
+    entry   a1, 32
+    loopnez a5, .Lsgate_end
+    lsi     f1, a2, 0               /* dividend */
+    lsi     f2, a3, 0               /* divisor */
+    div0.s  f3, f2
+    nexp01.s f4, f2
+    const.s f5, 1
+    maddn.s f5, f4, f3
+    mov.s   f6, f3
+    mov.s   f7, f2
+    nexp01.s f2, f1
+    maddn.s f6, f5, f6
+    const.s f5, 1
+    const.s f0, 0
+    neg.s   f8, f2
+    maddn.s f5, f4, f6
+    maddn.s f0, f8, f3
+    mkdadj.s f7, f1
+    maddn.s f6, f5, f6
+    maddn.s f8, f4, f0
+    const.s f3, 1
+    maddn.s f3, f4, f6
+    maddn.s f0, f8, f6
+    neg.s   f2, f2
+    maddn.s f6, f3, f6
+    maddn.s f2, f4, f0
+    addexpm.s f0, f7
+    addexp.s f6, f7
+    divn.s  f0, f2, f6
+    lsi     f9, a4, 0
+    mul.s   f0, f0, f9
+    ssi     f0, a2, 0
+    addi    a2, a2, 4
+    addi    a3, a3, 4
+    addi    a4, a4, 4
+.Lsgate_end:
+    retw
+    .size   mcullm_silu_gate, . - mcullm_silu_gate

@@ -41,6 +41,8 @@ void mcullm_pie_scores_s8(const int8_t* q, const int8_t* keys, int stride, int n
 void mcullm_fdiv_by(float* x, int n, uint32_t d_bits);
 void mcullm_fill_u32(uint32_t* x, int n, uint32_t v);
 uint32_t mcullm_softmax_exps(float* x, int n, const float* k);
+void mcullm_silu_denominators(const float* x, float* den, int n, const float* k);
+void mcullm_silu_gate(float* gate, const float* den, const float* up, int n);
 }
 
 namespace mcullm {
@@ -103,19 +105,36 @@ void attn_scores_q8_pie(const int8_t* q, float qs, const int8_t* keys, const flo
   divide_by(scores, n, scale);
 }
 
+// mc_expf's constants as pie_kernels.S's expf_f0 takes them: [0] the caller's (softmax's max), then
+// the floats it uses and its two limits (whose bits the assembly compares).
+static_assert(__builtin_bit_cast(uint32_t, 88.72283935546875f) == 0x42b17218u &&
+                  __builtin_bit_cast(uint32_t, -103.972084045410f) == 0xc2cff1b5u,
+              "mc_expf's limits, as bits");
+constexpr float kExpfConstants[13] = {0.0f,           1.44269504088896341f, 0.693145751953125f, 1.428606765330187045e-06f,
+                                      1.0f / 5040.0f, 1.0f / 720.0f,        1.0f / 120.0f,      1.0f / 24.0f,
+                                      1.0f / 6.0f,    0.5f,                 1.0f,               88.72283935546875f,
+                                      -103.972084045410f};
+
 // softmax_ref's steps: the max here, the exponentials and their sum in mcullm_softmax_exps (mc_expf's
 // operations with its constants in registers), the normalizing divisions through divide_by.
 void softmax_pie(float* x, int n) {
   float max = x[0];
   for (int i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
-  static_assert(__builtin_bit_cast(uint32_t, 88.72283935546875f) == 0x42b17218u &&
-                    __builtin_bit_cast(uint32_t, -103.972084045410f) == 0xc2cff1b5u,
-                "mc_expf's limits, as bits");
-  const float k[13] = {max,          1.44269504088896341f, 0.693145751953125f, 1.428606765330187045e-06f,
-                       1.0f / 5040.0f, 1.0f / 720.0f,      1.0f / 120.0f,      1.0f / 24.0f,
-                       1.0f / 6.0f,    0.5f,               1.0f,               88.72283935546875f,
-                       -103.972084045410f};
+  float k[13];
+  for (int i = 0; i < 13; ++i) k[i] = i == 0 ? max : kExpfConstants[i];
   divide_by(x, n, __builtin_bit_cast(float, mcullm_softmax_exps(x, n, k)));
+}
+
+// silu_mul_ref's gate[i] = mc_silu(gate[i]) * up[i], mc_silu = x / (1 + mc_expf(-x)): the divisors a
+// chunk at a time (mc_expf with its constants in registers), then the divisions and products.
+void silu_mul_pie(float* gate, const float* up, int n) {
+  constexpr int kChunk = 64;
+  float den[kChunk];
+  for (int c = 0; c < n; c += kChunk) {
+    const int m = n - c < kChunk ? n - c : kChunk;
+    mcullm_silu_denominators(gate + c, den, m, kExpfConstants);
+    mcullm_silu_gate(gate + c, den, up + c, m);
+  }
 }
 
 void matvec_i2s_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
@@ -241,6 +260,7 @@ constexpr KernelSet kPie = {.name = "pie",
                             .attn_values = attn_values_unrolled,
                             .softmax = softmax_pie,
                             .fill_f32 = fill_f32_pie,
+                            .silu_mul = silu_mul_pie,
                             .matvec_i2s = matvec_i2s_pie,
                             .matmat_i2s = matmat_i2s_by_rows<matvec_i2s_pie>,
                             .matvec_i2s_rows = matvec_i2s_rows_by_row<matvec_i2s_pie>,

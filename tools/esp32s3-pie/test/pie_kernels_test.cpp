@@ -259,6 +259,19 @@ void test_divisions(const KernelSet& pie, const KernelSet& ref) {
     pie.fill_f32(g_y1 + n % 3, n, -__builtin_huge_valf());
     compare("fill_f32 n", n, 0, 0, 48);
   }
+  for (int round = 0; round < 300; ++round) {  // SiLU and its gate: every class of input, chunk boundaries
+    const int n = round < 200 ? 1 + static_cast<int>(rnd() % 140) : 64 * (round % 3) + round % 2;
+    float* up = g_y1 + 256;
+    for (int t = 0; t < n; ++t) {
+      const uint32_t r = rnd() % 4;
+      g_y0[t] = r == 0 ? rnd_any_float() : static_cast<float>(static_cast<int32_t>(rnd() % 40001) - 20000) * (r == 1 ? 0.01f : 0.0005f);
+      up[t] = r == 3 ? rnd_any_float() : static_cast<float>(static_cast<int32_t>(rnd() % 2001) - 1000) * 0.003f;
+    }
+    memcpy(g_y1, g_y0, static_cast<size_t>(n) * sizeof(float));
+    ref.silu_mul(g_y0, up, n);
+    pie.silu_mul(g_y1, up, n);
+    compare("silu_mul round/n", round, n, 0, n);
+  }
   for (int round = 0; round < 200; ++round) {  // softmax: -inf, huge ranges, one-element rows
     const int n = 1 + static_cast<int>(rnd() % 100);
     for (int t = 0; t < n; ++t) {
@@ -345,6 +358,8 @@ void measure(const KernelSet& pie, const KernelSet& ref) {
     report("softmax n=128", count([&] { ref.softmax(g_y0, 128); }), count([&] { pie.softmax(g_y1, 128); }));
     report("attn_values_q8 hs=24 stride 96 n=128", count([&] { ref.attn_values_q8(g_y0, keys, g_s, 96, 1, 128, 24, g_y1 + 256); }),
            count([&] { pie.attn_values_q8(g_y0, keys, g_s, 96, 1, 128, 24, g_y1 + 256); }));
+    for (int t = 0; t < 128; ++t) g_y0[t] = g_y1[t] = static_cast<float>(static_cast<int32_t>(rnd() % 200) - 100) * 0.05f;
+    report("silu_mul n=128", count([&] { ref.silu_mul(g_y0, g_y1 + 256, 128); }), count([&] { pie.silu_mul(g_y1, g_y1 + 256, 128); }));
     report("fill_f32 n=4096", count([&] { ref.fill_f32(g_y0, 512, 0.0f); }) * 8, count([&] { pie.fill_f32(g_y1, 512, 0.0f); }) * 8);
     report("attn_scores_q8 hs=64 n=64", count([&] { ref.attn_scores_q8(g_x, 1.0f, keys, g_s, 64, 1, 64, 64, 8.0f, g_y0); }),
            count([&] { pie.attn_scores_q8(g_x, 1.0f, keys, g_s, 64, 1, 64, 64, 8.0f, g_y1); }));
