@@ -754,3 +754,77 @@ mcullm_silu_gate:
 .Lsgate_end:
     retw
     .size   mcullm_silu_gate, . - mcullm_silu_gate
+
+/* ---- void mcullm_values_q8_12(const ValuesQ8Block* a) --------------------------------------------
+ * Twelve outputs of the int8 attention values: out[i] = sum over t < n, in increasing t, of
+ * (att[t] * vscale[t]) * (float)v[t][i], from +0 (attn_values_q8_ref's order per output), the twelve
+ * sums in f0 .. f11 while every position passes. Two values a load: l16si, then sext (the low byte)
+ * and srai (the high one); the caller checks that the rows are 2-byte aligned. Not PIE: base ISA + FPU.
+ * a: [0] att, [4] values (row 0 at the first of the twelve), [8] vscales, [12] stride (bytes),
+ *    [16] the scales' stride (bytes), [20] n, [24] out.
+ * Register map: a3 = the row's values, a4 = att, a5 = vscales (advance), a6 / a7 = the strides,
+ *               a10 = n, a8 / a9 = two values; f12 = att[t], f13 = the row's weight, f14 / f15 = products. */
+.macro value_pair off, fa, fb
+    l16si   a8, a3, \off
+    sext    a9, a8, 7
+    srai    a8, a8, 8
+    float.s f14, a9, 0
+    mul.s   f14, f13, f14
+    add.s   \fa, \fa, f14
+    float.s f15, a8, 0
+    mul.s   f15, f13, f15
+    add.s   \fb, \fb, f15
+.endm
+    .global mcullm_values_q8_12
+    .type   mcullm_values_q8_12, @function
+    .p2align 2
+mcullm_values_q8_12:
+    entry   a1, 32
+    l32i    a4, a2, 0
+    l32i    a3, a2, 4
+    l32i    a5, a2, 8
+    l32i    a6, a2, 12
+    l32i    a7, a2, 16
+    l32i    a10, a2, 20
+    movi    a8, 0
+    wfr     f0, a8
+    wfr     f1, a8
+    wfr     f2, a8
+    wfr     f3, a8
+    wfr     f4, a8
+    wfr     f5, a8
+    wfr     f6, a8
+    wfr     f7, a8
+    wfr     f8, a8
+    wfr     f9, a8
+    wfr     f10, a8
+    wfr     f11, a8
+    loopnez a10, .Lv12_end
+    lsi     f12, a4, 0
+    lsi     f13, a5, 0
+    mul.s   f13, f12, f13           /* att[t] * vscale[t] */
+    value_pair 0, f0, f1
+    value_pair 2, f2, f3
+    value_pair 4, f4, f5
+    value_pair 6, f6, f7
+    value_pair 8, f8, f9
+    value_pair 10, f10, f11
+    addi    a4, a4, 4
+    add     a5, a5, a7
+    add     a3, a3, a6
+.Lv12_end:
+    l32i    a8, a2, 24
+    ssi     f0, a8, 0
+    ssi     f1, a8, 4
+    ssi     f2, a8, 8
+    ssi     f3, a8, 12
+    ssi     f4, a8, 16
+    ssi     f5, a8, 20
+    ssi     f6, a8, 24
+    ssi     f7, a8, 28
+    ssi     f8, a8, 32
+    ssi     f9, a8, 36
+    ssi     f10, a8, 40
+    ssi     f11, a8, 44
+    retw
+    .size   mcullm_values_q8_12, . - mcullm_values_q8_12

@@ -43,6 +43,14 @@ void mcullm_fill_u32(uint32_t* x, int n, uint32_t v);
 uint32_t mcullm_softmax_exps(float* x, int n, const float* k);
 void mcullm_silu_denominators(const float* x, float* den, int n, const float* k);
 void mcullm_silu_gate(float* gate, const float* den, const float* up, int n);
+struct ValuesQ8Block {  // mcullm_values_q8_12's arguments (byte offsets in pie_kernels.S)
+  const float* att;
+  const int8_t* values;  // row 0's first of the twelve values
+  const float* vscales;
+  int stride, scale_stride_bytes, n;
+  float* out;
+};
+void mcullm_values_q8_12(const ValuesQ8Block* a);
 }
 
 namespace mcullm {
@@ -114,6 +122,22 @@ constexpr float kExpfConstants[13] = {0.0f,           1.44269504088896341f, 0.69
                                       1.0f / 5040.0f, 1.0f / 720.0f,        1.0f / 120.0f,      1.0f / 24.0f,
                                       1.0f / 6.0f,    0.5f,                 1.0f,               88.72283935546875f,
                                       -103.972084045410f};
+
+// attn_values_q8's outputs twelve at a time in the assembly (the twelve sums in registers, two values a
+// load), the rest (and rows that are not 2-byte aligned) in attn_values_q8_unrolled; each output's
+// order of operations is the reference's whichever computes it.
+void attn_values_q8_pie(const float* att, const int8_t* values, const float* vscales, size_t stride, size_t s_stride,
+                        int n, int hs, float* out) {
+  int i = 0;
+  if ((reinterpret_cast<uintptr_t>(values) & 1) == 0 && (stride & 1) == 0) {
+    for (; i + 12 <= hs; i += 12) {
+      const ValuesQ8Block a = {att, values + i, vscales, static_cast<int>(stride),
+                               static_cast<int>(s_stride * sizeof(float)), n, out + i};
+      mcullm_values_q8_12(&a);
+    }
+  }
+  if (i < hs) attn_values_q8_unrolled(att, values + i, vscales, stride, s_stride, n, hs - i, out + i);
+}
 
 // softmax_ref's steps: the max here, the exponentials and their sum in mcullm_softmax_exps (mc_expf's
 // operations with its constants in registers), the normalizing divisions through divide_by.
@@ -266,7 +290,7 @@ constexpr KernelSet kPie = {.name = "pie",
                             .matvec_i2s_rows = matvec_i2s_rows_by_row<matvec_i2s_pie>,
                             .matvec_q4e_q8 = matvec_q4e_q8_pie,
                             .attn_scores_q8 = attn_scores_q8_pie,
-                            .attn_values_q8 = attn_values_q8_unrolled};
+                            .attn_values_q8 = attn_values_q8_pie};
 
 }  // namespace
 

@@ -50,8 +50,8 @@ uint16_t rnd_f16_any() {
 alignas(16) uint8_t g_w[64 * 1024 + 64];
 alignas(16) int8_t g_x[16 * 1024 + 64];
 alignas(16) float g_s[1024];
-alignas(16) float g_y0[512];
-alignas(16) float g_y1[512];
+alignas(16) float g_y0[1024];
+alignas(16) float g_y1[1024];
 
 const int kWoffQ4e[] = {0, 1, 7};
 const int kXoff1[] = {0, 16, 3};
@@ -219,6 +219,13 @@ void test_attn(const KernelSet& pie, const KernelSet& ref) {
             ref.attn_scores_q8(q, qs, keys, g_s, stride, 2, n, hs, scale, g_y0);
             pie.attn_scores_q8(q, qs, keys, g_s, stride, 2, n, hs, scale, g_y1);
             compare("attn_scores_q8 hs/extra/qoff", hs, extra, qoff, n);
+            // the values over the same rows (keys as values, the scores as weights: any floats, signs, zeros)
+            const int8_t* values = keys + qoff + (extra & 1);  // odd rows take the unaligned path
+            ref.attn_values_q8(g_y0, values, g_s, stride, 2, n, hs, g_y0 + 256);
+            pie.attn_values_q8(g_y0, values, g_s, stride, 2, n, hs, g_y1 + 256);
+            memcpy(g_y0, g_y0 + 256, static_cast<size_t>(hs) * sizeof(float));
+            memcpy(g_y1, g_y1 + 256, static_cast<size_t>(hs) * sizeof(float));
+            compare("attn_values_q8 hs/extra/qoff", hs, extra, qoff, hs);
           }
         }
       }
