@@ -33,14 +33,15 @@ const InstrTermInfo kTable[kInstrTermCount] = {
     {"ple activation elements", 196.2, true},
     {"ple row elements", 86.47, false},
     // The attention terms: the slope of instructions per token over positions (board runner with PIE,
-    // one core, 2026-12-05, after the divisions by one divisor, the padded int8 scores and softmax's exponentials): esp32-ai
-    // fixture as fx-g64.gguf -n 250 (24 entries a position, head 32) and stories260K q4g64 -n 250 (40
-    // entries, head 8), f32 and int8 KV; the two head sizes solved for a per-entry and a per-element
-    // figure (docs/cost-model.md, "The instruction bound").
+    // one core, 2026-12-05, after the divisions by one divisor, the padded int8 scores, softmax's
+    // exponentials and the int8 values twelve outputs at a time): esp32-ai fixture as fx-g64.gguf
+    // -n 254 (24 entries a position, head 32) and stories260K q4g64 -n 250 (40 entries, head 8), f32
+    // and int8 KV; the two head sizes solved for a per-entry and a per-element figure
+    // (docs/cost-model.md, "The instruction bound").
     {"attention entries", 190.8, true},
     {"attention entry dims", 8.506, true},
-    {"attention entries (int8 KV)", 111.6, true},
-    {"attention entry dims (int8 KV)", 6.780, true},
+    {"attention entries (int8 KV)", 124.6, true},
+    {"attention entry dims (int8 KV)", 5.145, true},
     {"logits", 20.04, false},
     // The two-stage head's parts besides its rows' matvec: the esp32-ai fixture as fx-g64.gguf (64
     // router groups of 128, top 12: 768 rows of 4,096), profile_stages.sh -n 6 --kv int8: attn_scores_q8_pie
