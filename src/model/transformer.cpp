@@ -142,7 +142,7 @@ Status DecoderState::reserve_stage(int rows, Arena& arena) {
   return Status::Ok();
 }
 
-void DecoderState::store_kv(ThreadPool& pool, int layer, int pos0, int n) {
+void DecoderState::store_kv(ThreadPool& pool, const KernelSet& k, int layer, int pos0, int n) {
   if (kv_type == KvType::kF32) return;
   const int heads = n_kv_heads;  // one scale per head: each head quantized on its own
   run_slices(pool, n * heads, 1, static_cast<size_t>(n) * kv_dim * 2 * kElementWork, [&](int b, int e) {
@@ -150,8 +150,8 @@ void DecoderState::store_kv(ThreadPool& pool, int layer, int pos0, int n) {
       const int i = t / heads, h = t % heads;
       const size_t at = cache_index(layer, pos0 + i), off = static_cast<size_t>(h) * head_dim;
       const size_t row = static_cast<size_t>(i) * kv_dim + off, cached = at * kv_dim + off, scale = at * n_kv_heads + h;
-      quantize_activations(key_new + row, head_dim, head_dim, key_q + cached, key_s + scale);
-      quantize_activations(value_new + row, head_dim, head_dim, value_q + cached, value_s + scale);
+      k.quantize_blocks(key_new + row, head_dim, head_dim, key_q + cached, key_s + scale);
+      k.quantize_blocks(value_new + row, head_dim, head_dim, value_q + cached, value_s + scale);
     }
   });
 }
@@ -272,7 +272,7 @@ void attend_heads(const AttentionJob& j, int h0, int h1) {
     const int kv_off = (h / group) * hs;
     int8_t* qh = j.q_q + h * hs;
     float qs = 0.0f;
-    quantize_activations(j.q + h * hs, hs, hs, qh, &qs);
+    j.kernels->quantize_blocks(j.q + h * hs, hs, hs, qh, &qs);
     j.kernels->attn_scores_q8(qh, qs, j.key_q + kv_off, j.key_s + h / group, kvs, n_kv, j.pos + 1, hs, scale, att);
     j.kernels->softmax(att, j.pos + 1);
     j.kernels->attn_values_q8(att, j.value_q + kv_off, j.value_s + h / group, kvs, n_kv, j.pos + 1, hs, j.out + h * hs);
@@ -369,7 +369,7 @@ AttentionJob attention_job(const KernelSet* k, const LlamaConfig& c, DecoderStat
 
 void attend(ThreadPool& pool, const KernelSet& k, const LlamaConfig& c, DecoderState& s, int layer, int pos0, int n,
             const float* q, float* out) {
-  s.store_kv(pool, layer, pos0, n);
+  s.store_kv(pool, k, layer, pos0, n);
   BatchAttentionJob job{attention_job(&k, c, s, layer, pos0), n};
   job.first.q = q;
   job.first.out = out;

@@ -99,7 +99,7 @@ struct DecoderState {
     return kv_type == KvType::kF32 ? value_cache + cache_index(layer, pos0) * kv_dim : value_new;
   }
   // After RoPE: the int8 cache quantizes the n staged rows into positions pos0..; f32 does nothing.
-  void store_kv(ThreadPool& pool, int layer, int pos0, int n);  // heads split over the pool
+  void store_kv(ThreadPool& pool, const KernelSet& k, int layer, int pos0, int n);  // heads split over the pool
 };
 
 // Activations of up to `cap` tokens evaluated together (batched prefill): column i of each buffer

@@ -30,7 +30,9 @@ const InstrTermInfo kTable[kInstrTermCount] = {
     {"rope elements", 14.85, true},  // rotations only since the angle table (fixture profile, 2026-12-05 below)
     {"silu elements", 125.0, true},
     {"bitnet layer elements", 229.7, false},
-    {"ple activation elements", 196.2, true},
+    // After silu_mul's assembly (2026-12-05): the fixture's activation stage 256.8k in C (GELU's erf) plus
+    // mcullm_silu_denominators 111.3k and mcullm_silu_gate 82.3k, over 2,874 elements (was 196.2).
+    {"ple activation elements", 156.7, true},
     {"ple row elements", 86.47, false},
     // The attention terms: the slope of instructions per token over positions (board runner with PIE,
     // one core, 2026-12-05, after the divisions by one divisor, the padded int8 scores, softmax's

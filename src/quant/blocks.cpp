@@ -7,8 +7,6 @@
 
 namespace mcullm {
 
-namespace {
-
 float abs_max(const float* x, int n) {
   float m = 0.0f;
   for (int i = 0; i < n; ++i) {
@@ -17,6 +15,8 @@ float abs_max(const float* x, int n) {
   }
   return m;
 }
+
+namespace {
 
 void quantize_q8_0(const float* x, BlockQ8_0* out, int cols) {
   for (int b = 0; b < cols / 32; ++b, x += 32) {

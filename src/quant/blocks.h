@@ -27,6 +27,8 @@ bool dequantize_row_any(DType type, const void* src, float* dst, int cols);
 // d = amax / 127, q = round-half-away(x / d) computed as x * (1 / d). One definition for all kernels.
 // q is never -128: the AVX2 integer kernels negate activations (sign trick), which -128 would break.
 void quantize_activations(const float* x, int n, int block, int8_t* q, float* scales);
+// max |x[i]| over n values (0 for none; NaNs are skipped: a > m is false).
+float abs_max(const float* x, int n);
 
 // Round half away from zero, as C's roundf, without libm.
 static inline float round_half_away(float v) {

@@ -13,7 +13,7 @@ import re
 import sys
 
 # Routines without a stage of their own: their instructions go to the function that called them.
-HELPER = re.compile(r"^(__|_vectors$|mem(set|cpy|move|cmp)$|mcullm_pie_|mcullm::mc_(expf?|expf_rounded\w*|log|sqrtf|sincos)\b|mcullm::q4e_scale\b)")
+HELPER = re.compile(r"^(__|_vectors$|mem(set|cpy|move|cmp)$|mcullm_(pie_|fdiv_by|softmax_exps|silu_|fill_u32|values_q8_)|mcullm::mc_(expf?|expf_rounded\w*|log|sqrtf|sincos)\b|mcullm::q4e_scale\b)")
 
 # A function's stage: the first pattern that matches its demangled name (arguments stripped).
 STAGES = [
@@ -24,7 +24,7 @@ STAGES = [
     (r"matvec_down_cols|ffn_relu_sparse", lambda m: "sparse FFN (scalar)"),
     (r"matvec_expand_f32", lambda m: "matvec via f32 row expansion (scalar)"),
     (r"matvec_(\w+?)_ref\b", lambda m: f"matvec {m.group(1)} (scalar)"),
-    (r"classifier_task|grouped_head|visit_groups|head_batch", lambda m: "head: classifier over the vocabulary (scalar)"),
+    (r"classifier_task|grouped_head|visit_groups|head_batch|fill_f32", lambda m: "head: classifier over the vocabulary (scalar)"),
     (r"BitLlama2cContext::forward", lambda m: "bitllama2c layer body: SiLU gate with a double exp, norms (scalar)"),
     (r"attention_task|attend_heads", lambda m: "attention task body and glue (scalar)"),
     (r"attn_scores_(\w+?)_pie\b", lambda m: "attention scores (PIE)"),
@@ -39,7 +39,7 @@ STAGES = [
     (r"tl_lut", lambda m: "TL LUT build (scalar)"),
     (r"Sampler|sort_candidates", lambda m: "sampling (scalar)"),
     (r"Fingerprint", lambda m: "the runner's fingerprint (test only)"),
-    (r"dequantize_row|TransformerRunner::embed", lambda m: "embedding row dequant (scalar)"),
+    (r"dequantize_(row|cols)|TransformerRunner::embed", lambda m: "embedding row dequant (scalar)"),
     (r"on_step|printf|format|put_padded|putchar|write|semihost|board_counter", lambda m: "the runner's step line (printf)"),
 ]
 STAGES = [(re.compile(p), f) for p, f in STAGES]

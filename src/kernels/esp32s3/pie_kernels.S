@@ -828,3 +828,49 @@ mcullm_values_q8_12:
     ssi     f11, a8, 44
     retw
     .size   mcullm_values_q8_12, . - mcullm_values_q8_12
+
+/* ---- void mcullm_round_to_int8(const float* x, int n, uint32_t id_bits, int8_t* q) ----------------
+ * q[i] = round_to_int8(x[i] * id) (quant/blocks.h): round half away from zero as round_half_away
+ * computes it (a = |v|, r = (float)(int)(a + 0.5f), one less when a < r - 0.5f, the sign back), then
+ * [-127, 127] and 0 for a NaN, branch-free: the same float operations on the same values. |v| >= 2^23
+ * (the reference returns v itself) and infinities truncate to at least 2^23 (or saturate) and clamp
+ * to +-127 like it. Not PIE: base ISA + FPU (booleans, MINMAX).
+ * Register map: a2 = x, a5 = q (advance), a3 = n, a10 / a11 = 127 / -127, a12 = 0;
+ *               f15 = id, f14 = 0.5; f0 = v, f1 = a, f2 / f3 = r and r - 0.5. */
+    .global mcullm_round_to_int8
+    .type   mcullm_round_to_int8, @function
+    .p2align 2
+mcullm_round_to_int8:
+    entry   a1, 32
+    wfr     f15, a4
+    movi    a8, 63
+    slli    a8, a8, 24              /* 0x3f000000: 0.5f */
+    wfr     f14, a8
+    movi    a10, 127
+    movi    a11, -127
+    movi    a12, 0
+    loopnez a3, .Lr8_end
+    lsi     f0, a2, 0
+    mul.s   f0, f0, f15             /* v = x * id */
+    abs.s   f1, f0
+    add.s   f2, f1, f14
+    trunc.s a6, f2, 0               /* (int)(a + 0.5f) */
+    float.s f2, a6, 0               /* r */
+    sub.s   f3, f2, f14
+    olt.s   b0, f1, f3              /* a < r - 0.5f: one less */
+    addi    a7, a6, -1
+    movt    a6, a7, b0
+    rfr     a8, f0
+    srai    a8, a8, 31              /* -1 when v's sign bit is set */
+    xor     a6, a6, a8
+    sub     a6, a6, a8              /* the sign back */
+    max     a6, a6, a11
+    min     a6, a6, a10
+    un.s    b1, f0, f0
+    movt    a6, a12, b1             /* NaN: 0 */
+    s8i     a6, a5, 0
+    addi    a2, a2, 4
+    addi    a5, a5, 1
+.Lr8_end:
+    retw
+    .size   mcullm_round_to_int8, . - mcullm_round_to_int8

@@ -10,6 +10,7 @@
 #include "kernels/kernels.h"
 #include "kernels/matmat_rows.h"
 #include "kernels/ref/f32_unrolled.h"
+#include "quant/blocks.h"
 #include "quant/q4e.h"
 
 extern "C" {
@@ -51,6 +52,7 @@ struct ValuesQ8Block {  // mcullm_values_q8_12's arguments (byte offsets in pie_
   float* out;
 };
 void mcullm_values_q8_12(const ValuesQ8Block* a);
+void mcullm_round_to_int8(const float* x, int n, uint32_t id_bits, int8_t* q);
 }
 
 namespace mcullm {
@@ -137,6 +139,20 @@ void attn_values_q8_pie(const float* att, const int8_t* values, const float* vsc
     }
   }
   if (i < hs) attn_values_q8_unrolled(att, values + i, vscales, stride, s_stride, n, hs - i, out + i);
+}
+
+// quantize_activations' steps (quant/blocks.cpp): each block's scale here, its values' rounding in
+// mcullm_round_to_int8.
+void quantize_blocks_pie(const float* x, int n, int block, int8_t* q, float* scales) {
+  for (int b = 0; b * block < n; ++b) {
+    const int start = b * block;
+    const int len = n - start < block ? n - start : block;
+    const float d = abs_max(x + start, len) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    scales[b] = d;
+    mcullm_round_to_int8(x + start, len, __builtin_bit_cast(uint32_t, id), q + start);
+    for (int j = len; j < block; ++j) q[start + j] = 0;  // pad so kernels may read whole blocks
+  }
 }
 
 // softmax_ref's steps: the max here, the exponentials and their sum in mcullm_softmax_exps (mc_expf's
@@ -290,7 +306,8 @@ constexpr KernelSet kPie = {.name = "pie",
                             .matvec_i2s_rows = matvec_i2s_rows_by_row<matvec_i2s_pie>,
                             .matvec_q4e_q8 = matvec_q4e_q8_pie,
                             .attn_scores_q8 = attn_scores_q8_pie,
-                            .attn_values_q8 = attn_values_q8_pie};
+                            .attn_values_q8 = attn_values_q8_pie,
+                            .quantize_blocks = quantize_blocks_pie};
 
 }  // namespace
 

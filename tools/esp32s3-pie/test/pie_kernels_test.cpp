@@ -266,6 +266,39 @@ void test_divisions(const KernelSet& pie, const KernelSet& ref) {
     pie.fill_f32(g_y1 + n % 3, n, -__builtin_huge_valf());
     compare("fill_f32 n", n, 0, 0, 48);
   }
+  for (int round = 0; round < 300; ++round) {  // int8 blocks: every class of value, halves, short blocks
+    const int block = round % 3 == 0 ? 32 : round % 3 == 1 ? 24 : 64;
+    const int n = 1 + static_cast<int>(rnd() % 150);
+    float* x = g_y0 + 512;
+    for (int t = 0; t < n; ++t) {
+      const uint32_t r = rnd() % 5;
+      x[t] = r == 0 ? rnd_any_float()
+           : r == 1 ? static_cast<float>(static_cast<int32_t>(rnd() % 255) - 127) * 0.5f  // halves: ties
+                    : static_cast<float>(static_cast<int32_t>(rnd() % 20001) - 10000) * 0.0137f;
+    }
+    if (round % 7 == 0) {  // a scale of exactly 1 (max 127), values just below k + 0.5: a + 0.5f rounds up
+      x[0] = 127.0f;
+      for (int t = 1; t < n; ++t) {
+        const float h = static_cast<float>(static_cast<int32_t>(rnd() % 254) - 127) + 0.5f;
+        uint32_t u;
+        memcpy(&u, &h, 4);
+        u -= 1;  // the float below |h| (toward zero)
+        memcpy(&x[t], &u, 4);
+      }
+    }
+    int8_t q0[256], q1[256];
+    float s0[16], s1[16];
+    memset(q0, 0x55, sizeof q0);
+    memset(q1, 0x55, sizeof q1);
+    ref.quantize_blocks(x, n, block, q0, s0);
+    pie.quantize_blocks(x, n, block, q1, s1);
+    const int blocks = (n + block - 1) / block;
+    ++g_checks;
+    if (memcmp(q0, q1, static_cast<size_t>(blocks * block)) != 0 || memcmp(s0, s1, static_cast<size_t>(blocks) * 4) != 0) {
+      ++g_fail;
+      printf("FAIL quantize_blocks round %d n %d block %d\n", round, n, block);
+    }
+  }
   for (int round = 0; round < 300; ++round) {  // SiLU and its gate: every class of input, chunk boundaries
     const int n = round < 200 ? 1 + static_cast<int>(rnd() % 140) : 64 * (round % 3) + round % 2;
     float* up = g_y1 + 256;
@@ -366,6 +399,12 @@ void measure(const KernelSet& pie, const KernelSet& ref) {
     report("attn_values_q8 hs=24 stride 96 n=128", count([&] { ref.attn_values_q8(g_y0, keys, g_s, 96, 1, 128, 24, g_y1 + 256); }),
            count([&] { pie.attn_values_q8(g_y0, keys, g_s, 96, 1, 128, 24, g_y1 + 256); }));
     for (int t = 0; t < 128; ++t) g_y0[t] = g_y1[t] = static_cast<float>(static_cast<int32_t>(rnd() % 200) - 100) * 0.05f;
+    {
+      int8_t q[128];
+      float sc[4];
+      report("quantize_blocks n=128 block 32", count([&] { ref.quantize_blocks(g_y0, 128, 32, q, sc); }),
+             count([&] { pie.quantize_blocks(g_y0, 128, 32, q, sc); }));
+    }
     report("silu_mul n=128", count([&] { ref.silu_mul(g_y0, g_y1 + 256, 128); }), count([&] { pie.silu_mul(g_y1, g_y1 + 256, 128); }));
     report("fill_f32 n=4096", count([&] { ref.fill_f32(g_y0, 512, 0.0f); }) * 8, count([&] { pie.fill_f32(g_y1, 512, 0.0f); }) * 8);
     report("attn_scores_q8 hs=64 n=64", count([&] { ref.attn_scores_q8(g_x, 1.0f, keys, g_s, 64, 1, 64, 64, 8.0f, g_y0); }),
