@@ -1,9 +1,10 @@
 // The "pie" kernel table for the ESP32-S3 (Xtensa LX7 with the PIE SIMD unit): the q8_0, q4g64 and q4e
 // (int8 activations) matvecs run in pie_kernels.S with their float steps, the integer inner loops of
-// the i2_s matvec and of the int8 attention scores too, their float steps here; all in the scalar
-// reference's order (kernels.h), so the results are the reference's bits (docs/pie.md). Everything
-// else, and any call whose pointers are not 16-byte aligned where the assembly needs it, takes the
-// reference. Compiled only for Xtensa builds that define MCULLM_PIE (and link
+// the i2_s matvec and of the int8 attention scores too, their float steps here; FPU loops of the same
+// file (not PIE) do the attention's divisions, softmax's exponentials, SiLU, the int8 values, int8
+// block rounding and the head's fill; all in the scalar reference's order (kernels.h), so the results
+// are the reference's bits (docs/pie.md). Everything else, and any call whose pointers are not aligned
+// where the assembly needs it, takes the reference. Compiled only for Xtensa builds that define MCULLM_PIE (and link
 // pie_kernels.S); empty elsewhere.
 #if defined(__XTENSA__) && defined(MCULLM_PIE)
 #include "core/fmath.h"
