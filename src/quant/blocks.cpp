@@ -167,15 +167,9 @@ bool dequantize_row_any(DType type, const void* src, float* dst, int cols) {
 }
 
 void quantize_activations(const float* x, int n, int block, int8_t* q, float* scales) {
-  for (int b = 0; b * block < n; ++b) {
-    const int start = b * block;
-    const int len = n - start < block ? n - start : block;
-    const float d = abs_max(x + start, len) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    scales[b] = d;
-    for (int j = 0; j < len; ++j) q[start + j] = round_to_int8(x[start + j] * id);
-    for (int j = len; j < block; ++j) q[start + j] = 0;  // pad so kernels may read whole blocks
-  }
+  quantize_blocks_by(x, n, block, q, scales, [](const float* v, int len, float id, int8_t* out) {
+    for (int j = 0; j < len; ++j) out[j] = round_to_int8(v[j] * id);
+  });
 }
 
 }  // namespace mcullm

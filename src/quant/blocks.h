@@ -29,6 +29,20 @@ bool dequantize_row_any(DType type, const void* src, float* dst, int cols);
 void quantize_activations(const float* x, int n, int block, int8_t* q, float* scales);
 // max |x[i]| over n values (0 for none; NaNs are skipped: a > m is false).
 float abs_max(const float* x, int n);
+// quantize_activations' walk over the blocks, each block's rounding by round_row(x, len, id, q)
+// (q[j] = round_to_int8(x[j] * id)): the reference's, or a kernel table's loop.
+template <typename RoundRow>
+void quantize_blocks_by(const float* x, int n, int block, int8_t* q, float* scales, RoundRow round_row) {
+  for (int b = 0; b * block < n; ++b) {
+    const int start = b * block;
+    const int len = n - start < block ? n - start : block;
+    const float d = abs_max(x + start, len) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    scales[b] = d;
+    round_row(x + start, len, id, q + start);
+    for (int j = len; j < block; ++j) q[start + j] = 0;  // pad so kernels may read whole blocks
+  }
+}
 
 // Round half away from zero, as C's roundf, without libm.
 static inline float round_half_away(float v) {

@@ -142,18 +142,11 @@ void attn_values_q8_pie(const float* att, const int8_t* values, const float* vsc
   if (i < hs) attn_values_q8_unrolled(att, values + i, vscales, stride, s_stride, n, hs - i, out + i);
 }
 
-// quantize_activations' steps (quant/blocks.cpp): each block's scale here, its values' rounding in
-// mcullm_round_to_int8.
+// quantize_activations' blocks, each block's rounding in mcullm_round_to_int8.
 void quantize_blocks_pie(const float* x, int n, int block, int8_t* q, float* scales) {
-  for (int b = 0; b * block < n; ++b) {
-    const int start = b * block;
-    const int len = n - start < block ? n - start : block;
-    const float d = abs_max(x + start, len) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    scales[b] = d;
-    mcullm_round_to_int8(x + start, len, __builtin_bit_cast(uint32_t, id), q + start);
-    for (int j = len; j < block; ++j) q[start + j] = 0;  // pad so kernels may read whole blocks
-  }
+  quantize_blocks_by(x, n, block, q, scales, [](const float* v, int len, float id, int8_t* out) {
+    mcullm_round_to_int8(v, len, __builtin_bit_cast(uint32_t, id), out);
+  });
 }
 
 // softmax_ref's steps: the max here, the exponentials and their sum in mcullm_softmax_exps (mc_expf's
