@@ -90,8 +90,9 @@ struct DecoderState {
   // Room for the keys and values of `rows` positions computed together (batched prefill); int8 only.
   Status reserve_stage(int rows, Arena& arena);
   size_t cache_index(int layer, int pos) const { return static_cast<size_t>(layer) * ctx_len + pos; }
-  const float* rope_cos_at(int pos) const { return rope_cos + static_cast<size_t>(pos) * (head_dim / 2); }
-  const float* rope_sin_at(int pos) const { return rope_sin + static_cast<size_t>(pos) * (head_dim / 2); }
+  // (null without a table: a slice of no layers never rotates.)
+  const float* rope_cos_at(int pos) const { return rope_cos ? rope_cos + static_cast<size_t>(pos) * (head_dim / 2) : nullptr; }
+  const float* rope_sin_at(int pos) const { return rope_sin ? rope_sin + static_cast<size_t>(pos) * (head_dim / 2) : nullptr; }
   // Where the projections write the keys / values of positions pos0, pos0 + 1, ... (rows kv_dim
   // apart): the f32 cache itself, or (int8) the staging rows that store_kv quantizes.
   float* new_keys(int layer, int pos0) { return kv_type == KvType::kF32 ? key_cache + cache_index(layer, pos0) * kv_dim : key_new; }
