@@ -192,17 +192,6 @@ void rmsnorm(const KernelSet& k, float* out, const float* x, const float* w, int
 }
 
 namespace {
-// Angle i of position pos (log_theta = mc_log(theta)).
-void rope_angle(double log_theta, int hs, int pos, int i, float* cos_out, float* sin_out) {
-  const float e = static_cast<float>(2 * i) / static_cast<float>(hs);
-  const float freq = 1.0f / static_cast<float>(mc_exp(log_theta * static_cast<double>(e)));
-  const float angle = static_cast<float>(pos) * freq;
-  double s, co;
-  mc_sincos(static_cast<double>(angle), &s, &co);
-  *cos_out = static_cast<float>(co);
-  *sin_out = static_cast<float>(s);
-}
-
 void rotate_head(float* v, int hs, const float* cos_, const float* sin_, RopeStyle style) {
   const int half = hs / 2;
   for (int i = 0; i < half; ++i) {
@@ -224,8 +213,18 @@ size_t rope_table_bytes(const LlamaConfig& c, int ctx_len) {
 
 void rope_angles(float theta, int hs, int n, float* cos_, float* sin_) {
   const double log_theta = mc_log(static_cast<double>(theta));
-  const int half = hs / 2, total = n * half;
-  for (int t = 0; t < total; ++t) rope_angle(log_theta, hs, t / half, t % half, cos_ + t, sin_ + t);
+  const int half = hs / 2;
+  for (int i = 0; i < half; ++i) {  // angle i of every position: its frequency once
+    const float e = static_cast<float>(2 * i) / static_cast<float>(hs);
+    const float freq = 1.0f / static_cast<float>(mc_exp(log_theta * static_cast<double>(e)));
+    for (int pos = 0; pos < n; ++pos) {
+      const float angle = static_cast<float>(pos) * freq;
+      double s, co;
+      mc_sincos(static_cast<double>(angle), &s, &co);
+      cos_[static_cast<size_t>(pos) * half + i] = static_cast<float>(co);
+      sin_[static_cast<size_t>(pos) * half + i] = static_cast<float>(s);
+    }
+  }
 }
 
 void rope_rotate_batch(ThreadPool& pool, const RopeColumns& c, int hs, int n, const float* cos_, const float* sin_,
