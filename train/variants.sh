@@ -7,7 +7,8 @@
 #                                        a run whose log says it wrote its model is not repeated; one with a
 #                                        checkpoint.pt and no model yet continues from it with --resume)
 # Variants: f32 / q4 QAT / ternary QAT (bitllama2.c layout), SwiGLU / ReLU-gated FFN, with PLE (q4e QAT),
-# combo (PLE + ReLU-gated FFN, q4e QAT).
+# combo (PLE + ReLU-gated FFN, q4e QAT); ple64 / combo64: a wider per-layer table (P = 64); q4l6 / q4l8:
+# q4 QAT with 6 / 8 layers instead of BUDGET_ARGS' count.
 # ternary128: the ternary variant at dim 128, hidden 256 (mcullm's i2_s kernels need multiples of 128,
 # so the dim-64 ternary runs are scored in PyTorch only).
 set -eu
@@ -25,10 +26,14 @@ for variant in $VARIANTS; do
   case $q in
     f32) q=none ;;
     ternary128) q=ternary; extra="--dim 128 --hidden 256" ;;
+    q4l6) q=q4; extra="--layers 6" ;;
+    q4l8) q=q4; extra="--layers 8" ;;
   esac
   case $ffn in
     ple) ffn=swiglu; extra="--ple 32" ;;
     combo) ffn=relu; extra="--ple 32" ;;
+    ple64) ffn=swiglu; extra="--ple 64" ;;
+    combo64) ffn=relu; extra="--ple 64" ;;
   esac
   for seed in 1 2; do
     dir="$out/$variant-s$seed"
