@@ -85,6 +85,7 @@
 #define CONFIG_MCULLM_CTX 0
 #define CONFIG_MCULLM_WORK_IN_PSRAM 1
 #define CONFIG_MCULLM_PREFILL_BATCH 8
+#define CONFIG_MCULLM_SPARSE_FFN_MAX_LIVE 0
 #define CONFIG_MCULLM_NODE_STREAMS 1
 #ifndef CONFIG_MCULLM_KERNELS  // check_firmware_syntax.sh's one-core variant names "ref"
 #define CONFIG_MCULLM_KERNELS "auto"

@@ -24,8 +24,15 @@ Status LineServer::init(Hal& hal, const LineServerOptions& opt) {
     MC_TRY(start_master(mapped_, hal.spi(), work, mo, opt.pool, opt.kernels, &link_, &master_));
     decoder_ = &master_;
   } else {
+    if (opt.sparse_ffn_max_live < 0 || opt.sparse_ffn_max_live > 1000)
+      return Status::Error(Code::kInvalidArgument, "sparse FFN: %d live neurons per mille is not in 0..1000", opt.sparse_ffn_max_live);
+    if (opt.sparse_ffn_max_live > 0) {
+      size_t bytes = 0;
+      MC_TRY(mapped_.build_sparse_ffn(&bytes));
+    }
     if (Status st = local_.init(mapped_.model(), ctx_len_, work, opt.pool, opt.kernels); !st.ok()) return st.prefix("KV cache and activations: ");
     if (Status st = local_.enable_batch(opt.prefill_batch, work); !st.ok()) return st.prefix("prefill batch of %d tokens: ", opt.prefill_batch);
+    local_.set_sparse_ffn(opt.sparse_ffn_max_live > 0, opt.sparse_ffn_max_live);
     decoder_ = &local_.decoder();
   }
   const TokenizerImage& tok = mapped_.model().tokenizer;

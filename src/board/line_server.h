@@ -22,6 +22,10 @@ struct LineServerOptions {
   // Batched prefill (single board): up to this many prompt tokens a call, each weight matrix read
   // once for them, buffers from the work tier (BoardDecoder::enable_batch); 0 or 1: one at a time.
   int prefill_batch = 0;
+  // A ReLU model's FFN gate first (model/sparse_ffn.h, the same bits as dense) for tokens with at
+  // most this many live neurons per mille, the down matrices' column copies built in PSRAM at init
+  // (their size again); 0: dense. Single board only.
+  int sparse_ffn_max_live = 0;
   const KernelSet* kernels = nullptr;
   ThreadPool* pool = nullptr;        // e.g. a DualCorePool over the HAL's worker (board/dual_core_pool.h)
   // The cluster master role: the layers run on a node board over the HAL's SPI link (board/master.h);
@@ -47,6 +51,8 @@ class LineServer {
   // Prompt tokens the decoder takes a call (LineServerOptions::prefill_batch, 1 where not batched).
   int max_batch() const { return decoder_ ? decoder_->max_batch() : 0; }
   uint32_t requests() const { return requests_; }
+  // The FFN's live and skipped neuron counts so far (false: the model's FFN counts nothing).
+  bool ffn_counts(FfnCounts* c) const { return decoder_ && decoder_->ffn_counts(c); }
 
  private:
   bool write(const char* s, size_t n);

@@ -15,6 +15,11 @@ class MappedModel {
   const BoardImage& image() const { return image_; }
   const BoardModel& model() const { return model_; }
   Arena& arena(Tier t) { return arenas_[static_cast<int>(t)]; }
+  // The gate-first sparse FFN's column copies of a ReLU model's down matrices, in the PSRAM tier
+  // (board_model_build_sparse_ffn; *bytes 0 for a model without one). After init.
+  Status build_sparse_ffn(size_t* bytes) {
+    return board_model_build_sparse_ffn(&model_, arena(Tier::kPsram), bytes);
+  }
   // The llama-family model (llama, bitnet, bitnet-25, qwen2) for the cluster roles (others are refused).
   Status llama(const LlamaModel** out) const;
 

@@ -120,6 +120,7 @@ extern "C" void app_main(void) {
   o.ctx_len = CONFIG_MCULLM_CTX;
   o.work_tier = work_tier();
   o.prefill_batch = CONFIG_MCULLM_PREFILL_BATCH;
+  o.sparse_ffn_max_live = CONFIG_MCULLM_SPARSE_FFN_MAX_LIVE;
   if (kRole == Role::kMaster) {
     o.cluster_master = true;
 #if CONFIG_MCULLM_ROLE_MASTER
