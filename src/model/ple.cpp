@@ -119,9 +119,7 @@ Status PleContext::init(const PleModel* model, int ctx_len, Arena& arena, Thread
   MC_TRY(alloc_columns(1, arena));
   ffn_h_ = nullptr;
   ffn_live_ = nullptr;
-  bool any_cols = false;  // a layer whose down matrix could not be column-stored runs dense
-  for (int l = 0; l < c.n_layers; ++l) any_cols = any_cols || model->layers[l].down_cols.w;
-  if (c.relu_ffn && any_cols) {
+  if (c.relu_ffn) {  // gate first (the down columns where built, else the down rows)
     MC_TRY(arena.alloc_array(c.ffn, TensorClass::kActivations, &ffn_h_));
     MC_TRY(arena.alloc_array(c.ffn, TensorClass::kActivations, &ffn_live_));
   }
@@ -192,7 +190,7 @@ void PleContext::run(const MatRef* const* mats, float* const* outs, const size_t
 
 // One token's FFN gate first (model/sparse_ffn.h), its output added to x; false where it cannot run.
 bool PleContext::sparse_ffn(const PleLayer& Ly) {
-  if (!model_->cfg.relu_ffn || !sparse_on_ || f32_act_ || !Ly.down_cols.w || !ffn_h_) return false;
+  if (!model_->cfg.relu_ffn || !sparse_on_ || f32_act_ || !gate_first_down_type(Ly.down.type) || !ffn_h_) return false;
   const int D = model_->cfg.dim;
   // x quantized once (as run() does) for gate and up; h's quantization goes to the same buffers after.
   ActVec act;

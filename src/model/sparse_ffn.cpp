@@ -142,11 +142,15 @@ Status build_i2s_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
 }
 }  // namespace
 
+bool gate_first_down_type(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4G64 || t == DType::kQ4E || t == DType::kI2_S;
+}
+
 Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out) {
   *out = DownCols();
   const DType t = down.type;
   if (t == DType::kI2_S) return build_i2s_down_cols(down, arena, out);
-  if (t != DType::kQ8_0 && t != DType::kQ4_0 && t != DType::kQ4G64 && t != DType::kQ4E) return Status::Ok();
+  if (!gate_first_down_type(t)) return Status::Ok();
   const int rows = down.rows, cols = down.cols, block = block_of(down);
   if (rows <= 0 || cols <= 0 || block <= 0 || rows % 32 != 0 || (t != DType::kQ4E && cols % block != 0))
     return Status::Ok();
@@ -185,7 +189,7 @@ namespace {
 // h quantized as the dense path quantizes the down matrix's input: per block, or (q4e) with one
 // scale for the whole vector (q4e_quantize_activations). Dead neurons are zeros (+-0), which change
 // neither a block's scale nor the one scale.
-ActVec quantize_h(const KernelSet& k, const DownCols& down, const FfnScratchQ& s, int ffn) {
+ActVec quantize_h(const KernelSet& k, const MatRef& down, const FfnScratchQ& s, int ffn) {
   ActVec hx;
   hx.f = s.h;
   hx.q = s.hq;
@@ -197,8 +201,8 @@ ActVec quantize_h(const KernelSet& k, const DownCols& down, const FfnScratchQ& s
     k.quantize_i8s(s.h, ffn, s.hq, s.hs);
     hx.block = ffn;
   } else {
-    k.quantize_blocks(s.h, ffn, down.block, s.hq, s.hs);
-    hx.block = down.block;
+    k.quantize_blocks(s.h, ffn, block_of(down), s.hq, s.hs);
+    hx.block = block_of(down);
   }
   return hx;
 }
@@ -222,7 +226,7 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
     float* uo[1] = {s.u};
     run_matvecs(pool, k, up, uo, 1, x);
     relu_mul(s.g, s.u, s.h, ffn);
-    const ActVec hx = quantize_h(k, f.down, s, ffn);
+    const ActVec hx = quantize_h(k, f.down_rows, s, ffn);
     const MatRef* dn[1] = {&f.down_rows};
     run_matvecs(pool, k, dn, &y, 1, hx);
     stats->bytes_read = static_cast<size_t>(ffn) * (f.gate.row_bytes + f.up.row_bytes) +
@@ -233,7 +237,15 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
   pool.run_sized(up_task, &up, static_cast<size_t>(live) * static_cast<size_t>(dim));
   for (int i = 0; i < ffn; ++i) s.h[i] = 0.0f;
   for (int n = 0; n < live; ++n) s.h[s.live[n]] = s.g[s.live[n]] * s.u[s.live[n]];  // relu_mul's bits
-  quantize_h(k, f.down, s, ffn);
+  const ActVec hx = quantize_h(k, f.down_rows, s, ffn);
+  stats->skipped = ffn - live;
+  if (!f.down.w) {  // no column copy: the row-major down matrix, all of it (the dense bits: the same hq)
+    const MatRef* dn[1] = {&f.down_rows};
+    run_matvecs(pool, k, dn, &y, 1, hx);
+    stats->bytes_read = static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(live) * f.up.row_bytes +
+                        static_cast<size_t>(f.down_rows.rows) * f.down_rows.row_bytes;
+    return;
+  }
   int n_cols = 0;
   for (int i = 0; i < ffn; ++i)
     if (s.hq[i] != 0) s.live[n_cols++] = i;
@@ -242,7 +254,6 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
   int blocks = 0;  // block scales read (i2_s: its one tensor scale, counted as none)
   for (int n = 0; n < n_cols && f.down.type != DType::kI2_S; ++n)
     blocks += n == 0 || s.live[n] / f.down.block != s.live[n - 1] / f.down.block;
-  stats->skipped = ffn - live;
   stats->bytes_read = static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(live) * f.up.row_bytes +
                       static_cast<size_t>(n_cols) * f.down.col_bytes +
                       static_cast<size_t>(blocks) * static_cast<size_t>(f.down.rows) * 2;  // f16 scales as stored

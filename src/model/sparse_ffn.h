@@ -64,6 +64,8 @@ void ffn_relu_sparse(const KernelSet& k, const ReluFfn& f, const ActVec& x, floa
 // rows % 32 != 0, cols % block != 0 (not for q4e; i2_s: cols % 128), or a block scale that is not
 // finite (i2_s: its one scale is copied as it is; the dense sum times it gives the same bits anyway).
 Status build_down_cols(const MatRef& down, Arena& arena, DownCols* out);
+// Whether ffn_relu_sparse_q takes this down matrix (row-major): the types build_down_cols stores.
+bool gate_first_down_type(DType t);
 
 // Default of ReluFfnQ::max_live_permille: on Zen 3 (AVX2, 2 threads) a random-weight q4g64 ReLU dummy
 // with about 50% live neurons ran at 0.5-0.7x with the column kernel; the break-even is not measured.
@@ -74,8 +76,11 @@ constexpr int kSparseFfnMaxLivePermille = 250;
 struct ReluFfnQ {
   MatRef gate;    // [ffn, dim], any dense type (with x.q filled when quantized)
   MatRef up;      // [ffn, dim], same
-  DownCols down;  // [dim, ffn] q8_0 / q4_0 / q4g64 / q4e / i2_s, column-stored
-  MatRef down_rows;  // the same matrix row-major (the dense fallback)
+  // [dim, ffn] q8_0 / q4_0 / q4g64 / q4e / i2_s, column-stored; or not built (w null): the down
+  // product reads the row-major matrix whole, and only the up rows of dead neurons are skipped (where
+  // the column kernel is slower than the row kernels, as on the ESP32-S3 with PIE; no copy needed).
+  DownCols down;
+  MatRef down_rows;  // the same matrix row-major (the dense fallback), of a type build_down_cols takes
   // Above this share of live neurons (per mille) the token runs dense after the gate (the same bits):
   // the column kernel does more integer work per weight than the row kernels, so it pays only when
   // enough neurons are dead. 1000: always sparse.
@@ -91,7 +96,8 @@ struct FfnScratchQ {
 };
 // Gate first with a quantized down matrix: g = gate . x (all rows, on the pool); when at most
 // max_live_permille of the neurons are live: up rows of live neurons only (g > 0), h = relu(g) * u with dead neurons +0, h quantized per block (k.quantize_blocks; q4e: one scale; i2_s: k.quantize_i8s),
-// y = down . h from the non-zero columns only (k.matvec_down_cols, rows split in 32-row chunks):
+// y = down . h from the non-zero columns only (k.matvec_down_cols, rows split in 32-row chunks), or
+// without a column copy the row-major down matvec over the same quantized h:
 // y has the bits of the dense path's matvec of the row-major down matrix. Else the dense rest: up for
 // every row, relu_mul, h quantized, the row-major down matvec (the same bits by construction).
 void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, const ActVec& x, const FfnScratchQ& s,

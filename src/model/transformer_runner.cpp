@@ -73,16 +73,26 @@ Status TransformerModel::check_shapes() const {
   return Status::Ok();
 }
 
+namespace {
+// A layer whose FFN can run gate first: ReLU (not the sub-norm archs' ReLU^2), gate and up of one
+// type (read with one quantized input), down [dim, hidden]. Ternary: i2_s only (tl1 / tl2 gate and
+// up rows are read in BM-row tiles through a LUT per token, so single live rows cannot be picked out).
+bool gate_first_layer(const TransformerModel& m, const TransformerLayer& L) {
+  if (m.spec.act != FfnAct::kRelu || m.spec.sub_norms) return false;
+  if (L.w1.type != L.w3.type || L.w2.rows != m.cfg.dim || L.w2.cols != m.cfg.hidden_dim) return false;
+  return !m.spec.ternary || (L.w1.type == DType::kI2_S && L.w2.type == DType::kI2_S);
+}
+// ... with a quantized down matrix (ffn_relu_sparse_q: its column copy, or its rows where none is built).
+bool gate_first_quantized(const TransformerModel& m, const TransformerLayer& L) {
+  return gate_first_layer(m, L) && gate_first_down_type(L.w2.type);
+}
+}  // namespace
+
 Status build_sparse_ffn(TransformerModel* m, Arena& arena) {
-  if (m->spec.act != FfnAct::kRelu || m->spec.sub_norms) return Status::Ok();
   const int dim = m->cfg.dim, hidden = m->cfg.hidden_dim;
   for (int l = m->first_layer; l < m->end(); ++l) {
     TransformerLayer& L = m->layers[l - m->first_layer];
-    // The sparse FFN reads gate and up with one quantized input, and the down columns as f32 or blocks.
-    if (L.w1.type != L.w3.type || L.w2.rows != dim || L.w2.cols != hidden) continue;
-    // Ternary: i2_s only (tl1 / tl2 gate and up rows are read in BM-row tiles through a LUT per
-    // token, so single live rows cannot be picked out).
-    if (m->spec.ternary && (L.w1.type != DType::kI2_S || L.w2.type != DType::kI2_S)) continue;
+    if (!gate_first_layer(*m, L)) continue;
     if (L.w2.type != DType::kF32) {
       MC_TRY(build_down_cols(L.w2, arena, &L.w2_cols));
       continue;
@@ -115,7 +125,7 @@ Status TransformerRunner::init(const TransformerModel* model, int first, int end
   bool sparse_f32 = false, sparse_q = false;
   for (int l = first; l < end; ++l) {
     sparse_f32 = sparse_f32 || model->layer(l).w2_t;
-    sparse_q = sparse_q || model->layer(l).w2_cols.w;
+    sparse_q = sparse_q || gate_first_quantized(*model, model->layer(l));
   }
   if (model->spec.act == FfnAct::kRelu && (sparse_f32 || sparse_q)) {
     const TensorClass act = TensorClass::kActivations;
@@ -191,7 +201,7 @@ void TransformerRunner::activate(float* g, const float* u, int n) {
 
 bool TransformerRunner::sparse_ffn(const TransformerLayer& L) {
   if (model_->spec.act != FfnAct::kRelu || !sparse_on_) return false;
-  const bool f32 = L.w2_t && ffn_lanes_, q = L.w2_cols.w && ffn_live_;
+  const bool f32 = L.w2_t && ffn_lanes_, q = gate_first_quantized(*model_, L) && ffn_live_;
   if (!f32 && !q) return false;
   const int dim = model_->cfg.dim;
   ActVec act;

@@ -29,6 +29,9 @@
 //                default): dense, no copies. On the emulated S3 the column kernels are the scalar
 //                reference while the dense rows run PIE: the ternary ReLU Qwen2 of docs/single-board.md
 //                took 1,641k instructions a token gate first against 1,287k dense.
+//   down=cols|rows  with sparse=P: the down product over the column copies (cols, the default) or
+//                over the image's rows, whole (rows: no copies; only the up rows of dead neurons are
+//                skipped, which the PIE table turns into fewer instructions).
 //   logits=all|sampled  sampled: only the sampled steps' logits go into the fingerprint, so the batched
 //                prompt skips the output head as the firmware does (its tokens hash is unchanged)
 // It reads the image into the "flash" buffer, validates it, copies the SRAM / PSRAM sections into
@@ -78,6 +81,7 @@ struct Args {
   int n = 16;
   int cores = 1;
   int sparse = 0;  // max live neurons per mille for the gate-first FFN; 0: dense
+  bool down_cols = true;  // the gate-first FFN's down product over column copies (else the rows)
   int streams = 1;  // role=node: stream slots
   int batch = 8;
   bool prompt_logits = true;
@@ -143,6 +147,7 @@ Status parse_args(int argc, char** argv, Args* a) {
     else if (is("kv")) { ok = parse_kv_type(v, &a->kv); }
     else if (is("n")) { ok = parse_uint(v, 1u << 20, &u); a->n = static_cast<int>(u); }
     else if (is("sparse")) { ok = parse_uint(v, 1000, &u); a->sparse = static_cast<int>(u); }
+    else if (is("down")) { a->down_cols = strcmp(v, "cols") == 0; ok = a->down_cols || strcmp(v, "rows") == 0; }
     else if (is("streams")) { ok = parse_uint(v, board::kMaxStreamSlots, &u) && u >= 1; a->streams = static_cast<int>(u); }
     else if (is("cores")) { ok = parse_uint(v, 2, &u) && u >= 1; a->cores = static_cast<int>(u); }
     else if (is("batch")) { ok = parse_uint(v, 4096, &u); a->batch = static_cast<int>(u); }
@@ -160,6 +165,7 @@ Status parse_args(int argc, char** argv, Args* a) {
   if ((a->role != Role::kSingle) != (a->link_in && a->link_out))
     return Status::Error(Code::kInvalidArgument, "role=master and role=node take link_in=PATH and link_out=PATH, and only they do");
   if (a->nodes && a->role != Role::kMaster) return Status::Error(Code::kInvalidArgument, "nodes=N is the master's");
+  if (!a->down_cols && a->sparse == 0) return Status::Error(Code::kInvalidArgument, "down=rows is the gate-first FFN's (sparse=P)");
   return Status::Ok();
 }
 
@@ -544,7 +550,7 @@ int run(int argc, char** argv) {
   Arena* const ram[kTierCount] = {&sram, &psram, nullptr, nullptr};
   if (Status st = g_image.place(ram, flash); !st.ok()) return fail(3, st);
   if (Status st = board_model_from_image(g_image, sram, &g_model); !st.ok()) return fail(2, st);
-  if (a.sparse > 0) {
+  if (a.sparse > 0 && a.down_cols) {
     size_t cols = 0;
     if (Status st = board_model_build_sparse_ffn(&g_model, psram, &cols); !st.ok()) return fail(3, st);
     if (cols) printf("sparse FFN: the down matrices' columns, %lu bytes in psram\n", static_cast<unsigned long>(cols));

@@ -1,6 +1,6 @@
 # Shared by run_board.sh and profile_stages.sh (sourced, after `set -euo pipefail` and ROOT=...):
 # the options, the board runner ELF with PIE, the model's board image, and the QEMU command line.
-#   board_parse_args "$@"   sets QEMU MODEL TOKARGS QUANT N IDS BUILD WORK KERNELS KV TIER CORES BATCH LOGITS SPARSE MCULLM
+#   board_parse_args "$@"   sets QEMU MODEL TOKARGS QUANT N IDS BUILD WORK KERNELS KV TIER CORES BATCH LOGITS SPARSE DOWN MCULLM
 #   board_build_elf         builds $ELF (the variant esp32s3-pie; esp32s3-pie-fork, linked by
 #                           targets/xtensa-lx7/sim-esp32s3.ld, when QEMU is Espressif's fork)
 #   board_image             converts MODEL (to --quant first, if given) into $WORK/model.img
@@ -9,7 +9,7 @@
 board_parse_args() {
   QEMU=$1
   shift
-  BUILD=$ROOT/build/release WORK="" TOKARGS=() QUANT="" N=16 IDS=1,403,407 KERNELS="" MODEL="" KV=f32 TIER=sram CORES=1 BATCH=8 LOGITS=all SPARSE=0
+  BUILD=$ROOT/build/release WORK="" TOKARGS=() QUANT="" N=16 IDS=1,403,407 KERNELS="" MODEL="" KV=f32 TIER=sram CORES=1 BATCH=8 LOGITS=all SPARSE=0 DOWN=cols
   while [ $# -gt 0 ]; do
     case "$1" in
       -z) TOKARGS=(-z "$2"); shift 2 ;;
@@ -25,6 +25,7 @@ board_parse_args() {
       --batch) BATCH=$2; shift 2 ;;     # the runner's batched prefill: up to N prompt tokens a call (1: one at a time)
       --logits) LOGITS=$2; shift 2 ;;   # sampled: the prompt's logits are not computed (nor hashed), as on the firmware
       --sparse) SPARSE=$2; shift 2 ;;   # a ReLU model's FFN gate first at <= P live neurons per mille (0: dense)
+      --down) DOWN=$2; shift 2 ;;       # with --sparse: the down product by column copies (cols) or the rows
       -*) echo "$(basename "$0"): unknown option $1" >&2; exit 1 ;;
       *) MODEL=$1; shift ;;
     esac
@@ -68,6 +69,7 @@ board_qemu() {
   shift 2
   local semi="enable=on,target=native,arg=board,arg=image=$WORK/model.img,arg=prompt=$WORK/prompt.txt,arg=n=$N,arg=temp=0"
   semi="$semi,arg=seed=42,arg=kernels=$k,arg=kv=$KV,arg=work=$TIER,arg=cores=$CORES,arg=batch=$BATCH,arg=logits=$LOGITS,arg=sparse=$SPARSE"  # greedy, as the PC run (the runner samples at 0.8 by default)
+  [ "$SPARSE" = 0 ] || semi="$semi,arg=down=$DOWN"
   timeout 1800 "$QEMU" -M sim -cpu esp32s3 -smp "$CORES" -m 128M -kernel "$ELF" -display none -monitor none \
     -semihosting -icount shift=0 "$@" -semihosting-config "$semi" >"$out" 2>&1
 }

@@ -4,7 +4,7 @@
 # --fingerprint`), with kernels=pie and with kernels=ref (the same ELF; --kernels K: only K), and the instructions per
 # sampled token of both runs are printed (-icount shift=0), and per prompt token.
 # usage: tools/esp32s3-pie/run_board.sh QEMU MODEL [-z TOK] [--quant TYPE] [--prompt-ids IDS] [-n N] [--kv f32|int8] [--work-tier sram|psram] [--cores 1|2] [--kernels pie|ref]
-#        [--sparse P (0)] [--batch N (8)] [--logits all|sampled] [--build DIR (build/release, with mcullm)] [--work DIR]
+#        [--sparse P (0)] [--down cols|rows] [--batch N (8)] [--logits all|sampled] [--build DIR (build/release, with mcullm)] [--work DIR]
 # --logits sampled: the runner neither computes nor hashes the prompt's logits, so its tokens hash is compared.
 # The ELF is route 3's esp32-lx7 board runner (targets/Makefile) as the variant esp32s3-pie: the
 # PIE table and assembly added with LX7_EXTRA_SRCS, MCULLM_PIE defined with LX7_EXTRA_DEFS.

@@ -171,19 +171,56 @@ void silu_mul_pie(float* gate, const float* up, int n) {
   }
 }
 
+// An i2_s row of codes 1 (bytes 0x55) for up to 8192 columns: its codes' dot product is the
+// activations' sum, in the assembly's 16 lanes instead of a scalar loop.
+struct OnesCodes {
+  alignas(16) uint8_t b[2048];
+  constexpr OnesCodes() : b() {
+    for (uint8_t& v : b) v = 0x55;
+  }
+};
+constexpr OnesCodes kOnesCodes;
+
+// i2_s rows: the codes' dot product in the assembly, less the activations' sum (sum(code * q) -
+// sum(q) = sum((code - 1) * q)), which is computed once per call.
+struct I2sRowsPie {
+  const MatRef& w;
+  const int8_t* xq;
+  int groups;
+  int32_t xsum = 0;
+  float scale;
+  I2sRowsPie(const MatRef& m, const int8_t* q, const float* xs) : w(m), xq(q), groups(m.cols / 128), scale(m.scale * xs[0]) {}
+  bool usable() const { return aligned16(w.data) && (w.row_bytes & 15) == 0 && aligned16(xq) && groups > 0; }
+  void sum_activations() {
+    if (groups * 32 <= static_cast<int>(sizeof kOnesCodes.b)) {
+      xsum = mcullm_pie_i2s_codes(kOnesCodes.b, xq, groups, kMask03);
+      return;
+    }
+    for (int j = 0; j < groups * 128; ++j) xsum += xq[j];
+  }
+  float row(int r) const { return static_cast<float>(mcullm_pie_i2s_codes(w.row(r), xq, groups, kMask03) - xsum) * scale; }
+};
+
 void matvec_i2s_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
-  const int groups = w.cols / 128;
-  if (!aligned16(w.data) || (w.row_bytes & 15) != 0 || !aligned16(xq) || groups == 0) {
+  I2sRowsPie p(w, xq, xs);
+  if (!p.usable()) {
     matvec_i2s_ref(w, xq, xs, y, r0, r1);
     return;
   }
-  int32_t xsum = 0;  // sum(code * q) - sum(q) = sum((code - 1) * q)
-  for (int j = 0; j < groups * 128; ++j) xsum += xq[j];
-  const float scale = w.scale * xs[0];
-  for (int r = r0; r < r1; ++r) {
-    const int32_t isum = mcullm_pie_i2s_codes(w.row(r), xq, groups, kMask03) - xsum;
-    y[r] = static_cast<float>(isum) * scale;
+  p.sum_activations();
+  for (int r = r0; r < r1; ++r) y[r] = p.row(r);
+}
+
+// The gate-first FFN's live up rows: the activations' sum once for all of them (a matvec call per
+// row summed them again for each).
+void matvec_i2s_rows_pie(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y) {
+  I2sRowsPie p(w, xq, xs);
+  if (!p.usable()) {
+    matvec_i2s_rows_ref(w, xq, xs, rows, n, y);
+    return;
   }
+  p.sum_activations();
+  for (int i = 0; i < n; ++i) y[rows[i]] = p.row(rows[i]);
 }
 
 // q4g64 / q8_0 (34-byte blocks of kBlock weights): the assembly does every step of the reference
@@ -297,7 +334,7 @@ constexpr KernelSet kPie = {.name = "pie",
                             .silu_mul = silu_mul_pie,
                             .matvec_i2s = matvec_i2s_pie,
                             .matmat_i2s = matmat_i2s_by_rows<matvec_i2s_pie>,
-                            .matvec_i2s_rows = matvec_i2s_rows_by_row<matvec_i2s_pie>,
+                            .matvec_i2s_rows = matvec_i2s_rows_pie,
                             .matvec_q4e_q8 = matvec_q4e_q8_pie,
                             .attn_scores_q8 = attn_scores_q8_pie,
                             .attn_values_q8 = attn_values_q8_pie,

@@ -159,6 +159,13 @@ void test_i2s(const KernelSet& pie, const KernelSet& ref) {
           ref.matmat_i2s(w, x, 0, xs3, 3, g_y0, rows, 0, rows);
           pie.matmat_i2s(w, x, 0, xs3, 3, g_y1, rows, 0, rows);
           compare("i2s matmat cols/woff/xoff", cols, woff, xoff, 3 * rows);
+          // The gate-first FFN's listed rows (some rows, out of order, one twice): matvec_i2s's bits
+          // at the listed rows, the others untouched.
+          const int32_t listed[] = {5, 0, 3, 3, 6};
+          for (int r = 0; r < rows; ++r) g_y0[r] = g_y1[r] = -1.5f;
+          ref.matvec_i2s_rows(w, x, &xs, listed, 5, g_y0);
+          pie.matvec_i2s_rows(w, x, &xs, listed, 5, g_y1);
+          compare("i2s listed rows cols/woff/xoff", cols, woff, xoff, rows);
         }
       }
     }
@@ -376,6 +383,9 @@ void measure(const KernelSet& pie, const KernelSet& ref) {
     const float xs = 1.0f;
     report("i2s matvec 64x1024", count([&] { ref.matvec_i2s(w, g_x, &xs, g_y0, 0, 64); }),
            count([&] { pie.matvec_i2s(w, g_x, &xs, g_y1, 0, 64); }));
+    const int32_t listed[] = {1, 7, 8, 20, 33, 34, 50, 63};
+    report("i2s 8 listed rows of 64x1024", count([&] { ref.matvec_i2s_rows(w, g_x, &xs, listed, 8, g_y0); }),
+           count([&] { pie.matvec_i2s_rows(w, g_x, &xs, listed, 8, g_y1); }));
   }
   {
     MatRef w;
