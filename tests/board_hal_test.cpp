@@ -126,7 +126,7 @@ struct SerialBoard {
   std::unique_ptr<DualCorePool> dual;
   LineServer server;
   Status init(const std::string& image, size_t sram = 320 * 1024, bool two_cores = false, int prefill_batch = 0,
-              int sparse_ffn_max_live = 0) {
+              int sparse_ffn_max_live = 0, bool down_columns = false) {
     make_host_pipe(&pc, &port);
     HostBoardConfig cfg;
     cfg.partitions["model"] = image;
@@ -139,6 +139,7 @@ struct SerialBoard {
     o.work_tier = Tier::kPsram;  // as the firmware's default (a 512-token f32 KV cache is 320 KB)
     o.prefill_batch = prefill_batch;
     o.sparse_ffn_max_live = sparse_ffn_max_live;
+    o.sparse_ffn_down_columns = down_columns;
     return server.init(*hal, o);
   }
   // Sends input, closes the PC's side and runs the server to the end of it.
@@ -252,9 +253,10 @@ TEST(BoardLineServer, BatchedPrefillAnswersAsOneTokenAtATime) {
   EXPECT_EQ(std::count(p8.begin(), p8.end(), std::string("E 8")), 2);  // ignore_eos: both ran to their length
 }
 
-// The firmware's CONFIG_MCULLM_SPARSE_FFN_MAX_LIVE: a ternary ReLU qwen2 image (i2_s down matrices,
-// column copies built in PSRAM at init) answers gate first with the dense answers' lines, greedy and
-// sampled, one and two cores, and skips neurons doing so; an out-of-range share is refused.
+// The firmware's CONFIG_MCULLM_SPARSE_FFN_MAX_LIVE: a ternary ReLU qwen2 image answers gate first
+// with the dense answers' lines, greedy and sampled, one and two cores, the down product by the
+// image's rows or (CONFIG_MCULLM_SPARSE_FFN_DOWN_COLUMNS) by column copies built in PSRAM at init,
+// and skips neurons doing so; an out-of-range share is refused.
 TEST(BoardLineServer, SparseFfnAnswersAsDenseAndSkipsNeurons) {
   const std::string gguf = test::temp_dir() + "/qwen2-relu-line.gguf";
   ASSERT_EQ(test::run_cli({"dummy", "--arch", "qwen2", "--layout", "tiny", "--ffn", "relu", "-o", gguf, "--seed", "4"}).exit_code, 0);
@@ -267,21 +269,28 @@ TEST(BoardLineServer, SparseFfnAnswersAsDenseAndSkipsNeurons) {
   const std::string image = test::temp_dir() + "/qwen2-relu-line.img";
   std::ofstream(image, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<long>(bytes.size()));
   const std::string input = g_line(12, 0, 0, 1, 1, {1, 40, 77}) + g_line(12, 900, 40, 5, 1, {1, 200, 31, 9});
-  SerialBoard dense, sparse, sparse2;
+  SerialBoard dense, rows, columns, columns2;
   ASSERT_OK(dense.init(image));
-  ASSERT_OK(sparse.init(image, 320 * 1024, false, 8, 1000));
-  ASSERT_OK(sparse2.init(image, 320 * 1024, true, 1, 1000));
-  const std::vector<std::string> d = untimed(dense.run(input)), s = untimed(sparse.run(input)), s2 = untimed(sparse2.run(input));
+  ASSERT_OK(rows.init(image, 320 * 1024, true, 8, 1000));
+  ASSERT_OK(columns.init(image, 320 * 1024, false, 8, 1000, true));
+  ASSERT_OK(columns2.init(image, 320 * 1024, true, 1, 1000, true));
+  const std::vector<std::string> d = untimed(dense.run(input));
   EXPECT_EQ(std::count(d.begin(), d.end(), std::string("E 12")), 2);
-  EXPECT_EQ(s, d);
-  EXPECT_EQ(s2, d);
-  FfnCounts dc, sc;
+  EXPECT_EQ(untimed(rows.run(input)), d);
+  EXPECT_EQ(untimed(columns.run(input)), d);
+  EXPECT_EQ(untimed(columns2.run(input)), d);
+  FfnCounts dc;
   ASSERT_TRUE(dense.server.ffn_counts(&dc));
-  ASSERT_TRUE(sparse.server.ffn_counts(&sc));
   EXPECT_GT(dc.neurons, 0u);
   EXPECT_EQ(dc.skipped, 0u);
-  EXPECT_GT(sc.skipped, 0u);
-  EXPECT_EQ(sc.live, dc.live);  // the same tokens through the same gates
+  for (SerialBoard* b : {&rows, &columns, &columns2}) {
+    FfnCounts sc;
+    ASSERT_TRUE(b->server.ffn_counts(&sc));
+    EXPECT_GT(sc.skipped, 0u);
+    EXPECT_EQ(sc.live, dc.live);  // the same tokens through the same gates
+  }
+  // The copies take PSRAM: the column boards' arena holds more than the rows board's.
+  EXPECT_GT(columns.server.mapped().arena(Tier::kPsram).stats().used, rows.server.mapped().arena(Tier::kPsram).stats().used);
   SerialBoard bad;
   const Status st = bad.init(image, 320 * 1024, false, 0, 1001);
   ASSERT_FALSE(st.ok());

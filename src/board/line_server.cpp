@@ -26,7 +26,7 @@ Status LineServer::init(Hal& hal, const LineServerOptions& opt) {
   } else {
     if (opt.sparse_ffn_max_live < 0 || opt.sparse_ffn_max_live > 1000)
       return Status::Error(Code::kInvalidArgument, "sparse FFN: %d live neurons per mille is not in 0..1000", opt.sparse_ffn_max_live);
-    if (opt.sparse_ffn_max_live > 0) {
+    if (opt.sparse_ffn_max_live > 0 && opt.sparse_ffn_down_columns) {
       size_t bytes = 0;
       MC_TRY(mapped_.build_sparse_ffn(&bytes));
     }

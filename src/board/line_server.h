@@ -23,9 +23,11 @@ struct LineServerOptions {
   // once for them, buffers from the work tier (BoardDecoder::enable_batch); 0 or 1: one at a time.
   int prefill_batch = 0;
   // A ReLU model's FFN gate first (model/sparse_ffn.h, the same bits as dense) for tokens with at
-  // most this many live neurons per mille, the down matrices' column copies built in PSRAM at init
-  // (their size again); 0: dense. Single board only.
+  // most this many live neurons per mille; 0: dense. Single board only. The down product reads the
+  // image's rows (only the up rows of dead neurons are skipped), or with sparse_ffn_down_columns the
+  // live columns of copies built in PSRAM at init (the down matrices' size again).
   int sparse_ffn_max_live = 0;
+  bool sparse_ffn_down_columns = false;
   const KernelSet* kernels = nullptr;
   ThreadPool* pool = nullptr;        // e.g. a DualCorePool over the HAL's worker (board/dual_core_pool.h)
   // The cluster master role: the layers run on a node board over the HAL's SPI link (board/master.h);

@@ -121,6 +121,9 @@ extern "C" void app_main(void) {
   o.work_tier = work_tier();
   o.prefill_batch = CONFIG_MCULLM_PREFILL_BATCH;
   o.sparse_ffn_max_live = CONFIG_MCULLM_SPARSE_FFN_MAX_LIVE;
+#if CONFIG_MCULLM_SPARSE_FFN_DOWN_COLUMNS
+  o.sparse_ffn_down_columns = true;
+#endif
   if (kRole == Role::kMaster) {
     o.cluster_master = true;
 #if CONFIG_MCULLM_ROLE_MASTER
