@@ -454,6 +454,48 @@ TEST(CostModel, AnInt8KvCacheAndATwoStageHeadReadFewerBytes) {
   EXPECT_FALSE(cost_model(*m, b, o, &two).ok());
 }
 
+// A ReLU model's FFN gate first (--ffn-live): the live share of each up matrix's rows is read and
+// multiplied, everything else as dense; the tensors are stored in full; a SwiGLU model and a share
+// outside 1..1000 are refused.
+TEST(CostModel, AnFfnLiveShareReadsThatShareOfTheUpRows) {
+  MC_REQUIRE_SHARED();
+  auto m = load(ple());
+  BoardProfile b;
+  ASSERT_TRUE(board_preset("esp32s3-psram80", &b).ok());
+  CostOptions o;
+  CostReport dense, live;
+  o.ffn_live_permille = 250;
+  EXPECT_FALSE(cost_model(*m, b, o, &live).ok());  // the fixture's FFN is SwiGLU
+  m->ple.cfg.relu_ffn = true;
+  o.ffn_live_permille = 0;
+  ASSERT_TRUE(cost_model(*m, b, o, &dense).ok());
+  o.ffn_live_permille = 250;
+  ASSERT_TRUE(cost_model(*m, b, o, &live).ok());
+  const PleConfig& c = m->ple.cfg;
+  const MatRef& up = m->ple.layers[0].up;
+  const int live_rows = (c.ffn * 250 + 999) / 1000;
+  const int ffn = static_cast<int>(Stage::kFfn);
+  double dense_bytes = 0, live_bytes = 0;
+  for (int t = 0; t < 3; ++t) dense_bytes += dense.work[ffn].bytes[t], live_bytes += live.work[ffn].bytes[t];
+  const auto up_read = [](const CostReport& r) {  // layer 0's up matrix, bytes read per token
+    for (const CostTensor& t : r.tensors)
+      if (t.name == "layer0.up") return static_cast<double>(t.read_per_token);
+    return -1.0;
+  };
+  ASSERT_GT(up_read(dense), 0.0);
+  EXPECT_DOUBLE_EQ(up_read(live), up_read(dense) * live_rows / c.ffn);  // bytes per row times the live rows
+  EXPECT_DOUBLE_EQ(dense_bytes - live_bytes, c.n_layers * (up_read(dense) - up_read(live)));
+  EXPECT_DOUBLE_EQ(dense.work[ffn].macs[static_cast<int>(kernel_kind_of(up.type))] - live.work[ffn].macs[static_cast<int>(kernel_kind_of(up.type))],
+                   static_cast<double>(c.n_layers) * (c.ffn - live_rows) * c.dim);
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(dense.placed[t], live.placed[t]);
+  EXPECT_LT(live.instructions, dense.instructions);
+  EXPECT_GT(live.tokens_per_s, dense.tokens_per_s);
+  o.ffn_live_permille = 1001;
+  EXPECT_FALSE(cost_model(*m, b, o, &live).ok());
+  o.ffn_live_permille = -1;
+  EXPECT_FALSE(cost_model(*m, b, o, &live).ok());
+}
+
 // The presets carry the fit: rerunning calibration_fit from them lands on the same figures, and with
 // them every calibration point is predicted within 15% (fit points and held-out points alike).
 TEST(CostCalibration, PresetsCarryTheFit) {

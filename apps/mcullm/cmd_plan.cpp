@@ -20,7 +20,7 @@ namespace {
 struct PlanOptions {
   ModelOptions m;  // -m, --f32-activations, --kv; -c and -t are the board's
   std::string board = "esp32s3-psram80";
-  int ctx = 0, pos = -1, threads = 1, kv_bytes = 4, head_groups = 0, head_top = 0;
+  int ctx = 0, pos = -1, threads = 1, kv_bytes = 4, head_groups = 0, head_top = 0, ffn_live = 0;
   bool calibration = false, fit = false;
   // --cluster
   int cluster = 0, streams = 1;
@@ -125,6 +125,7 @@ int run_plan(const PlanOptions& o) {
   co.kv_bytes = o.kv_bytes;
   co.head_groups = o.head_groups;
   co.head_top = o.head_top;
+  co.ffn_live_permille = o.ffn_live;
   CostReport r;
   if (Status st = cost_model(*lm, board, co, &r); !st.ok()) return report(st);
   std::fputs(format_cost_report(*lm, board, co, r).c_str(), stdout);
@@ -151,6 +152,10 @@ void add_plan_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--head-groups", o->head_groups, "Predict a two-stage head of this many groups (`mcullm head`)")
       ->check(CLI::Range(1, 65536));
   cmd->add_option("--head-top", o->head_top, "Groups the two-stage head reads (with --head-groups; default 16)")->check(CLI::Range(1, 65536));
+  cmd->add_option("--ffn-live", o->ffn_live,
+                  "A ReLU model's FFN gate first: live neurons per mille (up rows read; the firmware's default; "
+                  "`mcullm eval` prints the dead share). Default 0: dense")
+      ->check(CLI::Range(1, 1000));
   cmd->add_flag("--calibration", o->calibration, "Print the calibration points: published vs predicted (no model needed)");
   cmd->add_flag("--fit", o->fit, "With --calibration: rerun the fit and print the fitted figures");
   cmd->add_option("--cluster", o->cluster, "Split the layers over a chain of N nodes and a master (docs/cluster.md)")

@@ -67,6 +67,7 @@ struct Builder {
   std::vector<Entry> e;
   bool f32_act = false;
   int head_groups = 0, head_top = 0;
+  int ffn_live_permille = 0;  // CostOptions::ffn_live_permille (ReLU models only: collect checks)
   InstrUnits instr;  // the token's instruction units without attention (added per position)
   bool inorder_head = false;  // an f32 head summed in order (BitNet llama2c)
 
@@ -123,6 +124,17 @@ struct Builder {
     instr[InstrTerm::kHeadRowGlue] += static_cast<double>(rows);
     instr[InstrTerm::kHeadRowCopy] += static_cast<double>(rows);
   }
+  // The FFN's up matrix: in full, or gate first only the live share of its rows (stored in full).
+  void up(const std::string& name, const MatRef& m) {
+    if (ffn_live_permille <= 0) {
+      mat(name, m, TensorClass::kFfn, 1, false);
+      return;
+    }
+    MatRef live = m;
+    live.rows = static_cast<int>((static_cast<int64_t>(m.rows) * ffn_live_permille + 999) / 1000);
+    mat(name, live, TensorClass::kFfn, 1, false);
+    e.back().t.bytes = bytes_of(m);
+  }
   // A table read one row per token (flash).
   void table(const std::string& name, const MatRef& m, TensorClass cls) {
     Entry x;
@@ -167,12 +179,17 @@ struct Builder {
     mat(p + "wo", l.wo, TensorClass::kAttention);
     mat(p + "w1", l.w1, TensorClass::kFfn);
     mat(p + "w2", l.w2, TensorClass::kFfn);
-    mat(p + "w3", l.w3, TensorClass::kFfn, 1, false);
+    up(p + "w3", l.w3);
   }
 };
 
 Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
   b->f32_act = m.f32_activations;
+  const bool relu = (m.is(ArchFamily::kTransformer) && m.model.spec.act == FfnAct::kRelu && !m.model.spec.sub_norms) ||
+                    (m.is(ArchFamily::kPle) && m.ple.cfg.relu_ffn);
+  if (b->ffn_live_permille > 0 && !relu)
+    return Status::Error(Code::kInvalidArgument, "cost model: an FFN live share is for a ReLU-gated model; this one is %s",
+                         m.arch_name());
   if (m.is(ArchFamily::kTransformer)) {
     const TransformerModel& x = m.model;
     MC_TRY(x.check_shapes());
@@ -218,7 +235,7 @@ Status collect(const LoadedModel& m, Builder* b, LlamaConfig* cfg) {
       b->mat(p + "qkv", L.qkv, TensorClass::kAttention);
       b->mat(p + "attn_proj", L.attn_proj, TensorClass::kAttention);
       b->mat(p + "gate", L.gate, TensorClass::kFfn);
-      b->mat(p + "up", L.up, TensorClass::kFfn, 1, false);
+      b->up(p + "up", L.up);
       b->mat(p + "down", L.down, TensorClass::kFfn);
       b->mat(p + "ple_gate", L.ple_gate, TensorClass::kOther);
       b->mat(p + "ple_proj", L.ple_proj, TensorClass::kOther);
@@ -286,6 +303,9 @@ Status cost_model(const LoadedModel& model, const BoardProfile& board, const Cos
   Builder b;
   b.head_groups = opt.head_groups;
   b.head_top = opt.head_top;
+  if (opt.ffn_live_permille < 0 || opt.ffn_live_permille > 1000)
+    return Status::Error(Code::kInvalidArgument, "cost model: an FFN live share of %d per mille is not in 0..1000", opt.ffn_live_permille);
+  b.ffn_live_permille = opt.ffn_live_permille;
   LlamaConfig c;
   MC_TRY(collect(model, &b, &c));
   const int ctx = opt.ctx_len > 0 ? opt.ctx_len : c.seq_len;

@@ -69,6 +69,10 @@ struct CostOptions {
   int kv_bytes = 4;     // bytes per KV cache element: 4 (f32, the engine's today), 2 or 1 (int8)
   int head_groups = 0;  // > 0: a two-stage head of this many groups (`mcullm head`)...
   int head_top = 0;     // ...reading the rows of this many best groups
+  // > 0: a ReLU model's FFN gate first with its down rows read whole (model/sparse_ffn.h, the
+  // firmware's default): only this many up rows per mille of the neurons are read and multiplied
+  // (the live share, e.g. from `mcullm eval`'s dead share). 0: dense.
+  int ffn_live_permille = 0;
 };
 
 struct CostReport {
