@@ -38,8 +38,14 @@ skip=$(sed -n 's/.*ReLU FFN: \([0-9.]*%\) of neurons dead.*/ dead \1,/p' "$dir/e
 bytes=$(awk '/^class/{on=1; next} on && /^(embedding|attention|ffn|norm|head|ple)/{s += $2 + $3 + $4} on && /^compute/{on=0} END{print s}' "$dir/plan.txt")
 ffn=$(awk '/^class/{on=1; next} on && /^ffn /{print $2 + $3 + $4; exit}' "$dir/plan.txt")
 toks=$(sed -n 's/^mean over positions.*-> \([0-9.]*\) tok\/s/\1/p' "$dir/plan.txt")
-# ReLU-gated: the gate-first FFN reads the gate rows, and the up and down rows of live neurons only
-# (gate, up and down hold the same bytes here; for q4g64 that assumes a down stored one row per neuron)
-sparse=$(sed -n 's/.*ReLU FFN: .*(\([0-9]*\) of \([0-9]*\) live.*/\1 \2/p' "$dir/eval.txt" |
-  awk -v b="$bytes" -v f="$ffn" '{printf " (sparse FFN: %d, weight bytes/token %d)", f / 3 + 2 * f / 3 * $1 / $2, b - f + f / 3 + 2 * f / 3 * $1 / $2}')
-echo "  mcullm: $(basename "$model"): bits/byte $bpb,$skip weight bytes/token $bytes (ffn $ffn$sparse), $toks tok/s predicted (mean)"
+# ReLU-gated: the firmware's gate-first FFN reads the gate and down matrices whole and the up rows of
+# live neurons only (`mcullm plan --ffn-live`, the live share `mcullm eval` counted over the chunks)
+sparse=""
+live=$(sed -n 's/.*ReLU FFN: .*; \([0-9]*\) of \([0-9]*\) live.*/\1 \2/p' "$dir/eval.txt" | awk '{l = int((1000 * $1 + $2 - 1) / $2); print (l < 1 ? 1 : l)}')
+if [ -n "$live" ]; then
+  "$cli" plan -m "$model" --ffn-live "$live" > "$dir/plan-live.txt" 2>&1
+  lbytes=$(awk '/^class/{on=1; next} on && /^(embedding|attention|ffn|norm|head|ple)/{s += $2 + $3 + $4} on && /^compute/{on=0} END{print s}' "$dir/plan-live.txt")
+  ltoks=$(sed -n 's/^mean over positions.*-> \([0-9.]*\) tok\/s/\1/p' "$dir/plan-live.txt")
+  sparse="; gate first at $live live per mille: weight bytes/token $lbytes, $ltoks tok/s predicted (mean)"
+fi
+echo "  mcullm: $(basename "$model"): bits/byte $bpb,$skip weight bytes/token $bytes (ffn $ffn), $toks tok/s predicted (mean)$sparse"
