@@ -39,6 +39,7 @@
 #include "quant/blocks.h"
 #include "quant/dtype.h"
 #include "quant/mat_ref.h"
+#include "quant/q4e.h"
 #include "quant/ternary.h"
 
 namespace mcullm {
@@ -153,6 +154,8 @@ void attn_scores_q8_ref(const int8_t* q, float qs, const int8_t* keys, const flo
 void attn_values_q8_ref(const float* att, const int8_t* values, const float* vscales, size_t stride, size_t s_stride,
                         int n, int hs, float* out);
 // (quantize_i8s and quantize_activations, quant/ternary.h and quant/blocks.h, are their own references.)
+// q4e_quantize_activations (quant/q4e.h) through a table's two halves: the same bits.
+void q4e_quantize_activations(const KernelSet& k, const float* x, int n, int8_t* q, float* scale);
 // The matmat_tiled entry of tables without a block GEMM: declines every call.
 bool matmat_tiled_none(const MatRef& w, const ActMat& x, int n, float* y, size_t y_stride, int r0, int r1);
 
@@ -254,6 +257,10 @@ struct KernelSet {
   // quant/blocks.h's quantize_activations (the reference), bit for bit: int8 blocks for the
   // quantized weight types' activations.
   void (*quantize_blocks)(const float* x, int n, int block, int8_t* q, float* scales) = quantize_activations;
+  // q4e_quantize_activations' two halves (quant/q4e.h, the references), bit for bit: the vector's
+  // max |x| (at least 1e-8), and its int8 values given that max (round half to even of x * 127 / xmax).
+  float (*q4e_activations_max)(const float* x, int n) = mcullm::q4e_activations_max;
+  void (*q4e_quantize_with)(const float* x, int n, float xmax, int8_t* q) = q4e_quantize_activations_with;
 
   // Rows [r0, r1) times n columns as a register-tiled GEMM (q8_0 / q4_0 / q4g64: int8, x.q, on VNNI
   // or on plain AVX2 with vpmaddubsw; avx512 also f16: x.f): every output has the matvec's bits. False (y untouched) for other types,

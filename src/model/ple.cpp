@@ -171,13 +171,13 @@ void PleContext::run(const MatRef* const* mats, float* const* outs, const size_t
       if (n_vals <= 16 * kQuantMaxParts) {
         const int parts = (n_vals + 15) / 16;
         for (int p = 0; p < parts; ++p) part[p] = 0.0f;
-        run_slices(*pool_, n_vals, 16, work, [&](int b, int e) { part[b / 16] = q4e_activations_max(xi + b, e - b); });
+        run_slices(*pool_, n_vals, 16, work, [&](int b, int e) { part[b / 16] = kernels_->q4e_activations_max(xi + b, e - b); });
         for (int p = 0; p < parts; ++p) xmax = part[p] > xmax ? part[p] : xmax;
       } else {
-        xmax = q4e_activations_max(xi, n_vals);
+        xmax = kernels_->q4e_activations_max(xi, n_vals);
       }
       act_scales_[i] = xmax / 127.0f;
-      run_slices(*pool_, n_vals, 16, work, [&](int b, int e) { q4e_quantize_activations_with(xi + b, e - b, xmax, qi + b); });
+      run_slices(*pool_, n_vals, 16, work, [&](int b, int e) { kernels_->q4e_quantize_with(xi + b, e - b, xmax, qi + b); });
     }
     act.q = act_q_;
     act.q_stride = w;
@@ -195,7 +195,7 @@ bool PleContext::sparse_ffn(const PleLayer& Ly) {
   // x quantized once (as run() does) for gate and up; h's quantization goes to the same buffers after.
   ActVec act;
   act.f = b_.xb;
-  q4e_quantize_activations(b_.xb, D, act_q_, act_scales_);
+  q4e_quantize_activations(*kernels_, b_.xb, D, act_q_, act_scales_);
   act.q = act_q_;
   act.scales = act_scales_;
   act.block = D;

@@ -195,7 +195,7 @@ ActVec quantize_h(const KernelSet& k, const MatRef& down, const FfnScratchQ& s, 
   hx.q = s.hq;
   hx.scales = s.hs;
   if (down.type == DType::kQ4E) {
-    q4e_quantize_activations(s.h, ffn, s.hq, s.hs);
+    q4e_quantize_activations(k, s.h, ffn, s.hq, s.hs);
     hx.block = ffn;
   } else if (down.type == DType::kI2_S) {  // run_ternary_matmats's BitLinear input (bitnet.cpp's I8_S)
     k.quantize_i8s(s.h, ffn, s.hq, s.hs);

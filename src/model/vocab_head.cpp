@@ -19,7 +19,7 @@ void head_effective_input(const ActVec& x, int dim, float* out) {
 
 void router_scores(const KernelSet& k, const VocabHead& h, const float* xe, int8_t* q, double* score, ThreadPool* pool) {
   float qs = 0;
-  q4e_quantize_activations(xe, h.dim, q, &qs);
+  q4e_quantize_activations(k, xe, h.dim, q, &qs);
   // (float)isum * (1 * 1) / 1 is (float)isum: each group's exact int32 sum rounded to float once, the same
   // on every platform and table.
   const float one = 1.0f;
@@ -246,7 +246,7 @@ ActVec head_activations(const KernelSet& k, DType type, const float* x, int dim,
   act.f = x;
   if (type == DType::kQ4E) {
     if (!f32_q4e) {
-      q4e_quantize_activations(x, dim, q, scales);
+      q4e_quantize_activations(k, x, dim, q, scales);
       act.q = q;
       act.scales = scales;
       act.block = dim;

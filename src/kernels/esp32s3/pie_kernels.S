@@ -874,3 +874,60 @@ mcullm_round_to_int8:
 .Lr8_end:
     retw
     .size   mcullm_round_to_int8, . - mcullm_round_to_int8
+
+/* ---- uint32_t mcullm_q4e_abs_max(const float* x, int n, uint32_t m_bits) ------------------------
+ * q4e_activations_max (quant/q4e.cpp): from m (its 1e-8f), m = a wherever a = |x[i]| > m (a NaN
+ * compares false and is skipped, as there); returns m's bits. Register map: a2 = x, a3 = n; f15 = m,
+ * f0 = a. */
+    .global mcullm_q4e_abs_max
+    .type   mcullm_q4e_abs_max, @function
+    .p2align 2
+mcullm_q4e_abs_max:
+    entry   a1, 32
+    wfr     f15, a4
+    loopnez a3, .Lq4m_end
+    lsi     f0, a2, 0
+    abs.s   f0, f0
+    olt.s   b0, f15, f0             /* m < a */
+    movt.s  f15, f0, b0
+    addi    a2, a2, 4
+.Lq4m_end:
+    rfr     a2, f15
+    retw
+    .size   mcullm_q4e_abs_max, . - mcullm_q4e_abs_max
+
+/* ---- void mcullm_q4e_round_int8(const float* x, int n, uint32_t inv_bits, int8_t* q) --------------
+ * q4e_quantize_activations_with's loop: v = x[i] * inv, r = (v + 1.5 * 2^23) - 1.5 * 2^23 (round half
+ * to even, as round_half_even computes it), then [-127, 127] and 0 for a NaN r, as saturate_to_int:
+ * the same float operations on the same values. An r beyond int32 (huge v, infinities) truncates
+ * saturated and clamps to +-127 like the reference's comparisons. Base ISA + FPU.
+ * Register map: a2 = x, a5 = q (advance), a3 = n, a10 / a11 = 127 / -127, a12 = 0;
+ *               f15 = inv, f14 = 1.5 * 2^23; f0 = v, f1 = r. */
+    .global mcullm_q4e_round_int8
+    .type   mcullm_q4e_round_int8, @function
+    .p2align 2
+mcullm_q4e_round_int8:
+    entry   a1, 32
+    wfr     f15, a4
+    movi    a8, 0x4b4
+    slli    a8, a8, 20              /* 0x4b400000: 12582912.0f */
+    wfr     f14, a8
+    movi    a10, 127
+    movi    a11, -127
+    movi    a12, 0
+    loopnez a3, .Lq4r_end
+    lsi     f0, a2, 0
+    mul.s   f0, f0, f15             /* v = x * inv */
+    add.s   f1, f0, f14
+    sub.s   f1, f1, f14             /* r = (v + magic) - magic */
+    trunc.s a6, f1, 0
+    max     a6, a6, a11
+    min     a6, a6, a10
+    un.s    b1, f1, f1
+    movt    a6, a12, b1             /* NaN: 0 */
+    s8i     a6, a5, 0
+    addi    a2, a2, 4
+    addi    a5, a5, 1
+.Lq4r_end:
+    retw
+    .size   mcullm_q4e_round_int8, . - mcullm_q4e_round_int8

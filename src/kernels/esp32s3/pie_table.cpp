@@ -54,6 +54,8 @@ struct ValuesQ8Block {  // mcullm_values_q8_12's arguments (byte offsets in pie_
 };
 void mcullm_values_q8_12(const ValuesQ8Block* a);
 void mcullm_round_to_int8(const float* x, int n, uint32_t id_bits, int8_t* q);
+uint32_t mcullm_q4e_abs_max(const float* x, int n, uint32_t m_bits);
+void mcullm_q4e_round_int8(const float* x, int n, uint32_t inv_bits, int8_t* q);
 }
 
 namespace mcullm {
@@ -147,6 +149,14 @@ void quantize_blocks_pie(const float* x, int n, int block, int8_t* q, float* sca
   quantize_blocks_by(x, n, block, q, scales, [](const float* v, int len, float id, int8_t* out) {
     mcullm_round_to_int8(v, len, __builtin_bit_cast(uint32_t, id), out);
   });
+}
+
+// q4e_quantize_activations' halves (quant/q4e.cpp): the loops in the assembly, inv = 127 / xmax here.
+float q4e_activations_max_pie(const float* x, int n) {
+  return __builtin_bit_cast(float, mcullm_q4e_abs_max(x, n, __builtin_bit_cast(uint32_t, 1e-8f)));
+}
+void q4e_quantize_with_pie(const float* x, int n, float xmax, int8_t* q) {
+  mcullm_q4e_round_int8(x, n, __builtin_bit_cast(uint32_t, 127.0f / xmax), q);
 }
 
 // softmax_ref's steps: the max here, the exponentials and their sum in mcullm_softmax_exps (mc_expf's
@@ -338,7 +348,9 @@ constexpr KernelSet kPie = {.name = "pie",
                             .matvec_q4e_q8 = matvec_q4e_q8_pie,
                             .attn_scores_q8 = attn_scores_q8_pie,
                             .attn_values_q8 = attn_values_q8_pie,
-                            .quantize_blocks = quantize_blocks_pie};
+                            .quantize_blocks = quantize_blocks_pie,
+                            .q4e_activations_max = q4e_activations_max_pie,
+                            .q4e_quantize_with = q4e_quantize_with_pie};
 
 }  // namespace
 

@@ -65,6 +65,12 @@ void matmat_i2s_ref(const MatRef& w, const int8_t* xq, size_t xq_stride, const f
 }
 bool matmat_tiled_none(const MatRef&, const ActMat&, int, float*, size_t, int, int) { return false; }
 
+void q4e_quantize_activations(const KernelSet& k, const float* x, int n, int8_t* q, float* scale) {
+  const float xmax = k.q4e_activations_max(x, n);
+  k.q4e_quantize_with(x, n, xmax, q);
+  *scale = xmax / 127.0f;
+}
+
 void attn_scores_ref(const float* q, const float* keys, size_t stride, int n, int hs, float scale, float* scores) {
   for (int t = 0; t < n; ++t) scores[t] = dot_f32_ref(q, keys + static_cast<size_t>(t) * stride, hs) / scale;
 }

@@ -306,6 +306,36 @@ void test_divisions(const KernelSet& pie, const KernelSet& ref) {
       printf("FAIL quantize_blocks round %d n %d block %d\n", round, n, block);
     }
   }
+  for (int round = 0; round < 300; ++round) {  // q4e's activations: its max, then round half to even
+    const int n = round < 250 ? static_cast<int>(rnd() % 120) : 64 * (round % 3) + round % 2;
+    float* x = g_y0 + 300;
+    for (int t = 0; t < n; ++t) {
+      const uint32_t r = rnd() % 5;
+      x[t] = r == 0 ? rnd_any_float()
+           : r == 1 ? static_cast<float>(static_cast<int32_t>(rnd() % 255) - 127) * 0.5f  // halves: ties
+                    : static_cast<float>(static_cast<int32_t>(rnd() % 20001) - 10000) * 0.0137f;
+    }
+    if (round % 6 == 0 && n > 0) {  // xmax exactly 127 (inv 1): every k + 0.5 a tie, both parities
+      x[0] = 127.0f;
+      for (int t = 1; t < n; ++t) x[t] = static_cast<float>(static_cast<int32_t>(rnd() % 254) - 127) + 0.5f;
+    }
+    if (round % 6 == 1 && n > 0) x[n - 1] = from_bits(0x7fc00000u | (rnd() & 0x80000000u));  // a NaN
+    if (round % 6 == 2 && n > 0) x[n / 2] = from_bits(0xff800000u);                        // -inf
+    if (round % 6 == 3) for (int t = 0; t < n; ++t) x[t] = t % 2 ? -0.0f : 1e-9f;       // below the floor
+    const float m0 = ref.q4e_activations_max(x, n), m1 = pie.q4e_activations_max(x, n);
+    int8_t q0[256], q1[256];
+    memset(q0, 0x55, sizeof q0);
+    memset(q1, 0x55, sizeof q1);
+    // with its own max, and with a max that makes values overflow +-127 (and inf * 0 = NaN for inv 0)
+    const float xmax = round % 5 == 4 ? from_bits(0x7f800000u) : round % 5 == 3 ? 0.25f : m0;
+    ref.q4e_quantize_with(x, n, xmax, q0);
+    pie.q4e_quantize_with(x, n, xmax, q1);
+    ++g_checks;
+    if (memcmp(&m0, &m1, 4) != 0 || memcmp(q0, q1, sizeof q0) != 0) {
+      ++g_fail;
+      printf("FAIL q4e activations round %d n %d\n", round, n);
+    }
+  }
   for (int round = 0; round < 300; ++round) {  // SiLU and its gate: every class of input, chunk boundaries
     const int n = round < 200 ? 1 + static_cast<int>(rnd() % 140) : 64 * (round % 3) + round % 2;
     float* up = g_y1 + 256;
