@@ -13,7 +13,7 @@ import re
 import sys
 
 # Routines without a stage of their own: their instructions go to the function that called them.
-HELPER = re.compile(r"^(__|_vectors$|mem(set|cpy|move|cmp)$|mcullm_(pie_|fdiv_by|softmax_exps|silu_|fill_u32|values_q8_)|mcullm::mc_(expf?|expf_rounded\w*|log|sqrtf|sincos)\b|mcullm::q4e_scale\b)")
+HELPER = re.compile(r"^(__|_vectors$|mem(set|cpy|move|cmp)$|mcullm_(pie_|fdiv_by|softmax_exps|silu_|fill_u32|values_q8_|round_to_int8|q4e_abs_max|q4e_round_int8)|mcullm::mc_(expf?|expf_rounded\w*|log|sqrtf|sincos)\b|mcullm::q4e_scale\b)")
 
 # A function's stage: the first pattern that matches its demangled name (arguments stripped).
 STAGES = [
@@ -31,7 +31,7 @@ STAGES = [
     (r"attn_scores", lambda m: "attention scores (scalar)"),
     (r"attn_values", lambda m: "attention values (scalar)"),
     (r"softmax", lambda m: "softmax (scalar)"),
-    (r"quantize_activations|quantize_bitlinear|quantize_i8s", lambda m: "activation quantization (scalar)"),
+    (r"quantize_activations|quantize_bitlinear|quantize_i8s|quantize_blocks|q4e_activations_max|q4e_quantize|mcullm::abs_max", lambda m: "activation quantization"),
     (r"mc_silu|silu_mul|mc_gelu|gelu|mc_erff|relu_mul", lambda m: "activation: SiLU / GELU and gate (scalar)"),
     (r"rmsnorm|layernorm", lambda m: "rmsnorm (scalar)"),
     (r"rope_", lambda m: "rope (scalar)"),

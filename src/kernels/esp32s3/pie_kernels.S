@@ -829,6 +829,18 @@ mcullm_values_q8_12:
     retw
     .size   mcullm_values_q8_12, . - mcullm_values_q8_12
 
+/* The int8 rounding loops' last steps: the integer in a6 clamped to [a11, a10] = [-127, 127], 0 (a12)
+ * when \fr (the value it came from) is a NaN, stored at q (a5); x (a2) and q advance. */
+.macro int8_store_next fr
+    max     a6, a6, a11
+    min     a6, a6, a10
+    un.s    b1, \fr, \fr
+    movt    a6, a12, b1
+    s8i     a6, a5, 0
+    addi    a2, a2, 4
+    addi    a5, a5, 1
+.endm
+
 /* ---- void mcullm_round_to_int8(const float* x, int n, uint32_t id_bits, int8_t* q) ----------------
  * q[i] = round_to_int8(x[i] * id) (quant/blocks.h): round half away from zero as round_half_away
  * computes it (a = |v|, r = (float)(int)(a + 0.5f), one less when a < r - 0.5f, the sign back), then
@@ -864,13 +876,7 @@ mcullm_round_to_int8:
     srai    a8, a8, 31              /* -1 when v's sign bit is set */
     xor     a6, a6, a8
     sub     a6, a6, a8              /* the sign back */
-    max     a6, a6, a11
-    min     a6, a6, a10
-    un.s    b1, f0, f0
-    movt    a6, a12, b1             /* NaN: 0 */
-    s8i     a6, a5, 0
-    addi    a2, a2, 4
-    addi    a5, a5, 1
+    int8_store_next f0
 .Lr8_end:
     retw
     .size   mcullm_round_to_int8, . - mcullm_round_to_int8
@@ -921,13 +927,7 @@ mcullm_q4e_round_int8:
     add.s   f1, f0, f14
     sub.s   f1, f1, f14             /* r = (v + magic) - magic */
     trunc.s a6, f1, 0
-    max     a6, a6, a11
-    min     a6, a6, a10
-    un.s    b1, f1, f1
-    movt    a6, a12, b1             /* NaN: 0 */
-    s8i     a6, a5, 0
-    addi    a2, a2, 4
-    addi    a5, a5, 1
+    int8_store_next f1
 .Lq4r_end:
     retw
     .size   mcullm_q4e_round_int8, . - mcullm_q4e_round_int8
