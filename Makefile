@@ -55,7 +55,7 @@ run: cli $(MODEL)
 # steps) to the weights an unbroken run gives.
 train-default: cli deps-train
 	$(PYTHON) train/train.py --out $(TRAIN_DIR) --vocab 1024 --dim 128 --layers 4 --heads 4 --kv-heads 4 \
-	  --hidden 384 --quant q4 --steps 2000 --warmup 100 --batch 16 --seq 320 --lr 3e-3 --seed 1 --threads 1 --eval-every 100 \
+	  --hidden 384 --quant q4 --ffn relu --steps 2000 --warmup 100 --batch 16 --seq 320 --lr 3e-3 --seed 1 --threads 1 --eval-every 100 \
 	  $(if $(RESUME),--resume)
 	./build/release/mcullm convert $(TRAIN_DIR)/model-f32.gguf -o $(TRAIN_DIR)/tinystories-q4.gguf --type q4g64
 	@echo "train-default: wrote $(TRAIN_DIR)/tinystories-q4.gguf (copy it to models/ to make it the default)"
