@@ -167,7 +167,7 @@ void PleContext::run(const MatRef* const* mats, float* const* outs, const size_t
       // The max of each slice at its first granule (the others stay 0: |x| >= 0, and the max of
       // maxima is the max, exactly), then the largest of them on this thread.
       float part[kQuantMaxParts];
-      float xmax = 1e-8f;
+      float xmax = kQ4eActivationMaxFloor;
       if (n_vals <= 16 * kQuantMaxParts) {
         const int parts = (n_vals + 15) / 16;
         for (int p = 0; p < parts; ++p) part[p] = 0.0f;

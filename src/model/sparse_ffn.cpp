@@ -201,8 +201,8 @@ ActVec quantize_h(const KernelSet& k, const MatRef& down, const FfnScratchQ& s, 
     k.quantize_i8s(s.h, ffn, s.hq, s.hs);
     hx.block = ffn;
   } else {
-    k.quantize_blocks(s.h, ffn, block_of(down), s.hq, s.hs);
     hx.block = block_of(down);
+    k.quantize_blocks(s.h, ffn, hx.block, s.hq, s.hs);
   }
   return hx;
 }
@@ -221,29 +221,26 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
     if (s.g[i] > 0.0f) s.live[live++] = i;
   stats->neurons = ffn;
   stats->live = live;
-  if (static_cast<long long>(live) * 1000 > static_cast<long long>(f.max_live_permille) * ffn) {
+  const bool dense = static_cast<long long>(live) * 1000 > static_cast<long long>(f.max_live_permille) * ffn;
+  if (dense) {
     const MatRef* up[1] = {&f.up};
     float* uo[1] = {s.u};
     run_matvecs(pool, k, up, uo, 1, x);
     relu_mul(s.g, s.u, s.h, ffn);
-    const ActVec hx = quantize_h(k, f.down_rows, s, ffn);
-    const MatRef* dn[1] = {&f.down_rows};
-    run_matvecs(pool, k, dn, &y, 1, hx);
-    stats->bytes_read = static_cast<size_t>(ffn) * (f.gate.row_bytes + f.up.row_bytes) +
-                        static_cast<size_t>(f.down_rows.rows) * f.down_rows.row_bytes;
-    return;
+  } else {
+    UpJob up{&k, &f.up, &x, s.live, live, s.u};
+    pool.run_sized(up_task, &up, static_cast<size_t>(live) * static_cast<size_t>(dim));
+    for (int i = 0; i < ffn; ++i) s.h[i] = 0.0f;
+    for (int n = 0; n < live; ++n) s.h[s.live[n]] = s.g[s.live[n]] * s.u[s.live[n]];  // relu_mul's bits
+    stats->skipped = ffn - live;
   }
-  UpJob up{&k, &f.up, &x, s.live, live, s.u};
-  pool.run_sized(up_task, &up, static_cast<size_t>(live) * static_cast<size_t>(dim));
-  for (int i = 0; i < ffn; ++i) s.h[i] = 0.0f;
-  for (int n = 0; n < live; ++n) s.h[s.live[n]] = s.g[s.live[n]] * s.u[s.live[n]];  // relu_mul's bits
   const ActVec hx = quantize_h(k, f.down_rows, s, ffn);
-  stats->skipped = ffn - live;
-  if (!f.down.w) {  // no column copy: the row-major down matrix, all of it (the dense bits: the same hq)
+  const size_t gate_up_bytes =
+      static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(dense ? ffn : live) * f.up.row_bytes;
+  if (dense || !f.down.w) {  // the row-major down matrix, all of it (the dense bits: the same hq)
     const MatRef* dn[1] = {&f.down_rows};
     run_matvecs(pool, k, dn, &y, 1, hx);
-    stats->bytes_read = static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(live) * f.up.row_bytes +
-                        static_cast<size_t>(f.down_rows.rows) * f.down_rows.row_bytes;
+    stats->bytes_read = gate_up_bytes + static_cast<size_t>(f.down_rows.rows) * f.down_rows.row_bytes;
     return;
   }
   int n_cols = 0;
@@ -254,8 +251,7 @@ void ffn_relu_sparse_q(ThreadPool& pool, const KernelSet& k, const ReluFfnQ& f, 
   int blocks = 0;  // block scales read (i2_s: its one tensor scale, counted as none)
   for (int n = 0; n < n_cols && f.down.type != DType::kI2_S; ++n)
     blocks += n == 0 || s.live[n] / f.down.block != s.live[n - 1] / f.down.block;
-  stats->bytes_read = static_cast<size_t>(ffn) * f.gate.row_bytes + static_cast<size_t>(live) * f.up.row_bytes +
-                      static_cast<size_t>(n_cols) * f.down.col_bytes +
+  stats->bytes_read = gate_up_bytes + static_cast<size_t>(n_cols) * f.down.col_bytes +
                       static_cast<size_t>(blocks) * static_cast<size_t>(f.down.rows) * 2;  // f16 scales as stored
 }
 

@@ -77,7 +77,7 @@ float round_half_even(float v) {
 }  // namespace
 
 float q4e_activations_max(const float* x, int n) {
-  float xmax = 1e-8f;
+  float xmax = kQ4eActivationMaxFloor;
   for (int j = 0; j < n; ++j) {
     const float a = x[j] < 0 ? -x[j] : x[j];
     if (a > xmax) xmax = a;
@@ -86,7 +86,7 @@ float q4e_activations_max(const float* x, int n) {
 }
 
 void q4e_quantize_activations_with(const float* x, int n, float xmax, int8_t* q) {
-  const float inv = 127.0f / xmax;
+  const float inv = q4e_activation_inv(xmax);
   for (int j = 0; j < n; ++j) {
     const float v = x[j] * inv;
     // |v| <= 127 unless x holds inf / nan: those clamp like lrintf's out-of-range results would.

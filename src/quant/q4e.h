@@ -44,6 +44,10 @@ void q4e_quantize_tensor(const float* x, int rows, int cols, int group, uint8_t*
 void q4e_quantize_activations(const float* x, int n, int8_t* q, float* scale);
 // Its two halves, so that the second can be split over threads: the vector's xmax, then q of any
 // stretch of it given that xmax (the same bits as the whole call).
+// (The max starts at this floor, and q = x * q4e_activation_inv(xmax) rounded: shared by every table's
+// version of the two halves, so they keep one definition of the bits.)
+constexpr float kQ4eActivationMaxFloor = 1e-8f;
+inline float q4e_activation_inv(float xmax) { return 127.0f / xmax; }
 float q4e_activations_max(const float* x, int n);
 void q4e_quantize_activations_with(const float* x, int n, float xmax, int8_t* q);
 

@@ -153,10 +153,10 @@ void quantize_blocks_pie(const float* x, int n, int block, int8_t* q, float* sca
 
 // q4e_quantize_activations' halves (quant/q4e.cpp): the loops in the assembly, inv = 127 / xmax here.
 float q4e_activations_max_pie(const float* x, int n) {
-  return __builtin_bit_cast(float, mcullm_q4e_abs_max(x, n, __builtin_bit_cast(uint32_t, 1e-8f)));
+  return __builtin_bit_cast(float, mcullm_q4e_abs_max(x, n, __builtin_bit_cast(uint32_t, kQ4eActivationMaxFloor)));
 }
 void q4e_quantize_with_pie(const float* x, int n, float xmax, int8_t* q) {
-  mcullm_q4e_round_int8(x, n, __builtin_bit_cast(uint32_t, 127.0f / xmax), q);
+  mcullm_q4e_round_int8(x, n, __builtin_bit_cast(uint32_t, q4e_activation_inv(xmax)), q);
 }
 
 // softmax_ref's steps: the max here, the exponentials and their sum in mcullm_softmax_exps (mc_expf's
