@@ -119,6 +119,8 @@ def main():
     ap.add_argument("--quant", choices=["none", "q4", "ternary"], default="none")
     ap.add_argument("--ple", type=int, default=0, help="per-layer embedding size: esp32-ai's PLE model (q4e, --quant q4)")
     ap.add_argument("--q4e-group", type=int, default=64, help="PLE: weights per q4e scale group")
+    ap.add_argument("--ple-norm-init", type=float, default=0.1,
+                    help="PLE: the initial weight of each layer's ple_norm (1.0: the plain RMSNorm start)")
     ap.add_argument("--arch", choices=["llama", "qwen2"], default="llama",
                     help="qwen2: q/k/v biases, NEOX RoPE, separate head; with --quant ternary the engine's i2_s layers")
     ap.add_argument("--steps", type=int, default=2000)
@@ -154,7 +156,8 @@ def main():
 
     c = mdl.Config(vocab=a.vocab, dim=a.dim, n_layers=a.layers, n_heads=a.heads, n_kv_heads=a.kv_heads,
                    hidden=a.hidden, seq_len=a.ctx, ffn=a.ffn, tied=not a.untied, quant=a.quant, ple_dim=a.ple,
-                   q4e_group=a.q4e_group, arch=a.arch, norm_eps=1e-6 if a.arch == "qwen2" else 1e-5)
+                   q4e_group=a.q4e_group, ple_norm_init=a.ple_norm_init, arch=a.arch,
+                   norm_eps=1e-6 if a.arch == "qwen2" else 1e-5)
     if a.arch == "qwen2" and (a.ple or a.quant == "q4" or not a.untied):
         sys.exit("train: --arch qwen2 is llama.cpp's qwen2: a separate head (--untied), f32 or ternary weights "
                  "(--ffn relu: mcullm's GGUF key, which llama.cpp does not read)")
