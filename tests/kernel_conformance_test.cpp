@@ -346,6 +346,14 @@ TEST_P(KernelConformance, Q4e) {
       ref().matvec_q4e_q8(t.m, xq.data(), &xs, a.data(), 1, rows);
       k().matvec_q4e_q8(t.m, xq.data(), &xs, b.data(), 1, rows);
       ASSERT_TRUE(same_bits(a, b)) << "int8 cols " << cols << " group " << group;
+      // The listed rows (the gate-first FFN's live up rows: distinct, any order, runs and gaps): the
+      // matvec's bits at those rows, the others untouched.
+      const int32_t listed[] = {16, 3, 4, 5, 9, 0, 12, 13};
+      std::vector<float> want(rows, -1.0f), got(rows, -1.0f);
+      ref().matvec_q4e_q8(t.m, xq.data(), &xs, want.data(), 0, rows);
+      for (int r : {1, 2, 6, 7, 8, 10, 11, 14, 15}) want[r] = -1.0f;
+      k().matvec_q4e_q8_rows(t.m, xq.data(), &xs, listed, 8, got.data());
+      ASSERT_TRUE(same_bits(want, got)) << "listed rows, cols " << cols << " group " << group;
       // f32 activations with signed zeros, tiny and huge values: rows 0..8 and 1..9 (8-row blocks + tails)
       std::vector<float> x(cols);
       std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -149,6 +149,7 @@ void tl_matmul_ref(const TlTensor& w, const uint8_t* lut, size_t lut_stride, con
                    float* y, size_t y_stride, int tile0, int tile1);
 void matvec_q4e_f32_ref(const MatRef& w, const float* x, float* y, int r0, int r1);
 void matvec_q4e_q8_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1);
+void matvec_q4e_q8_rows_ref(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y);
 void attn_scores_q8_ref(const int8_t* q, float qs, const int8_t* keys, const float* kscales, size_t stride,
                         size_t s_stride, int n, int hs, float scale, float* scores);
 void attn_values_q8_ref(const float* att, const int8_t* values, const float* vscales, size_t stride, size_t s_stride,
@@ -242,6 +243,10 @@ struct KernelSet {
   // esp32-ai int4 rows (q4e) times f32 or int8 activations: see the contract above.
   void (*matvec_q4e_f32)(const MatRef& w, const float* x, float* y, int r0, int r1) = matvec_q4e_f32_ref;
   void (*matvec_q4e_q8)(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) = matvec_q4e_q8_ref;
+  // The n distinct rows listed in `rows`, in any order (the sparse FFN's live up rows of a PLE model):
+  // y[rows[i]] has matvec_q4e_q8's bits, the other rows are untouched.
+  void (*matvec_q4e_q8_rows)(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n,
+                             float* y) = matvec_q4e_q8_rows_ref;
 
   // Attention over one head of an int8 KV cache (see the contract above): key t at keys + t * stride,
   // its scale at kscales[t * s_stride]; q the int8 query with scale qs.

@@ -32,7 +32,7 @@ void matmat_i2s_by_rows(const MatRef& w, const int8_t* xq, size_t xq_stride, con
 
 // The listed rows one matvec call each (tables without a kernel that shares work between them).
 template <void (*Matvec)(const MatRef&, const int8_t*, const float*, float*, int, int)>
-void matvec_i2s_rows_by_row(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y) {
+void matvec_rows_by_row(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y) {
   for (int i = 0; i < n; ++i) Matvec(w, xq, xs, y, rows[i], rows[i] + 1);
 }
 

@@ -69,6 +69,10 @@ void up_task(void* ctx, int ith, int nth) {
     j.k->matvec_i2s_rows(*j.up, j.x->q, j.x->scales, j.live + b, e - b, j.u);
     return;
   }
+  if (j.up->type == DType::kQ4E && j.x->q && j.x->scales) {  // the same for q4e (a PLE model's up rows)
+    j.k->matvec_q4e_q8_rows(*j.up, j.x->q, j.x->scales, j.live + b, e - b, j.u);
+    return;
+  }
   for (int i = b; i < e; ++i) matvec(*j.k, *j.up, *j.x, j.u, j.live[i], j.live[i] + 1);
 }
 

@@ -18,9 +18,10 @@ constexpr KernelSet kNeon = {.name = "neon",
                              .attn_values = neon::attn_values,
                              .matvec_i2s = neon::matvec_i2s,
                              .matmat_i2s = matmat_i2s_by_rows<neon::matvec_i2s>,
-                             .matvec_i2s_rows = matvec_i2s_rows_by_row<neon::matvec_i2s>,
+                             .matvec_i2s_rows = matvec_rows_by_row<neon::matvec_i2s>,
                              .tl_matmul = neon::tl_matmul,
                              .matvec_q4e_q8 = neon::matvec_q4e_q8,
+                             .matvec_q4e_q8_rows = matvec_rows_by_row<neon::matvec_q4e_q8>,
                              .matvec_down_cols = neon::matvec_down_cols};
 }  // namespace
 

@@ -262,40 +262,46 @@ void matvec_blocks_pie(const MatRef& w, const int8_t* xq, const float* xs, float
 // (cols not a multiple of the group) is one more assembly group of ceil(tail / 32) * 32 columns: the
 // padded activations are 0, so the codes read past the row's tail (at most 15 bytes, in the next
 // row) add nothing; the tails of the last rows, whose over-read could leave the tensor, are summed here.
-void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
-  constexpr int kHalf = 256;  // x2: even columns at [0, 256), odd ones at [256, 512)
-  if (w.group <= 0 || w.group % 32 != 0 || w.group > 2 * kHalf) {
-    matvec_q4e_q8_ref(w, xq, xs, y, r0, r1);
-    return;
-  }
-  if (r1 <= r0) return;
-  const int ng = q4e_groups(w.cols, w.group);
-  const int gpc = 2 * kHalf / w.group;  // groups per chunk
-  alignas(16) int8_t x2[2 * kHalf];
-  int32_t xsum8[2 * kHalf / 32];
-  Q4eRows a;
-  a.row_bytes = static_cast<int>(w.row_bytes);
-  a.scale_stride = 2 * ng;
-  a.consts = kQ4Consts;
-  for (int g0 = 0; g0 < ng; g0 += gpc) {
-    const int g1 = ng - g0 < gpc ? ng : g0 + gpc;
-    const int c0 = g0 * w.group, c1 = g1 * w.group < w.cols ? g1 * w.group : w.cols;
-    const int full = (c1 - c0) / w.group;  // whole groups in this chunk
-    const int tail = c1 - c0 - full * w.group;
+namespace {
+constexpr int kQ4eHalf = 256;  // x2: even columns at [0, 256), odd ones at [256, 512)
+
+bool q4e_pie_group_ok(const MatRef& w) { return w.group > 0 && w.group % 32 == 0 && w.group <= 2 * kQ4eHalf; }
+
+// One chunk of whole groups [g0, g1): its activations deinterleaved into x2 and the groups' sums.
+struct Q4eChunk {
+  alignas(16) int8_t x2[2 * kQ4eHalf];
+  int32_t xsum8[2 * kQ4eHalf / 32];
+  int g0, c0, c1, full, tail, ng;
+
+  void prepare(const MatRef& w, const int8_t* xq, int g_begin, int g_end) {
+    ng = q4e_groups(w.cols, w.group);
+    g0 = g_begin;
+    c0 = g_begin * w.group;
+    c1 = g_end * w.group < w.cols ? g_end * w.group : w.cols;
+    full = (c1 - c0) / w.group;  // whole groups in this chunk
+    tail = c1 - c0 - full * w.group;
     // Deinterleave in column pairs, zero-padded to 32 columns, with each group's sum.
     const int n = c1 - c0, npad = (n + 31) & ~31;
     const int8_t* src = xq + c0;
-    for (int g = 0; g < g1 - g0; ++g) {
+    for (int g = 0; g < g_end - g_begin; ++g) {
       const int k1 = ((g + 1) * w.group < npad ? (g + 1) * w.group : npad) / 2;
       int32_t sum = 0;
       for (int k = g * w.group / 2; k < k1; ++k) {
         const int8_t e = 2 * k < n ? src[2 * k] : 0, o = 2 * k + 1 < n ? src[2 * k + 1] : 0;
         x2[k] = e;
-        x2[kHalf + k] = o;
+        x2[kQ4eHalf + k] = o;
         sum += e + o;
       }
       xsum8[g] = 8 * sum;
     }
+  }
+
+  // Rows [r0, r1) over this chunk: y[r] starts (first chunk) or goes on with the chunk's groups.
+  void rows(const MatRef& w, const int8_t* xq, float* y, int r0, int r1) const {
+    Q4eRows a;
+    a.row_bytes = static_cast<int>(w.row_bytes);
+    a.scale_stride = 2 * ng;
+    a.consts = kQ4Consts;
     a.xsum8 = xsum8;
     a.codes = w.row(r0) + c0 / 2;
     a.scales = w.scales + (static_cast<size_t>(r0) * static_cast<size_t>(ng) + static_cast<size_t>(g0)) * 2;
@@ -329,7 +335,56 @@ void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float
       }
     }
   }
+};
+
+// Chunks of whole groups, at most 512 columns each.
+int q4e_groups_per_chunk(const MatRef& w) { return 2 * kQ4eHalf / w.group; }
+}  // namespace
+
+// esp32-ai int4 rows with int8 activations: y[r] accumulates the groups in increasing order exactly
+// as the reference's acc does (it starts at +0 and holds a float between chunks), then y[r] *= xs[0].
+// Columns go in chunks of whole groups, at most 512 columns: the chunk's activations deinterleaved
+// (even / odd columns) into x2, zero-padded to a multiple of 32 columns, and the assembly does the
+// integer sums and the float steps (mul.s, add.s) of every row. The chunk's last, partial group
+// (cols not a multiple of the group) is one more assembly group of ceil(tail / 32) * 32 columns: the
+// padded activations are 0, so the codes read past the row's tail (at most 15 bytes, in the next
+// row) add nothing; the tails of the last rows, whose over-read could leave the tensor, are summed here.
+void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float* y, int r0, int r1) {
+  if (!q4e_pie_group_ok(w)) {
+    matvec_q4e_q8_ref(w, xq, xs, y, r0, r1);
+    return;
+  }
+  if (r1 <= r0) return;
+  const int ng = q4e_groups(w.cols, w.group), gpc = q4e_groups_per_chunk(w);
+  Q4eChunk ch;
+  for (int g0 = 0; g0 < ng; g0 += gpc) {
+    ch.prepare(w, xq, g0, ng - g0 < gpc ? ng : g0 + gpc);
+    ch.rows(w, xq, y, r0, r1);
+  }
   for (int r = r0; r < r1; ++r) y[r] = y[r] * xs[0];
+}
+
+// The listed rows: each chunk's activations are prepared once for all of them (per-row calls of
+// matvec_q4e_q8_pie would redo it for every row), then each run of consecutive listed rows is one
+// assembly call; every row the same operations in the same order as matvec_q4e_q8_pie's.
+void matvec_q4e_q8_rows_pie(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y) {
+  if (!q4e_pie_group_ok(w)) {
+    matvec_q4e_q8_rows_ref(w, xq, xs, rows, n, y);
+    return;
+  }
+  if (n <= 0) return;
+  const int ng = q4e_groups(w.cols, w.group), gpc = q4e_groups_per_chunk(w);
+  Q4eChunk ch;
+  for (int g0 = 0; g0 < ng; g0 += gpc) {
+    ch.prepare(w, xq, g0, ng - g0 < gpc ? ng : g0 + gpc);
+    for (int i = 0; i < n;) {
+      int e = i + 1;
+      while (e < n && rows[e] == rows[e - 1] + 1) ++e;
+      ch.rows(w, xq, y, rows[i], rows[e - 1] + 1);
+      i = e;
+    }
+  }
+  for (int i = 0; i < n; ++i) y[rows[i]] = y[rows[i]] * xs[0];
 }
 
 constexpr KernelSet kPie = {.name = "pie",
@@ -346,6 +401,7 @@ constexpr KernelSet kPie = {.name = "pie",
                             .matmat_i2s = matmat_i2s_by_rows<matvec_i2s_pie>,
                             .matvec_i2s_rows = matvec_i2s_rows_pie,
                             .matvec_q4e_q8 = matvec_q4e_q8_pie,
+                            .matvec_q4e_q8_rows = matvec_q4e_q8_rows_pie,
                             .attn_scores_q8 = attn_scores_q8_pie,
                             .attn_values_q8 = attn_values_q8_pie,
                             .quantize_blocks = quantize_blocks_pie,

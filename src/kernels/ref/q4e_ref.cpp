@@ -1,4 +1,5 @@
 #include "kernels/kernels.h"
+#include "kernels/matmat_rows.h"
 
 #include "quant/q4e.h"
 
@@ -41,6 +42,10 @@ void matvec_q4e_q8_ref(const MatRef& w, const int8_t* xq, const float* xs, float
     }
     y[r] = acc * xs[0];
   }
+}
+
+void matvec_q4e_q8_rows_ref(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y) {
+  matvec_rows_by_row<matvec_q4e_q8_ref>(w, xq, xs, rows, n, y);
 }
 
 }  // namespace mcullm

@@ -20,7 +20,7 @@ void matvec_i2s_ref(const MatRef& w, const int8_t* xq, const float* xs, float* y
 }
 
 void matvec_i2s_rows_ref(const MatRef& w, const int8_t* xq, const float* xs, const int32_t* rows, int n, float* y) {
-  matvec_i2s_rows_by_row<matvec_i2s_ref>(w, xq, xs, rows, n, y);
+  matvec_rows_by_row<matvec_i2s_ref>(w, xq, xs, rows, n, y);
 }
 
 }  // namespace mcullm

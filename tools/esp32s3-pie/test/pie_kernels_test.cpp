@@ -202,6 +202,13 @@ void test_q4e(const KernelSet& pie, const KernelSet& ref) {
         ref.matvec_q4e_q8(w, g_x, &xs, g_y0, 2, 5);  // a row range (the tails' last-rows rule)
         pie.matvec_q4e_q8(w, g_x, &xs, g_y1, 2, 5);
         compare("q4e rows 2..4 cols/group/woff", sh.cols, sh.group, woff, 5);
+        // The gate-first FFN's listed rows (distinct, out of order, a run, the last row): matvec_q4e_q8's
+        // bits at the listed rows, the others untouched.
+        const int32_t listed[] = {5, 1, 2, 3};
+        for (int r = 0; r < rows; ++r) g_y0[r] = g_y1[r] = -1.5f;
+        ref.matvec_q4e_q8_rows(w, g_x, &xs, listed, 4, g_y0);
+        pie.matvec_q4e_q8_rows(w, g_x, &xs, listed, 4, g_y1);
+        compare("q4e listed rows cols/group/woff", sh.cols, sh.group, woff, rows);
       }
     }
   }
