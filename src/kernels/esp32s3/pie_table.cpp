@@ -254,14 +254,6 @@ void matvec_blocks_pie(const MatRef& w, const int8_t* xq, const float* xs, float
   Rows(&a);
 }
 
-// esp32-ai int4 rows with int8 activations: y[r] accumulates the groups in increasing order exactly
-// as the reference's acc does (it starts at +0 and holds a float between chunks), then y[r] *= xs[0].
-// Columns go in chunks of whole groups, at most 512 columns: the chunk's activations deinterleaved
-// (even / odd columns) into x2, zero-padded to a multiple of 32 columns, and the assembly does the
-// integer sums and the float steps (mul.s, add.s) of every row. The chunk's last, partial group
-// (cols not a multiple of the group) is one more assembly group of ceil(tail / 32) * 32 columns: the
-// padded activations are 0, so the codes read past the row's tail (at most 15 bytes, in the next
-// row) add nothing; the tails of the last rows, whose over-read could leave the tensor, are summed here.
 namespace {
 constexpr int kQ4eHalf = 256;  // x2: even columns at [0, 256), odd ones at [256, 512)
 
@@ -337,8 +329,16 @@ struct Q4eChunk {
   }
 };
 
-// Chunks of whole groups, at most 512 columns each.
-int q4e_groups_per_chunk(const MatRef& w) { return 2 * kQ4eHalf / w.group; }
+// Each chunk of whole groups (at most 512 columns) in increasing order, prepared, handed to f.
+template <typename F>
+void for_q4e_chunks(const MatRef& w, const int8_t* xq, F&& f) {
+  const int ng = q4e_groups(w.cols, w.group), gpc = 2 * kQ4eHalf / w.group;
+  Q4eChunk ch;
+  for (int g0 = 0; g0 < ng; g0 += gpc) {
+    ch.prepare(w, xq, g0, ng - g0 < gpc ? ng : g0 + gpc);
+    f(ch);
+  }
+}
 }  // namespace
 
 // esp32-ai int4 rows with int8 activations: y[r] accumulates the groups in increasing order exactly
@@ -355,12 +355,7 @@ void matvec_q4e_q8_pie(const MatRef& w, const int8_t* xq, const float* xs, float
     return;
   }
   if (r1 <= r0) return;
-  const int ng = q4e_groups(w.cols, w.group), gpc = q4e_groups_per_chunk(w);
-  Q4eChunk ch;
-  for (int g0 = 0; g0 < ng; g0 += gpc) {
-    ch.prepare(w, xq, g0, ng - g0 < gpc ? ng : g0 + gpc);
-    ch.rows(w, xq, y, r0, r1);
-  }
+  for_q4e_chunks(w, xq, [&](const Q4eChunk& ch) { ch.rows(w, xq, y, r0, r1); });
   for (int r = r0; r < r1; ++r) y[r] = y[r] * xs[0];
 }
 
@@ -373,17 +368,14 @@ void matvec_q4e_q8_rows_pie(const MatRef& w, const int8_t* xq, const float* xs, 
     return;
   }
   if (n <= 0) return;
-  const int ng = q4e_groups(w.cols, w.group), gpc = q4e_groups_per_chunk(w);
-  Q4eChunk ch;
-  for (int g0 = 0; g0 < ng; g0 += gpc) {
-    ch.prepare(w, xq, g0, ng - g0 < gpc ? ng : g0 + gpc);
+  for_q4e_chunks(w, xq, [&](const Q4eChunk& ch) {
     for (int i = 0; i < n;) {
       int e = i + 1;
       while (e < n && rows[e] == rows[e - 1] + 1) ++e;
       ch.rows(w, xq, y, rows[i], rows[e - 1] + 1);
       i = e;
     }
-  }
+  });
   for (int i = 0; i < n; ++i) y[rows[i]] = y[rows[i]] * xs[0];
 }
 
